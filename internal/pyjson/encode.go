@@ -1,0 +1,233 @@
+package pyjson
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Options selects one of json.dumps' output modes.
+type Options struct {
+	SortKeys bool   // sort_keys=True
+	Indent   int    // indent=N; negative means no indentation
+	ItemSep  string // separators[0]
+	KeySep   string // separators[1]
+}
+
+// The four modes the seed uses (seed-spec §3.1, §5.1, §5.4, §17.5).
+var (
+	// Identity is json.dumps(v, sort_keys=True): what shard ids hash.
+	Identity = Options{SortKeys: true, Indent: -1, ItemSep: ", ", KeySep: ": "}
+	// Default is json.dumps(v): insertion order, default separators.
+	Default = Options{Indent: -1, ItemSep: ", ", KeySep: ": "}
+	// File is json.dumps(v, indent=2) as written by write_json (plus a newline, see MarshalFile).
+	File = Options{Indent: 2, ItemSep: ",", KeySep: ": "}
+	// Compact is json.dumps(v, separators=(",", ":")): the matrix line.
+	Compact = Options{Indent: -1, ItemSep: ",", KeySep: ":"}
+)
+
+// Marshal encodes v in the given mode. It fails only on values outside the model.
+func Marshal(v Value, opt Options) ([]byte, error) {
+	var b strings.Builder
+	if err := encode(&b, v, opt, 0); err != nil {
+		return nil, err
+	}
+	return []byte(b.String()), nil
+}
+
+// MustMarshal is Marshal for values built by opx itself, which are always in the model.
+func MustMarshal(v Value, opt Options) []byte {
+	out, err := Marshal(v, opt)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// MarshalFile is write_json's text: indent=2 and a trailing newline.
+func MarshalFile(v Value) ([]byte, error) {
+	out, err := Marshal(v, File)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
+}
+
+func newline(b *strings.Builder, opt Options, depth int) {
+	if opt.Indent >= 0 {
+		b.WriteByte('\n')
+		b.WriteString(strings.Repeat(" ", opt.Indent*depth))
+	}
+}
+
+func encode(b *strings.Builder, v Value, opt Options, depth int) error {
+	switch x := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case bool:
+		if x {
+			b.WriteString("true")
+		} else {
+			b.WriteString("false")
+		}
+	case string:
+		WriteString(b, x)
+	case Int:
+		b.WriteString(string(x))
+	case float64:
+		b.WriteString(FloatRepr(x))
+	case []Value:
+		if len(x) == 0 {
+			b.WriteString("[]")
+			return nil
+		}
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteString(opt.ItemSep)
+			}
+			newline(b, opt, depth+1)
+			if err := encode(b, e, opt, depth+1); err != nil {
+				return err
+			}
+		}
+		newline(b, opt, depth)
+		b.WriteByte(']')
+	case *Object:
+		if x == nil || x.Len() == 0 {
+			b.WriteString("{}")
+			return nil
+		}
+		members := x.members
+		if opt.SortKeys {
+			members = append([]Member(nil), members...)
+			sort.SliceStable(members, func(i, j int) bool { return members[i].Key < members[j].Key })
+		}
+		b.WriteByte('{')
+		for i, m := range members {
+			if i > 0 {
+				b.WriteString(opt.ItemSep)
+			}
+			newline(b, opt, depth+1)
+			WriteString(b, m.Key)
+			b.WriteString(opt.KeySep)
+			if err := encode(b, m.Value, opt, depth+1); err != nil {
+				return err
+			}
+		}
+		newline(b, opt, depth)
+		b.WriteByte('}')
+	default:
+		return fmt.Errorf("pyjson: cannot encode %T", v)
+	}
+	return nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// WriteString writes s as Python's json.dumps does with ensure_ascii=True: everything
+// outside printable ASCII (0x20–0x7e) becomes \uXXXX, astral characters a surrogate pair,
+// and <, > and & stay as they are.
+func WriteString(b *strings.Builder, s string) {
+	b.WriteByte('"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c < 0x7f && c != '"' && c != '\\' {
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		switch c {
+		case '"':
+			b.WriteString(`\"`)
+			i++
+			continue
+		case '\\':
+			b.WriteString(`\\`)
+			i++
+			continue
+		case '\n':
+			b.WriteString(`\n`)
+			i++
+			continue
+		case '\r':
+			b.WriteString(`\r`)
+			i++
+			continue
+		case '\t':
+			b.WriteString(`\t`)
+			i++
+			continue
+		case '\b':
+			b.WriteString(`\b`)
+			i++
+			continue
+		case '\f':
+			b.WriteString(`\f`)
+			i++
+			continue
+		}
+		r, n := decodeWTF8(s[i:])
+		i += n
+		if r >= 0x10000 {
+			r -= 0x10000
+			writeU(b, 0xD800|(r>>10)&0x3FF)
+			writeU(b, 0xDC00|r&0x3FF)
+		} else {
+			writeU(b, r)
+		}
+	}
+	b.WriteByte('"')
+}
+
+func writeU(b *strings.Builder, r rune) {
+	b.WriteString(`\u`)
+	b.WriteByte(hexDigits[r>>12&0xF])
+	b.WriteByte(hexDigits[r>>8&0xF])
+	b.WriteByte(hexDigits[r>>4&0xF])
+	b.WriteByte(hexDigits[r&0xF])
+}
+
+// FloatRepr formats f as Python's repr(float) (and so json.dumps): the shortest digits that
+// round-trip, in fixed notation when the decimal exponent is in [-4, 16), else in
+// scientific notation with a signed, at least two-digit exponent; always with a '.' or 'e'.
+func FloatRepr(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case math.IsInf(f, 1):
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
+	}
+	e := strconv.FormatFloat(f, 'e', -1, 64) // -d.ddde±XX
+	sign := ""
+	if e[0] == '-' {
+		sign, e = "-", e[1:]
+	}
+	mant, expText, _ := strings.Cut(e, "e")
+	exp, _ := strconv.Atoi(expText)
+	digits := strings.Replace(mant, ".", "", 1)
+	if exp < -4 || exp >= 16 {
+		m := digits[:1]
+		if len(digits) > 1 {
+			m += "." + digits[1:]
+		}
+		es := "+"
+		if exp < 0 {
+			es, exp = "-", -exp
+		}
+		return fmt.Sprintf("%s%se%s%02d", sign, m, es, exp)
+	}
+	point := exp + 1 // digits before the decimal point
+	switch {
+	case point <= 0:
+		return sign + "0." + strings.Repeat("0", -point) + digits
+	case point >= len(digits):
+		return sign + digits + strings.Repeat("0", point-len(digits)) + ".0"
+	default:
+		return sign + digits[:point] + "." + digits[point:]
+	}
+}

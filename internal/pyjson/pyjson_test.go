@@ -1,0 +1,214 @@
+package pyjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+func TestFloatRepr(t *testing.T) {
+	cases := map[float64]string{
+		1: "1.0", 1e6: "1000000.0", 1e16: "1e+16", 1e15: "1000000000000000.0", 1e-5: "1e-05",
+		0.0001: "0.0001", 1.5: "1.5", 1.702: "1.702", 7: "7.0", 2.5: "2.5", 0: "0.0",
+		math.Copysign(0, -1): "-0.0", -1.5e-7: "-1.5e-07", 1.2345e+300: "1.2345e+300",
+		123456789012345678: "1.2345678901234568e+17",
+		math.Inf(1): "Infinity", math.Inf(-1): "-Infinity", 5e-324: "5e-324",
+	}
+	tenth, fifth := 0.1, 0.2
+	cases[tenth+fifth] = "0.30000000000000004"
+	for f, want := range cases {
+		if got := FloatRepr(f); got != want {
+			t.Errorf("FloatRepr(%v) = %q, want %q", f, got, want)
+		}
+	}
+}
+
+func TestModes(t *testing.T) {
+	v, err := Parse([]byte(`{"b": [1, 2.0, {"z": null, "a": true}], "a": "x<&>é😀\u007f\ud800", "e": [], "o": {}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"identity": `{"a": "x<&>\u00e9\ud83d\ude00\u007f\ud800", "b": [1, 2.0, {"a": true, "z": null}], "e": [], "o": {}}`,
+		"default":  `{"b": [1, 2.0, {"z": null, "a": true}], "a": "x<&>\u00e9\ud83d\ude00\u007f\ud800", "e": [], "o": {}}`,
+		"compact":  `{"b":[1,2.0,{"z":null,"a":true}],"a":"x<&>\u00e9\ud83d\ude00\u007f\ud800","e":[],"o":{}}`,
+		"file": "{\n  \"b\": [\n    1,\n    2.0,\n    {\n      \"z\": null,\n      \"a\": true\n    }\n  ],\n" +
+			"  \"a\": \"x<&>\\u00e9\\ud83d\\ude00\\u007f\\ud800\",\n  \"e\": [],\n  \"o\": {}\n}\n",
+	}
+	got := map[string]string{
+		"identity": string(MustMarshal(v, Identity)),
+		"default":  string(MustMarshal(v, Default)),
+		"compact":  string(MustMarshal(v, Compact)),
+	}
+	f, _ := MarshalFile(v)
+	got["file"] = string(f)
+	for k := range want {
+		if got[k] != want[k] {
+			t.Errorf("%s:\n got %s\nwant %s", k, got[k], want[k])
+		}
+	}
+}
+
+func TestParseKeepsOrderIntsAndDuplicates(t *testing.T) {
+	v, err := Parse([]byte(`{"z": 1, "a": 1.0, "z": -0, "big": 123456789012345678901234567890}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := v.(*Object)
+	if got := strings.Join(o.Keys(), ","); got != "z,a,big" {
+		t.Fatalf("keys %s", got)
+	}
+	if z, _ := o.Get("z"); z != Int("0") {
+		t.Fatalf("z = %#v", z)
+	}
+	if a, _ := o.Get("a"); a != 1.0 {
+		t.Fatalf("a = %#v", a)
+	}
+	if got := string(MustMarshal(v, Default)); got != `{"z": 0, "a": 1.0, "big": 123456789012345678901234567890}` {
+		t.Fatal(got)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a": 1,}`:       "line 1 column 9: expecting property name",
+		"[1,\n 2":         "line 2 column 3: expecting ',' delimiter, found end of input",
+		`[1] x`:           "extra data",
+		"\xef\xbb\xbf[]":  "byte-order mark",
+		"[\"\xff\"]":      "invalid UTF-8 byte 0xff",
+		`"a` + "\n" + `"`: "invalid control character",
+		`[01]`:            "expecting ',' delimiter",
+		``:                "expecting value, found end of input",
+		`{"a" 1}`:         "expecting ':' delimiter",
+		`["\x"]`:          "invalid \\escape",
+		strings.Repeat("[", 600): "nesting deeper",
+	} {
+		_, err := Parse([]byte(in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want %q", in, err, want)
+		}
+	}
+}
+
+// randomValue builds values that exercise every rule: key order, ints vs floats,
+// float formatting at the exponent switch points, escapes and astral characters.
+func randomValue(r *rand.Rand, depth int) string {
+	strs := []string{"a", "b", "Z", "é", "😀", "<&>", "q\"uote", "back\\slash", "tab\t", "\u007f", "\u2028", "", "ns/name"}
+	switch k := r.IntN(9); {
+	case depth > 3 || k < 2:
+		return fmt.Sprint(r.Int64N(1<<40) - 1<<39)
+	case k == 2:
+		exps := []float64{1e-7, 1e-5, 1e-4, 1e-3, 1, 1e3, 1e15, 1e16, 1e17, 1e300}
+		f := (r.Float64()*10 - 5) * exps[r.IntN(len(exps))]
+		if r.IntN(3) == 0 {
+			f = math.Round(f)
+		}
+		return strconvFloat(f)
+	case k == 3:
+		b, _ := json.Marshal(strs[r.IntN(len(strs))] + strs[r.IntN(len(strs))])
+		return string(b)
+	case k == 4:
+		return []string{"true", "false", "null"}[r.IntN(3)]
+	case k < 7:
+		n := r.IntN(4)
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = randomValue(r, depth+1)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	default:
+		n := r.IntN(4)
+		parts := make([]string, n)
+		for i := range parts {
+			key, _ := json.Marshal(strs[r.IntN(len(strs))] + fmt.Sprint(i))
+			parts[i] = string(key) + ": " + randomValue(r, depth+1)
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+}
+
+func strconvFloat(f float64) string {
+	s := fmt.Sprintf("%v", f)
+	if !strings.ContainsAny(s, ".eE") {
+		s += ".0"
+	}
+	return s
+}
+
+// TestDifferentialPython compares all four modes with python3's json module on random
+// documents. It skips when python3 is absent.
+func TestDifferentialPython(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not found")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	var docs []string
+	for range 400 {
+		docs = append(docs, randomValue(r, 0))
+	}
+	script := `
+import json, sys
+for line in sys.stdin:
+    v = json.loads(line)
+    print(json.dumps(json.dumps(v, sort_keys=True)))
+    print(json.dumps(json.dumps(v)))
+    print(json.dumps(json.dumps(v, separators=(",", ":"))))
+    print(json.dumps(json.dumps(v, indent=2) + "\n"))
+`
+	cmd := exec.Command("python3", "-c", script)
+	cmd.Stdin = strings.NewReader(strings.Join(docs, "\n") + "\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
+	if len(lines) != 4*len(docs) {
+		t.Fatalf("python printed %d lines for %d docs", len(lines), len(docs))
+	}
+	for i, doc := range docs {
+		v, err := Parse([]byte(doc))
+		if err != nil {
+			t.Fatalf("doc %d: %v", i, err)
+		}
+		file, _ := MarshalFile(v)
+		mine := []string{string(MustMarshal(v, Identity)), string(MustMarshal(v, Default)), string(MustMarshal(v, Compact)), string(file)}
+		for m := range 4 {
+			var want string
+			if err := json.Unmarshal(lines[4*i+m], &want); err != nil {
+				t.Fatal(err)
+			}
+			if mine[m] != want {
+				t.Fatalf("doc %d mode %d:\n in   %s\n got  %s\n want %s", i, m, doc, mine[m], want)
+			}
+		}
+	}
+}
+
+// FuzzRoundTrip checks that anything Parse accepts re-encodes to a document that parses
+// to the same encoding, and that Parse never panics.
+func FuzzRoundTrip(f *testing.F) {
+	for _, s := range []string{`{"a": [1, 2.5, "x"]}`, `[1e16, -0.0, 1e-05]`, `"\ud800\udc00\ud800"`, `{"a":1,"a":2}`, `NaN`, `[[[]]]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := Parse(data)
+		if err != nil {
+			return
+		}
+		for _, opt := range []Options{Identity, Default, Compact, File} {
+			once := MustMarshal(v, opt)
+			v2, err := Parse(once)
+			if err != nil {
+				t.Fatalf("re-parse of %q: %v", once, err)
+			}
+			if twice := MustMarshal(v2, opt); !bytes.Equal(once, twice) {
+				t.Fatalf("not stable: %q then %q", once, twice)
+			}
+		}
+	})
+}

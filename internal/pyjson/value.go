@@ -1,0 +1,221 @@
+// Package pyjson owns opx's Python-compatible JSON: an ordered value model that keeps
+// object key order and the difference between 1 and 1.0, a strict parser, and an encoder
+// that reproduces the byte output of Python's json.dumps in the modes the seed uses
+// (seed-spec §3.1, §17). Shard ids hash this output, so it must match the seed exactly.
+//
+// Values are: nil (null), bool, string, Int, float64, *Object and []Value.
+// Strings are WTF-8: a lone surrogate that came from a \uD800-style escape is kept as its
+// three-byte encoding so that it re-encodes exactly as Python would.
+package pyjson
+
+import (
+	"fmt"
+	"math/big"
+	"strconv"
+)
+
+// Value is any JSON value of this package's model.
+type Value = any
+
+// Int is a JSON integer kept as its canonical decimal text (Python ints have no size limit).
+type Int string
+
+// NewInt returns the Int for n.
+func NewInt(n int64) Int { return Int(strconv.FormatInt(n, 10)) }
+
+// Int64 returns the value when it fits in an int64.
+func (i Int) Int64() (int64, bool) {
+	n, err := strconv.ParseInt(string(i), 10, 64)
+	return n, err == nil
+}
+
+// Big returns the value as a big.Int.
+func (i Int) Big() *big.Int {
+	b, _ := new(big.Int).SetString(string(i), 10)
+	if b == nil {
+		b = new(big.Int)
+	}
+	return b
+}
+
+// Member is one key/value pair of an Object.
+type Member struct {
+	Key   string
+	Value Value
+}
+
+// Object is a JSON object that keeps insertion order, like a Python dict.
+type Object struct {
+	members []Member
+	index   map[string]int
+}
+
+// NewObject returns an empty object.
+func NewObject() *Object { return &Object{index: map[string]int{}} }
+
+// Obj builds an object from alternating keys and values: Obj("a", 1, "b", "x").
+// Go ints are converted to Int.
+func Obj(kv ...any) *Object {
+	o := NewObject()
+	for i := 0; i+1 < len(kv); i += 2 {
+		o.Set(kv[i].(string), From(kv[i+1]))
+	}
+	return o
+}
+
+// From converts common Go values (int, []string, map-free) into the value model.
+func From(v any) Value {
+	switch x := v.(type) {
+	case int:
+		return NewInt(int64(x))
+	case int64:
+		return NewInt(x)
+	case []string:
+		out := make([]Value, len(x))
+		for i, s := range x {
+			out[i] = s
+		}
+		return out
+	case map[string]string:
+		panic("pyjson.From: maps have no order; build an Object")
+	default:
+		return v
+	}
+}
+
+// Len is the number of members.
+func (o *Object) Len() int { return len(o.members) }
+
+// Members returns the members in order. The slice must not be modified.
+func (o *Object) Members() []Member { return o.members }
+
+// Keys returns the keys in order.
+func (o *Object) Keys() []string {
+	keys := make([]string, len(o.members))
+	for i, m := range o.members {
+		keys[i] = m.Key
+	}
+	return keys
+}
+
+// Get returns the value for key.
+func (o *Object) Get(key string) (Value, bool) {
+	if o == nil {
+		return nil, false
+	}
+	i, ok := o.index[key]
+	if !ok {
+		return nil, false
+	}
+	return o.members[i].Value, true
+}
+
+// Has reports whether key is present.
+func (o *Object) Has(key string) bool { _, ok := o.Get(key); return ok }
+
+// Set adds key at the end, or replaces its value in place (Python dict semantics).
+func (o *Object) Set(key string, v Value) {
+	if o.index == nil {
+		o.index = map[string]int{}
+	}
+	if i, ok := o.index[key]; ok {
+		o.members[i].Value = v
+		return
+	}
+	o.index[key] = len(o.members)
+	o.members = append(o.members, Member{key, v})
+}
+
+// Delete removes key, keeping the order of the rest.
+func (o *Object) Delete(key string) {
+	i, ok := o.index[key]
+	if !ok {
+		return
+	}
+	o.members = append(o.members[:i], o.members[i+1:]...)
+	delete(o.index, key)
+	for j := i; j < len(o.members); j++ {
+		o.index[o.members[j].Key] = j
+	}
+}
+
+// Clone returns a shallow copy of o.
+func (o *Object) Clone() *Object {
+	c := NewObject()
+	for _, m := range o.members {
+		c.Set(m.Key, m.Value)
+	}
+	return c
+}
+
+// String returns the member as a string if it is one.
+func (o *Object) String(key string) (string, bool) {
+	v, ok := o.Get(key)
+	if !ok {
+		return "", false
+	}
+	s, ok := v.(string)
+	return s, ok
+}
+
+// Object returns the member as an object if it is one.
+func (o *Object) Object(key string) (*Object, bool) {
+	v, ok := o.Get(key)
+	if !ok {
+		return nil, false
+	}
+	x, ok := v.(*Object)
+	return x, ok
+}
+
+// Array returns the member as an array if it is one.
+func (o *Object) Array(key string) ([]Value, bool) {
+	v, ok := o.Get(key)
+	if !ok {
+		return nil, false
+	}
+	x, ok := v.([]Value)
+	return x, ok
+}
+
+// Truthy follows Python's truth rules for JSON values.
+func Truthy(v Value) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case string:
+		return x != ""
+	case Int:
+		return x != "0"
+	case float64:
+		return x != 0
+	case *Object:
+		return x != nil && x.Len() > 0
+	case []Value:
+		return len(x) > 0
+	}
+	return true
+}
+
+// TypeName names the JSON type of v for error messages.
+func TypeName(v Value) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case string:
+		return "string"
+	case Int:
+		return "integer"
+	case float64:
+		return "number"
+	case *Object:
+		return "object"
+	case []Value:
+		return "array"
+	}
+	return fmt.Sprintf("%T", v)
+}
