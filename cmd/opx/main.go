@@ -1,0 +1,22 @@
+// Command opx plans GPU operator benchmark sweeps and runs them on Slurm clusters.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/semianalysis/opx/internal/cli"
+)
+
+func main() {
+	ctx, stop := cli.SignalContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	code := cli.Main(ctx, os.Args[1:], cli.Env{
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Getenv: os.Getenv, Environ: os.Environ,
+	})
+	stop()
+	_ = signal.Ignored
+	os.Exit(code)
+}

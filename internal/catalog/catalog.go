@@ -1,0 +1,224 @@
+// Package catalog owns opx's embedded inputs — the testlists, the platform overlay keyed by
+// runner label with its CollectiveX base registry, and containers.toml — and the loaders that
+// read them, or their on-disk replacements, with one-line errors that name file and place.
+package catalog
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	toml "github.com/pelletier/go-toml/v2"
+
+	"github.com/semianalysis/opx/internal/pyjson"
+)
+
+//go:embed data
+var embedded embed.FS
+
+// Data is the embedded catalog, rooted so that it holds platforms.json,
+// platform_config.json, containers.toml and testlists/.
+var Data = mustSub(embedded, "data")
+
+func mustSub(f fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(f, dir)
+	if err != nil {
+		panic(err)
+	}
+	return sub
+}
+
+// Source is where an input file comes from: the embedded catalog or the file system.
+type Source struct {
+	FS   fs.FS  // the file system to read from
+	Path string // path within FS
+	Name string // how to name the file in messages
+}
+
+// Embedded names a file of the embedded catalog.
+func Embedded(path string) Source {
+	return Source{FS: Data, Path: path, Name: "embedded " + path}
+}
+
+// Disk names a file on disk.
+func Disk(path string) Source {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	return Source{FS: os.DirFS(filepath.Dir(abs)), Path: filepath.Base(abs), Name: path}
+}
+
+// Read returns the file's bytes, with an error naming it.
+func (s Source) Read() ([]byte, error) {
+	b, err := fs.ReadFile(s.FS, s.Path)
+	if err != nil {
+		var pe *fs.PathError
+		if errorsAs(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	return b, nil
+}
+
+// ReadJSON reads and parses the file with Python's JSON rules.
+func (s Source) ReadJSON() (pyjson.Value, error) {
+	b, err := s.Read()
+	if err != nil {
+		return nil, err
+	}
+	v, err := pyjson.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	return v, nil
+}
+
+// Sibling names a file relative to this one's directory (for "base" references).
+func (s Source) Sibling(rel string) Source {
+	if s.FS == Data {
+		return Embedded(pathJoin(pathDir(s.Path), rel))
+	}
+	dir := filepath.Dir(s.Name)
+	return Disk(filepath.Join(dir, rel))
+}
+
+func pathDir(p string) string {
+	if i := strings.LastIndex(p, "/"); i >= 0 {
+		return p[:i]
+	}
+	return "."
+}
+
+func pathJoin(dir, rel string) string {
+	if dir == "." {
+		return rel
+	}
+	return dir + "/" + rel
+}
+
+// TestlistName is the seed's allow-list for testlist names; it also blocks path traversal.
+var TestlistName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// Testlists reads testlists from a directory (the embedded one when dir is empty).
+type Testlists struct {
+	dir fs.FS
+	loc string // for messages
+}
+
+// NewTestlists returns the testlist directory dir, or the embedded catalog when dir is "".
+func NewTestlists(dir string) Testlists {
+	if dir == "" {
+		return Testlists{dir: mustSub(Data, "testlists"), loc: "embedded testlists"}
+	}
+	return Testlists{dir: os.DirFS(dir), loc: dir}
+}
+
+// Names lists the available testlists, sorted.
+func (t Testlists) Names() []string {
+	entries, _ := fs.ReadDir(t.dir, ".")
+	var names []string
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && !e.IsDir() && TestlistName.MatchString(n) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Load reads one testlist and checks its shape: a JSON array of objects, each with a
+// "type" string and an "args" object.
+func (t Testlists) Load(name string) ([]pyjson.Value, error) {
+	if !TestlistName.MatchString(name) {
+		return nil, fmt.Errorf("invalid testlist name")
+	}
+	src := Source{FS: t.dir, Path: name + ".json", Name: filepath.Join(t.loc, name+".json")}
+	b, err := fs.ReadFile(t.dir, name+".json")
+	if err != nil {
+		if os.IsNotExist(err) || strings.Contains(err.Error(), "file does not exist") {
+			return nil, fmt.Errorf("unknown testlist %q in %s; available: %s", name, t.loc, strings.Join(t.Names(), ", "))
+		}
+		return nil, fmt.Errorf("%s: %w", src.Name, err)
+	}
+	v, err := pyjson.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", src.Name, err)
+	}
+	shapes, ok := v.([]pyjson.Value)
+	if !ok {
+		return nil, fmt.Errorf("%s: a testlist is a JSON array of shapes, found %s", src.Name, pyjson.TypeName(v))
+	}
+	for i, s := range shapes {
+		o, ok := s.(*pyjson.Object)
+		if !ok {
+			return nil, fmt.Errorf("%s: shape [%d] is %s, not an object", src.Name, i, pyjson.TypeName(s))
+		}
+		if typ, ok := o.Get("type"); !ok {
+			return nil, fmt.Errorf("%s: shape [%d] has no \"type\"", src.Name, i)
+		} else if _, ok := typ.(string); !ok {
+			return nil, fmt.Errorf("%s: shape [%d] \"type\" is %s, not a string", src.Name, i, pyjson.TypeName(typ))
+		}
+		args, ok := o.Get("args")
+		if !ok {
+			return nil, fmt.Errorf("%s: shape [%d] has no \"args\"", src.Name, i)
+		}
+		if _, ok := args.(*pyjson.Object); !ok {
+			return nil, fmt.Errorf("%s: shape [%d] \"args\" is %s, not an object", src.Name, i, pyjson.TypeName(args))
+		}
+	}
+	return shapes, nil
+}
+
+// Image is one backend's entry of containers.toml.
+type Image struct {
+	Image  string `toml:"image"`
+	Digest string `toml:"digest"`
+}
+
+// Containers is containers.toml: vendor -> backend -> image.
+type Containers map[string]map[string]Image
+
+// LoadContainers parses containers.toml.
+func LoadContainers(src Source) (Containers, error) {
+	b, err := src.Read()
+	if err != nil {
+		return nil, err
+	}
+	var raw map[string]map[string]Image
+	if err := toml.Unmarshal(b, &raw); err != nil {
+		var de *toml.DecodeError
+		if errorsAs(err, &de) {
+			row, col := de.Position()
+			return nil, fmt.Errorf("%s: line %d column %d: %s", src.Name, row, col, oneLine(de.Error()))
+		}
+		var se *toml.StrictMissingError
+		if errorsAs(err, &se) {
+			return nil, fmt.Errorf("%s: %s", src.Name, oneLine(se.Error()))
+		}
+		return nil, fmt.Errorf("%s: %s", src.Name, oneLine(err.Error()))
+	}
+	for vendor, backends := range raw {
+		for backend, img := range backends {
+			if img.Image == "" {
+				return nil, fmt.Errorf("%s: [%s.%s] has no image", src.Name, vendor, backend)
+			}
+			if img.Digest != "" && !digestRE.MatchString(img.Digest) {
+				return nil, fmt.Errorf("%s: [%s.%s] digest %q is not sha256:<64 hex>", src.Name, vendor, backend, img.Digest)
+			}
+		}
+	}
+	return raw, nil
+}
+
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,190 @@
+// Package cli owns opx's command line: one file per subcommand, each a constructor that
+// declares its flags and a run function that does the work. Errors are printed once, here,
+// as one line, and mapped to exit codes: 0 success, 1 an error, 2 a usage error, 128+n
+// when ended by signal n (decisions §8).
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/semianalysis/opx/internal/version"
+)
+
+// Env is the process environment handed to the CLI, so tests can run it in-process.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+	Environ        func() []string
+}
+
+func (e Env) getenv(k string) string {
+	if e.Getenv == nil {
+		return ""
+	}
+	return e.Getenv(k)
+}
+
+func (e Env) environ() []string {
+	if e.Environ == nil {
+		return nil
+	}
+	return e.Environ()
+}
+
+// isTerminal reports whether w is a terminal (progress and colour only then).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// UsageError is a bad command line: exit 2.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// SignalError ends a command that was interrupted: exit 128+n.
+type SignalError struct{ Signal syscall.Signal }
+
+func (e *SignalError) Error() string { return fmt.Sprintf("interrupted by %s", e.Signal) }
+
+// ExitError carries an exit code chosen by a command (summarize's 1 on incomplete coverage)
+// without printing anything more.
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+type signalKey struct{}
+
+// SignalContext is signal.NotifyContext that remembers which signal arrived, so commands
+// can exit 128+n.
+func SignalContext(parent context.Context, sigs ...os.Signal) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	var once sync.Once
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			if ss, ok := s.(syscall.Signal); ok {
+				cancel(&SignalError{ss})
+			} else {
+				cancel(&SignalError{syscall.SIGINT})
+			}
+		case <-stopped:
+		}
+	}()
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(ch)
+			close(stopped)
+			cancel(nil)
+		})
+	}
+}
+
+// Main runs opx with args and returns the exit code.
+func Main(ctx context.Context, args []string, env Env) int {
+	root := newRoot(ctx, env)
+	root.SetArgs(args)
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ex *ExitError
+	if errors.As(err, &ex) {
+		return ex.Code
+	}
+	var se *SignalError
+	if errors.As(err, &se) || errors.As(context.Cause(ctx), &se) {
+		if se != nil {
+			fmt.Fprintf(env.Stderr, "opx: %v\n", err)
+			return 128 + int(se.Signal)
+		}
+	}
+	var ue *UsageError
+	if errors.As(err, &ue) || isCobraUsage(err) {
+		fmt.Fprintf(env.Stderr, "opx: %s\nRun 'opx %s --help' for usage.\n", oneLine(err.Error()), commandName(root, args))
+		return 2
+	}
+	fmt.Fprintf(env.Stderr, "opx: %s\n", oneLine(err.Error()))
+	return 1
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}
+
+func commandName(root *cobra.Command, args []string) string {
+	c, _, err := root.Find(args)
+	if err != nil || c == root {
+		return ""
+	}
+	return strings.TrimPrefix(c.CommandPath(), "opx ")
+}
+
+// isCobraUsage recognises cobra's and pflag's own argument errors.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown flag", "unknown shorthand", "required flag", "invalid argument", "flag needs an argument", "unknown command", "accepts ", "requires at least", "bad flag syntax", "if any flags in the group"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+const rootLong = `opx plans GPU operator benchmark sweeps (GEMM, MoE, attention kernels across
+vLLM/SGLang/torch backends) and runs them on Slurm GPU clusters, from GitHub Actions or
+a login node, then reports what was measured and what is missing.
+
+It is the Go port of the OperatorX CI (the seed's ci.py): the same manifests, shard ids,
+file formats and messages, in one static binary.
+
+Exit codes:
+  0    success
+  1    an error (one line on stderr naming what is wrong and where)
+  2    a usage error
+  128+n  ended by signal n (130 SIGINT, 143 SIGTERM, 129 SIGHUP)
+  summarize exits 1 when coverage is incomplete.`
+
+func newRoot(ctx context.Context, env Env) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "opx",
+		Short:         "Plan and run GPU operator benchmark sweeps on Slurm",
+		Long:          rootLong,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &UsageError{err} })
+	root.AddCommand(newVersionCmd(env), newPlanCmd(env))
+	return root
+}
+
+func newVersionCmd(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print opx's version and commit",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			fmt.Fprintln(env.Stdout, version.String())
+			return nil
+		},
+	}
+}

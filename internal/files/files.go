@@ -1,0 +1,59 @@
+// Package files owns opx's file writes: every file a user or a later step reads is written
+// to a temporary file in the same directory and renamed into place, so a crash or a signal
+// never leaves a half-written manifest, status or checkpoint (seed-spec §3.1).
+package files
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/semianalysis/opx/internal/pyjson"
+)
+
+// WriteAtomic writes data to path through a temporary file and a rename, creating the
+// parent directories.
+func WriteAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(name)
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(name, path); err != nil {
+		return err
+	}
+	ok = true
+	return nil
+}
+
+// WriteJSON is the seed's write_json: indent=2 plus a newline, written atomically.
+func WriteJSON(path string, v pyjson.Value) error {
+	data, err := pyjson.MarshalFile(v)
+	if err != nil {
+		return err
+	}
+	return WriteAtomic(path, data, 0o644)
+}

@@ -1,0 +1,264 @@
+// Package platform owns the runner table (seed-spec §2.1), hardware families, and the
+// platform registry: the CollectiveX base profiles overlaid by a file keyed by runner label
+// (§3.9, decisions §1–2), plus custom runners and the built-in local runner.
+package platform
+
+import (
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+
+	"github.com/semianalysis/opx/internal/catalog"
+	"github.com/semianalysis/opx/internal/pyjson"
+)
+
+// Runner is one runner label and what follows from it.
+type Runner struct {
+	Label   string // e.g. "cluster:h100-dsxe"
+	Cluster string // Slurm cluster id, OPERATORX_CLUSTER
+	Profile string // CollectiveX profile in the base registry
+	Family  string // hardware family, e.g. "h100"
+	Builtin bool   // one of the seed's nine labels
+}
+
+// AMD reports whether the runner is an AMD one (the seed's string test on the family).
+func (r Runner) AMD() bool { return strings.HasPrefix(r.Family, "mi") }
+
+// Vendor is "amd" or "nvidia".
+func (r Runner) Vendor() string {
+	if r.AMD() {
+		return "amd"
+	}
+	return "nvidia"
+}
+
+// Local is the label of the built-in runner that runs shards on this machine.
+const Local = "local"
+
+// builtins is the seed's RUNNERS table; the order matters (load_platforms iterates it).
+var builtins = []Runner{
+	{Label: "cluster:h100-dsxe", Cluster: "h100_dgxc_8x", Profile: "h100-dgxc", Family: "h100", Builtin: true},
+	{Label: "cluster:h200-dgxc", Cluster: "h200_dgxc_8x", Profile: "h200-dgxc", Family: "h200", Builtin: true},
+	{Label: "cluster:b200-nscale", Cluster: "b200_nscale_8x", Profile: "b200-nscale", Family: "b200", Builtin: true},
+	{Label: "cluster:b300-dsxe", Cluster: "b300_dsxe_8x", Profile: "b300", Family: "b300", Builtin: true},
+	{Label: "cluster:gb200-nv", Cluster: "gb200_nvl72_4x", Profile: "gb200", Family: "gb200", Builtin: true},
+	{Label: "cluster:gb300-nv", Cluster: "gb300_nvl72_4x", Profile: "gb300", Family: "gb300", Builtin: true},
+	{Label: "cluster:mi300x-amd", Cluster: "mi300x_amds_8x", Profile: "mi300x", Family: "mi300x", Builtin: true},
+	{Label: "cluster:mi325x-amds", Cluster: "mi325x_amds_8x", Profile: "mi325x", Family: "mi325x", Builtin: true},
+	{Label: "cluster:mi355x-amds", Cluster: "mi355x_8x", Profile: "mi355x", Family: "mi355x", Builtin: true},
+}
+
+// Builtins returns the nine built-in runners in the seed's order.
+func Builtins() []Runner { return append([]Runner(nil), builtins...) }
+
+// BuiltinLabels returns the nine labels in order.
+func BuiltinLabels() []string {
+	out := make([]string, len(builtins))
+	for i, r := range builtins {
+		out[i] = r.Label
+	}
+	return out
+}
+
+// Builtin returns the built-in runner for label.
+func Builtin(label string) (Runner, bool) {
+	for _, r := range builtins {
+		if r.Label == label {
+			return r, true
+		}
+	}
+	return Runner{}, false
+}
+
+// Family is the seed's family(): strip a leading "cluster:", keep the text before the first "-".
+func Family(label string) string {
+	label = strings.TrimPrefix(label, "cluster:")
+	f, _, _ := strings.Cut(label, "-")
+	return f
+}
+
+// ShortLabel is the label without "cluster:", the prefix of shard ids.
+func ShortLabel(label string) string { return strings.TrimPrefix(label, "cluster:") }
+
+// Registry is the merged platform table.
+type Registry struct {
+	entries map[string]*pyjson.Object
+	runners map[string]Runner
+	order   []string
+}
+
+// Runner returns the runner for label, built in or declared by the config.
+func (g *Registry) Runner(label string) (Runner, bool) {
+	r, ok := g.runners[label]
+	return r, ok
+}
+
+// Entry returns the merged platform entry for label.
+func (g *Registry) Entry(label string) (*pyjson.Object, bool) {
+	e, ok := g.entries[label]
+	return e, ok
+}
+
+// Labels lists the runners of the registry: the built-ins in the seed's order, then custom
+// runners sorted, then local.
+func (g *Registry) Labels() []string { return append([]string(nil), g.order...) }
+
+// Operator returns the entry's "operator" object (empty when absent).
+func Operator(entry *pyjson.Object) *pyjson.Object {
+	if op, ok := entry.Object("operator"); ok {
+		return op
+	}
+	return pyjson.NewObject()
+}
+
+// ContainerMode is operator.container: "pyxis" (default) or "none"; local is always "none".
+func ContainerMode(label string, entry *pyjson.Object) string {
+	if label == Local {
+		return "none"
+	}
+	if m, ok := Operator(entry).String("container"); ok && m != "" {
+		return m
+	}
+	return "pyxis"
+}
+
+// LocalDefaults describes this machine for the local runner.
+type LocalDefaults struct {
+	GPUs int // devices found (nvidia-smi -L / rocm-smi), at least 1
+}
+
+// Load reads a platform overlay (seed-spec §3.9) and its "base", resolved relative to the
+// overlay's own location, and merges them per runner label. Entries keyed by a label that
+// is not built in declare custom runners and must carry "cluster" (decisions §1).
+func Load(src catalog.Source, local LocalDefaults) (*Registry, error) {
+	v, err := src.ReadJSON()
+	if err != nil {
+		return nil, err
+	}
+	doc, ok := v.(*pyjson.Object)
+	if !ok {
+		return nil, fmt.Errorf("%s: a platform config is a JSON object, found %s", src.Name, pyjson.TypeName(v))
+	}
+	base := pyjson.NewObject()
+	if b, ok := doc.Get("base"); ok {
+		rel, ok := b.(string)
+		if !ok {
+			return nil, fmt.Errorf("%s: \"base\" is %s, not a path", src.Name, pyjson.TypeName(b))
+		}
+		bsrc := src.Sibling(rel)
+		bv, err := bsrc.ReadJSON()
+		if err != nil {
+			return nil, fmt.Errorf("%s: base: %w", src.Name, err)
+		}
+		bdoc, ok := bv.(*pyjson.Object)
+		if !ok {
+			return nil, fmt.Errorf("%s: a platform registry is a JSON object, found %s", bsrc.Name, pyjson.TypeName(bv))
+		}
+		bp, ok := bdoc.Object("platforms")
+		if !ok {
+			return nil, fmt.Errorf("%s: no \"platforms\" object", bsrc.Name)
+		}
+		for _, m := range bp.Members() {
+			if _, ok := m.Value.(*pyjson.Object); !ok {
+				return nil, fmt.Errorf("%s: platforms.%s is %s, not an object", bsrc.Name, m.Key, pyjson.TypeName(m.Value))
+			}
+		}
+		base = bp
+	}
+	platforms, ok := doc.Object("platforms")
+	if !ok {
+		return nil, fmt.Errorf("%s: no \"platforms\" object", src.Name)
+	}
+	for _, m := range platforms.Members() {
+		o, ok := m.Value.(*pyjson.Object)
+		if !ok {
+			return nil, fmt.Errorf("%s: platforms.%s is %s, not an object", src.Name, m.Key, pyjson.TypeName(m.Value))
+		}
+		if op, ok := o.Get("operator"); ok {
+			if _, ok := op.(*pyjson.Object); !ok {
+				return nil, fmt.Errorf("%s: platforms.%s.operator is %s, not an object", src.Name, m.Key, pyjson.TypeName(op))
+			}
+		}
+	}
+	g := &Registry{entries: map[string]*pyjson.Object{}, runners: map[string]Runner{}}
+	for _, r := range builtins {
+		own, _ := platforms.Object(r.Label)
+		if own == nil {
+			own = pyjson.NewObject()
+		}
+		profile, _ := base.Object(r.Profile)
+		merged := merge(profile, own)
+		if merged.Len() > 0 {
+			g.entries[r.Label] = merged
+			g.runners[r.Label] = r
+			g.order = append(g.order, r.Label)
+		}
+	}
+	var custom []string
+	for _, m := range platforms.Members() {
+		if _, ok := Builtin(m.Key); ok || m.Key == Local {
+			continue
+		}
+		custom = append(custom, m.Key)
+	}
+	sort.Strings(custom)
+	for _, label := range custom {
+		own, _ := platforms.Object(label)
+		cluster, ok := own.String("cluster")
+		if !ok || cluster == "" {
+			return nil, fmt.Errorf("%s: platforms.%q is not a built-in runner label and has no \"cluster\" to declare a custom runner (built-in: %s)",
+				src.Name, label, strings.Join(BuiltinLabels(), ", "))
+		}
+		fam := Family(label)
+		if f, ok := own.String("family"); ok && f != "" {
+			fam = f
+		}
+		profile := pyjson.NewObject()
+		if p, ok := own.String("profile"); ok {
+			if bp, ok := base.Object(p); ok {
+				profile = bp
+			}
+		}
+		g.entries[label] = merge(profile, own)
+		g.runners[label] = Runner{Label: label, Cluster: cluster, Profile: label, Family: fam}
+		g.order = append(g.order, label)
+	}
+	// the built-in local runner: this machine, no Slurm, no container (decisions §1)
+	gpus := max(local.GPUs, 1)
+	entry := pyjson.Obj("gpus_per_node", gpus, "image_platform", "linux/"+runtime.GOARCH,
+		"operator", pyjson.Obj("container", "none"))
+	if own, ok := platforms.Object(Local); ok {
+		entry = merge(entry, own)
+	}
+	g.entries[Local] = entry
+	g.runners[Local] = Runner{Label: Local, Cluster: "local", Profile: Local, Family: Local}
+	g.order = append(g.order, Local)
+	return g, nil
+}
+
+// merge is the seed's shallow merge with the operator object merged key by key.
+func merge(base, own *pyjson.Object) *pyjson.Object {
+	merged := pyjson.NewObject()
+	if base != nil {
+		for _, m := range base.Members() {
+			merged.Set(m.Key, m.Value)
+		}
+	}
+	for _, m := range own.Members() {
+		merged.Set(m.Key, m.Value)
+	}
+	if op, ok := own.Object("operator"); ok {
+		mo := pyjson.NewObject()
+		if base != nil {
+			if bo, ok := base.Object("operator"); ok {
+				mo = bo.Clone()
+			}
+		}
+		for _, m := range op.Members() {
+			mo.Set(m.Key, m.Value)
+		}
+		merged.Set("operator", mo)
+	}
+	return merged
+}
