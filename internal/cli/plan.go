@@ -24,12 +24,12 @@ import (
 
 type planOptions struct {
 	runner, backends, testlists, worldSizes string
-	runID, attempt, sourceSHA              string
-	chunkSize                              int64
-	mode                                   string
-	platformConfig, testlistDir            string
-	containers, recipes, out               string
-	digestTimeout                          time.Duration
+	runID, attempt, sourceSHA               string
+	chunkSize                               int64
+	mode                                    string
+	platformConfig, testlistDir             string
+	containers, recipes, out                string
+	digestTimeout                           time.Duration
 }
 
 const planLong = `Plan a sweep: split the selected testlists into shards (one exclusive GPU node each),

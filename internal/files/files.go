@@ -5,6 +5,7 @@ package files
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -12,7 +13,9 @@ import (
 )
 
 // WriteAtomic writes data to path through a temporary file and a rename, creating the
-// parent directories.
+// parent directories. A reader sees the old file or the new one, never a part, even when
+// the writer is killed. (No fsync: this guards against crashed processes, as the seed's
+// write_json does, not against power loss; fsync cost a planner run 60% of its time.)
 func WriteAtomic(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -36,9 +39,6 @@ func WriteAtomic(path string, data []byte, perm os.FileMode) error {
 	if err := tmp.Chmod(perm); err != nil {
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
@@ -51,9 +51,46 @@ func WriteAtomic(path string, data []byte, perm os.FileMode) error {
 
 // WriteJSON is the seed's write_json: indent=2 plus a newline, written atomically.
 func WriteJSON(path string, v pyjson.Value) error {
-	data, err := pyjson.MarshalFile(v)
+	return WriteAtomicFunc(path, 0o644, func(w io.Writer) error {
+		if err := pyjson.Encode(w, v, pyjson.File); err != nil {
+			return err
+		}
+		_, err := w.Write([]byte("\n"))
+		return err
+	})
+}
+
+// WriteAtomicFunc is WriteAtomic for content produced by write, which streams into the
+// temporary file.
+func WriteAtomicFunc(path string, perm os.FileMode, write func(io.Writer) error) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err
 	}
-	return WriteAtomic(path, data, 0o644)
+	name := tmp.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(name)
+		}
+	}()
+	if err := write(tmp); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(name, path); err != nil {
+		return err
+	}
+	ok = true
+	return nil
 }

@@ -9,8 +9,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/platform"
@@ -292,7 +295,7 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 			}
 		}
 	}
-	var cells []pyjson.Value
+	var cells []*pyjson.Object
 	for _, s := range shards {
 		for off := int64(0); off < int64(len(s.cases)); off += sel.ChunkSize {
 			end := min(off+sel.ChunkSize, int64(len(s.cases)))
@@ -312,7 +315,7 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 			for _, m := range s.extra.Members() {
 				cell.Set(m.Key, m.Value)
 			}
-			cells = append(cells, WithID(cell))
+			cells = append(cells, cell)
 		}
 		if len(cells) > MaxShards { // stop early; the message is the same
 			break
@@ -324,13 +327,43 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 	if len(cells) > MaxShards {
 		return nil, valueErr("selection exceeds 256 shards; narrow the testlists/backends/world sizes")
 	}
-	return pyjson.Obj("version", 1, "excluded_shapes", excluded, "include", cells), nil
+	include := make([]pyjson.Value, len(cells))
+	parallel(len(cells), func(i int, buf *[]byte) { include[i] = withID(cells[i], buf) })
+	return pyjson.Obj("version", 1, "excluded_shapes", excluded, "include", include), nil
+}
+
+// parallel runs f(0..n-1) on every core; the ids of big plans are independent hashes.
+func parallel(n int, f func(int, *[]byte)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte // one encoding buffer per worker
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i, &buf)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // WithID returns {"id": <label>-<16 hex of sha256(json.dumps(cell, sort_keys=True))>, ...cell}
 // (seed-spec §5.4).
 func WithID(cell *pyjson.Object) *pyjson.Object {
-	sum := sha256.Sum256(pyjson.MustMarshal(cell, pyjson.Identity))
+	var buf []byte
+	return withID(cell, &buf)
+}
+
+func withID(cell *pyjson.Object, buf *[]byte) *pyjson.Object {
+	b, err := pyjson.AppendMarshal((*buf)[:0], cell, pyjson.Identity)
+	if err != nil {
+		panic(err) // cells are built from parsed values only
+	}
+	*buf = b
+	sum := sha256.Sum256(b)
 	runner, _ := cell.String("runner")
 	out := pyjson.Obj("id", platform.ShortLabel(runner)+"-"+hex.EncodeToString(sum[:])[:16])
 	for _, m := range cell.Members() {
@@ -424,6 +457,11 @@ func mul(a, b pyjson.Value) (pyjson.Value, error) {
 		return nil, errNotNumber
 	}
 	if !aflt && !bflt {
+		if x, ok := ai.Int64(); ok && x >= -1<<31 && x < 1<<31 {
+			if y, ok := bi.Int64(); ok && y >= -1<<31 && y < 1<<31 {
+				return pyjson.NewInt(x * y), nil
+			}
+		}
 		return pyjson.Int(new(bigInt).Mul(ai.Big(), bi.Big()).String()), nil
 	}
 	if !aflt {

@@ -119,7 +119,7 @@ func (p *parser) value(depth int) (Value, error) {
 
 func (p *parser) object(depth int) (Value, error) {
 	p.pos++ // {
-	o := NewObject()
+	o := &Object{members: make([]Member, 0, 4)}
 	p.skip()
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
 		p.pos++
@@ -248,8 +248,20 @@ func (p *parser) number() (Value, error) {
 // str parses a string literal; the result is WTF-8 (lone surrogates kept).
 func (p *parser) str() (Value, error) {
 	p.pos++ // opening quote
-	var b []byte
 	d := p.data
+	// fast path: no escapes
+	for i := p.pos; i < len(d); i++ {
+		c := d[i]
+		if c == '"' {
+			s := string(d[p.pos:i])
+			p.pos = i + 1
+			return s, nil
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+	}
+	var b []byte
 	for {
 		start := p.pos
 		for p.pos < len(d) && d[p.pos] != '"' && d[p.pos] != '\\' && d[p.pos] >= 0x20 {

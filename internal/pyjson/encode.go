@@ -2,8 +2,9 @@ package pyjson
 
 import (
 	"fmt"
+	"io"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -31,11 +32,20 @@ var (
 
 // Marshal encodes v in the given mode. It fails only on values outside the model.
 func Marshal(v Value, opt Options) ([]byte, error) {
-	var b strings.Builder
-	if err := encode(&b, v, opt, 0); err != nil {
+	e := &encoder{opt: opt, buf: make([]byte, 0, 256)}
+	if err := e.encode(v, 0); err != nil {
 		return nil, err
 	}
-	return []byte(b.String()), nil
+	return e.buf, nil
+}
+
+type encoder struct {
+	opt     Options
+	buf     []byte
+	indents []string
+	scratch [][]Member // per depth: sorted copies of members (sort_keys)
+	w       io.Writer  // when set, buf is flushed to w as it fills
+	err     error
 }
 
 // MustMarshal is Marshal for values built by opx itself, which are always in the model.
@@ -56,14 +66,21 @@ func MarshalFile(v Value) ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-func newline(b *strings.Builder, opt Options, depth int) {
-	if opt.Indent >= 0 {
-		b.WriteByte('\n')
-		b.WriteString(strings.Repeat(" ", opt.Indent*depth))
+func (e *encoder) newline(depth int) {
+	if e.opt.Indent < 0 {
+		return
 	}
+	if e.w != nil && len(e.buf) > 48<<10 {
+		e.flush()
+	}
+	for len(e.indents) <= depth {
+		e.indents = append(e.indents, "\n"+strings.Repeat(" ", e.opt.Indent*len(e.indents)))
+	}
+	e.buf = append(e.buf, e.indents[depth]...)
 }
 
-func encode(b *strings.Builder, v Value, opt Options, depth int) error {
+func (e *encoder) encode(v Value, depth int) error {
+	b, opt := e, e.opt
 	switch x := v.(type) {
 	case nil:
 		b.WriteString("null")
@@ -74,7 +91,7 @@ func encode(b *strings.Builder, v Value, opt Options, depth int) error {
 			b.WriteString("false")
 		}
 	case string:
-		WriteString(b, x)
+		e.buf = appendString(e.buf, x)
 	case Int:
 		b.WriteString(string(x))
 	case float64:
@@ -89,12 +106,12 @@ func encode(b *strings.Builder, v Value, opt Options, depth int) error {
 			if i > 0 {
 				b.WriteString(opt.ItemSep)
 			}
-			newline(b, opt, depth+1)
-			if err := encode(b, e, opt, depth+1); err != nil {
+			b.newline(depth + 1)
+			if err := b.encode(e, depth+1); err != nil {
 				return err
 			}
 		}
-		newline(b, opt, depth)
+		b.newline(depth)
 		b.WriteByte(']')
 	case *Object:
 		if x == nil || x.Len() == 0 {
@@ -102,23 +119,27 @@ func encode(b *strings.Builder, v Value, opt Options, depth int) error {
 			return nil
 		}
 		members := x.members
-		if opt.SortKeys {
-			members = append([]Member(nil), members...)
-			sort.SliceStable(members, func(i, j int) bool { return members[i].Key < members[j].Key })
+		if opt.SortKeys && !slices.IsSortedFunc(members, byKey) {
+			for len(b.scratch) <= depth {
+				b.scratch = append(b.scratch, nil)
+			}
+			members = append(b.scratch[depth][:0], members...)
+			slices.SortStableFunc(members, byKey)
+			b.scratch[depth] = members
 		}
 		b.WriteByte('{')
 		for i, m := range members {
 			if i > 0 {
 				b.WriteString(opt.ItemSep)
 			}
-			newline(b, opt, depth+1)
-			WriteString(b, m.Key)
+			b.newline(depth + 1)
+			b.buf = appendString(b.buf, m.Key)
 			b.WriteString(opt.KeySep)
-			if err := encode(b, m.Value, opt, depth+1); err != nil {
+			if err := b.encode(m.Value, depth+1); err != nil {
 				return err
 			}
 		}
-		newline(b, opt, depth)
+		b.newline(depth)
 		b.WriteByte('}')
 	default:
 		return fmt.Errorf("pyjson: cannot encode %T", v)
@@ -126,12 +147,64 @@ func encode(b *strings.Builder, v Value, opt Options, depth int) error {
 	return nil
 }
 
+func byKey(a, b Member) int { return strings.Compare(a.Key, b.Key) }
+
+// AppendMarshal appends v's encoding to buf (to reuse one buffer for many values).
+func AppendMarshal(buf []byte, v Value, opt Options) ([]byte, error) {
+	e := &encoder{opt: opt, buf: buf}
+	err := e.encode(v, 0)
+	return e.buf, err
+}
+
+// Encode writes v's encoding to w in pieces, so a large document is never held whole.
+func Encode(w io.Writer, v Value, opt Options) error {
+	e := &encoder{opt: opt, buf: make([]byte, 0, 64<<10), w: w}
+	if err := e.encode(v, 0); err != nil {
+		return err
+	}
+	return e.flush()
+}
+
+func (e *encoder) flush() error {
+	if e.w == nil || len(e.buf) == 0 || e.err != nil {
+		return e.err
+	}
+	_, e.err = e.w.Write(e.buf)
+	e.buf = e.buf[:0]
+	return e.err
+}
+
 const hexDigits = "0123456789abcdef"
+
+func (e *encoder) WriteString(s string) { e.buf = append(e.buf, s...) }
+func (e *encoder) WriteByte(c byte)     { e.buf = append(e.buf, c) }
 
 // WriteString writes s as Python's json.dumps does with ensure_ascii=True: everything
 // outside printable ASCII (0x20–0x7e) becomes \uXXXX, astral characters a surrogate pair,
 // and <, > and & stay as they are.
 func WriteString(b *strings.Builder, s string) {
+	b.Write(appendString(nil, s))
+}
+
+func appendString(buf []byte, s string) []byte {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		buf = append(buf, '"')
+		buf = append(buf, s...)
+		return append(buf, '"')
+	}
+	var b strings.Builder
+	writeEscaped(&b, s)
+	return append(buf, b.String()...)
+}
+
+func writeEscaped(b *strings.Builder, s string) {
 	b.WriteByte('"')
 	for i := 0; i < len(s); {
 		c := s[i]

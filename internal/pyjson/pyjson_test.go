@@ -17,7 +17,7 @@ func TestFloatRepr(t *testing.T) {
 		0.0001: "0.0001", 1.5: "1.5", 1.702: "1.702", 7: "7.0", 2.5: "2.5", 0: "0.0",
 		math.Copysign(0, -1): "-0.0", -1.5e-7: "-1.5e-07", 1.2345e+300: "1.2345e+300",
 		123456789012345678: "1.2345678901234568e+17",
-		math.Inf(1): "Infinity", math.Inf(-1): "-Infinity", 5e-324: "5e-324",
+		math.Inf(1):        "Infinity", math.Inf(-1): "-Infinity", 5e-324: "5e-324",
 	}
 	tenth, fifth := 0.1, 0.2
 	cases[tenth+fifth] = "0.30000000000000004"
@@ -76,16 +76,16 @@ func TestParseKeepsOrderIntsAndDuplicates(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"a": 1,}`:       "line 1 column 9: expecting property name",
-		"[1,\n 2":         "line 2 column 3: expecting ',' delimiter, found end of input",
-		`[1] x`:           "extra data",
-		"\xef\xbb\xbf[]":  "byte-order mark",
-		"[\"\xff\"]":      "invalid UTF-8 byte 0xff",
-		`"a` + "\n" + `"`: "invalid control character",
-		`[01]`:            "expecting ',' delimiter",
-		``:                "expecting value, found end of input",
-		`{"a" 1}`:         "expecting ':' delimiter",
-		`["\x"]`:          "invalid \\escape",
+		`{"a": 1,}`:              "line 1 column 9: expecting property name",
+		"[1,\n 2":                "line 2 column 3: expecting ',' delimiter, found end of input",
+		`[1] x`:                  "extra data",
+		"\xef\xbb\xbf[]":         "byte-order mark",
+		"[\"\xff\"]":             "invalid UTF-8 byte 0xff",
+		`"a` + "\n" + `"`:        "invalid control character",
+		`[01]`:                   "expecting ',' delimiter",
+		``:                       "expecting value, found end of input",
+		`{"a" 1}`:                "expecting ':' delimiter",
+		`["\x"]`:                 "invalid \\escape",
 		strings.Repeat("[", 600): "nesting deeper",
 	} {
 		_, err := Parse([]byte(in))

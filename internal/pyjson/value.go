@@ -47,11 +47,38 @@ type Member struct {
 // Object is a JSON object that keeps insertion order, like a Python dict.
 type Object struct {
 	members []Member
-	index   map[string]int
+	index   map[string]int // built once the object outgrows a linear scan
 }
 
+// indexAt is the size from which lookups go through a map.
+const indexAt = 12
+
 // NewObject returns an empty object.
-func NewObject() *Object { return &Object{index: map[string]int{}} }
+func NewObject() *Object { return &Object{} }
+
+func (o *Object) find(key string) (int, bool) {
+	if o.index != nil {
+		i, ok := o.index[key]
+		return i, ok
+	}
+	for i := range o.members {
+		if o.members[i].Key == key {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+func (o *Object) reindex() {
+	if len(o.members) < indexAt {
+		o.index = nil
+		return
+	}
+	o.index = make(map[string]int, len(o.members))
+	for i, m := range o.members {
+		o.index[m.Key] = i
+	}
+}
 
 // Obj builds an object from alternating keys and values: Obj("a", 1, "b", "x").
 // Go ints are converted to Int.
@@ -103,7 +130,7 @@ func (o *Object) Get(key string) (Value, bool) {
 	if o == nil {
 		return nil, false
 	}
-	i, ok := o.index[key]
+	i, ok := o.find(key)
 	if !ok {
 		return nil, false
 	}
@@ -115,36 +142,32 @@ func (o *Object) Has(key string) bool { _, ok := o.Get(key); return ok }
 
 // Set adds key at the end, or replaces its value in place (Python dict semantics).
 func (o *Object) Set(key string, v Value) {
-	if o.index == nil {
-		o.index = map[string]int{}
-	}
-	if i, ok := o.index[key]; ok {
+	if i, ok := o.find(key); ok {
 		o.members[i].Value = v
 		return
 	}
-	o.index[key] = len(o.members)
 	o.members = append(o.members, Member{key, v})
+	if o.index != nil {
+		o.index[key] = len(o.members) - 1
+	} else if len(o.members) >= indexAt {
+		o.reindex()
+	}
 }
 
 // Delete removes key, keeping the order of the rest.
 func (o *Object) Delete(key string) {
-	i, ok := o.index[key]
+	i, ok := o.find(key)
 	if !ok {
 		return
 	}
 	o.members = append(o.members[:i], o.members[i+1:]...)
-	delete(o.index, key)
-	for j := i; j < len(o.members); j++ {
-		o.index[o.members[j].Key] = j
-	}
+	o.reindex()
 }
 
 // Clone returns a shallow copy of o.
 func (o *Object) Clone() *Object {
-	c := NewObject()
-	for _, m := range o.members {
-		c.Set(m.Key, m.Value)
-	}
+	c := &Object{members: append([]Member(nil), o.members...)}
+	c.reindex()
 	return c
 }
 

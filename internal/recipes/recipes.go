@@ -38,8 +38,8 @@ func IsFramework(backend string) bool {
 // Variant is one recipe variant.
 type Variant struct {
 	Framework, Hardware, Checkpoint, Key, Image string
-	Env, EngineArgs                               *pyjson.Object
-	Split                                         *pyjson.Object // normalized
+	Env, EngineArgs                             *pyjson.Object
+	Split                                       *pyjson.Object // normalized
 }
 
 // Default is a default image for a backend on a hardware family.

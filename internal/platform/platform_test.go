@@ -1,0 +1,67 @@
+package platform
+
+import (
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/semianalysis/opx/internal/catalog"
+)
+
+func TestEmbeddedRegistry(t *testing.T) {
+	g, err := Load(catalog.Embedded("platforms.json"), LocalDefaults{GPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := g.Labels()
+	if len(labels) != 10 || labels[0] != "cluster:h100-dsxe" || labels[9] != Local {
+		t.Fatalf("labels %v", labels)
+	}
+	// decisions §2: the AMD overlay keyed by runner label reaches the merged operator
+	e, _ := g.Entry("cluster:mi325x-amds")
+	op := Operator(e)
+	if v, _ := op.Get("cpus_per_node"); v == nil {
+		t.Fatal("mi325x cpus_per_node lost")
+	}
+	if p, _ := op.String("squash_dir"); p != "/raid/squash" {
+		t.Fatalf("base operator keys not kept: %q", p)
+	}
+	r, _ := g.Runner("cluster:gb200-nv")
+	if r.Cluster != "gb200_nvl72_4x" || r.Family != "gb200" || r.AMD() {
+		t.Fatalf("%+v", r)
+	}
+	if r, _ := g.Runner("cluster:mi355x-amds"); !r.AMD() || r.Vendor() != "amd" {
+		t.Fatal("mi355x not AMD")
+	}
+}
+
+func TestCustomRunner(t *testing.T) {
+	fs := fstest.MapFS{"p.json": {Data: []byte(`{"platforms": {"cluster:test-local": {"cluster": "test_8x", "gpus_per_node": 8,
+		"image_platform": "linux/amd64", "operator": {"container": "none", "partition": "debug"}}}}`)}}
+	g, err := Load(catalog.Source{FS: fs, Path: "p.json", Name: "p.json"}, LocalDefaults{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := g.Runner("cluster:test-local")
+	if !ok || r.Cluster != "test_8x" || r.Family != "test" || r.Builtin {
+		t.Fatalf("%+v", r)
+	}
+	e, _ := g.Entry("cluster:test-local")
+	if ContainerMode(r.Label, e) != "none" {
+		t.Fatal("container mode")
+	}
+}
+
+// FuzzPlatformConfig: any document loads or fails with one line, never a panic.
+func FuzzPlatformConfig(f *testing.F) {
+	f.Add([]byte(`{"platforms": {"cluster:h100-dsxe": {"gpus_per_node": 8, "operator": {"partition": "x"}}}}`))
+	f.Add([]byte(`{"base": "b.json", "platforms": {"x": {"cluster": "c"}}}`))
+	f.Add([]byte(`{"platforms": []}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fs := fstest.MapFS{"p.json": {Data: data}, "b.json": {Data: []byte(`{"platforms": {"h100-dgxc": {"operator": {"a": 1}}}}`)}}
+		_, err := Load(catalog.Source{FS: fs, Path: "p.json", Name: "p.json"}, LocalDefaults{})
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Fatalf("multi-line error: %q", err)
+		}
+	})
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Times the whole `opx plan` process against the seed planner (python3 -m operatorx.ci plan)
+# on the same inputs — the embedded catalog's full gemm_legacy (7,212 cases) and the other
+# testlists, pinned images (no network) — side by side, and prints the ratio.
+#   usage: scripts/bench-plan.sh [RUNS]     (needs ../shared/seed and python3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-10}
+shared=${OPX_SHARED:-../shared}
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+go build -o "$work/opx" ./cmd/opx
+mkdir -p "$work/ref"
+cp -r internal/catalog/data/testlists "$work/ref/testlists"
+cp internal/catalog/data/platforms.json internal/catalog/data/platform_config.json "$work/"
+cat > "$work/ref/containers.toml" <<'TOML'
+[nvidia.vllm]
+image = "vllm/vllm-openai:nightly@sha256:20a52b807cef7a3be15d2174d293b5642d437615b20b5930d78a927e709e6bb6"
+TOML
+"$shared/seed/seedtree" "$work/ref" "$work/seed" >/dev/null
+time_it() { # label, command...
+  local label=$1; shift
+  local start end
+  start=$(date +%s%N)
+  for _ in $(seq "$runs"); do "$@" >/dev/null; done
+  end=$(date +%s%N)
+  echo $(( (end - start) / runs / 1000 ))
+}
+bench() { # label, testlists, chunk size
+  local args=(plan --runner cluster:h200-dgxc --backends vllm --testlists "$2"
+      --world-sizes 1,2,4,8 --chunk-size "$3" --run-id 1 --attempt 1 --source-sha s
+      --platform-config "$work/platforms.json")
+  local seed_us opx_us same
+  seed_us=$(time_it seed env PYTHONPATH="$work/seed" python3 -m operatorx.ci "${args[@]}" --out "$work/seed.json")
+  opx_us=$(time_it opx "$work/opx" "${args[@]}" --out "$work/opx.json" --testlist-dir "$work/ref/testlists" --containers "$work/ref/containers.toml")
+  cmp -s "$work/seed.json" "$work/opx.json" && same=identical || same=DIFFERENT
+  awk -v l="$1" -v s="$seed_us" -v o="$opx_us" -v m="$same" -v r="$runs" \
+    'BEGIN { printf "%-34s seed %8.1f ms   opx %7.1f ms   %5.1fx   manifests %s (%d runs each)\n", l, s/1000, o/1000, s/o, m, r }'
+}
+bench "one testlist (gemm_perf, 11 cases)" gemm_perf 500
+bench "smoke_parallel + gemm_perf_legacy" smoke_parallel,gemm_perf_legacy 1
+bench "whole catalog (7,585 cases)" gemm_legacy,gemm_perf,gemm_perf_legacy,gemm_serving_8k1k_min,profile_subset,smoke_parallel,moe_subset_legacy,attention_perf 100
