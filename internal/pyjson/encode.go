@@ -83,28 +83,28 @@ func (e *encoder) encode(v Value, depth int) error {
 	b, opt := e, e.opt
 	switch x := v.(type) {
 	case nil:
-		b.WriteString("null")
+		b.writeString("null")
 	case bool:
 		if x {
-			b.WriteString("true")
+			b.writeString("true")
 		} else {
-			b.WriteString("false")
+			b.writeString("false")
 		}
 	case string:
 		e.buf = appendString(e.buf, x)
 	case Int:
-		b.WriteString(string(x))
+		b.writeString(string(x))
 	case float64:
-		b.WriteString(FloatRepr(x))
+		b.writeString(FloatRepr(x))
 	case []Value:
 		if len(x) == 0 {
-			b.WriteString("[]")
+			b.writeString("[]")
 			return nil
 		}
-		b.WriteByte('[')
+		b.writeByte('[')
 		for i, e := range x {
 			if i > 0 {
-				b.WriteString(opt.ItemSep)
+				b.writeString(opt.ItemSep)
 			}
 			b.newline(depth + 1)
 			if err := b.encode(e, depth+1); err != nil {
@@ -112,10 +112,10 @@ func (e *encoder) encode(v Value, depth int) error {
 			}
 		}
 		b.newline(depth)
-		b.WriteByte(']')
+		b.writeByte(']')
 	case *Object:
 		if x == nil || x.Len() == 0 {
-			b.WriteString("{}")
+			b.writeString("{}")
 			return nil
 		}
 		members := x.members
@@ -127,20 +127,20 @@ func (e *encoder) encode(v Value, depth int) error {
 			slices.SortStableFunc(members, byKey)
 			b.scratch[depth] = members
 		}
-		b.WriteByte('{')
+		b.writeByte('{')
 		for i, m := range members {
 			if i > 0 {
-				b.WriteString(opt.ItemSep)
+				b.writeString(opt.ItemSep)
 			}
 			b.newline(depth + 1)
 			b.buf = appendString(b.buf, m.Key)
-			b.WriteString(opt.KeySep)
+			b.writeString(opt.KeySep)
 			if err := b.encode(m.Value, depth+1); err != nil {
 				return err
 			}
 		}
 		b.newline(depth)
-		b.WriteByte('}')
+		b.writeByte('}')
 	default:
 		return fmt.Errorf("pyjson: cannot encode %T", v)
 	}
@@ -176,8 +176,8 @@ func (e *encoder) flush() error {
 
 const hexDigits = "0123456789abcdef"
 
-func (e *encoder) WriteString(s string) { e.buf = append(e.buf, s...) }
-func (e *encoder) WriteByte(c byte)     { e.buf = append(e.buf, c) }
+func (e *encoder) writeString(s string) { e.buf = append(e.buf, s...) }
+func (e *encoder) writeByte(c byte)     { e.buf = append(e.buf, c) }
 
 // WriteString writes s as Python's json.dumps does with ensure_ascii=True: everything
 // outside printable ASCII (0x20–0x7e) becomes \uXXXX, astral characters a surrogate pair,
