@@ -21,5 +21,6 @@ require (
 	github.com/stretchr/testify v1.12.1 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
+	gonum.org/v1/gonum v0.17.0 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
 )

@@ -1,0 +1,394 @@
+// Package bench is opx's built-in cpu backend (`opx bench`): it implements the benchmark
+// harness contract (seed-spec §8.1, §12.9) for GEMMs on the host CPU with gonum, so a sweep
+// can run end to end on a machine with no GPU. Rank 0 checkpoints the results file
+// atomically after every op.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+	"gonum.org/v1/gonum/blas/blas64"
+
+	"github.com/semianalysis/opx/internal/catalog"
+	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/recipes"
+	"github.com/semianalysis/opx/internal/version"
+)
+
+// Options are the harness flags.
+type Options struct {
+	Strict                  bool
+	TestlistDir, ResultsDir string
+	Testlists               []string // "" = OPERATORX_TESTLISTS, else all
+	Getenv                  func(string) string
+	Environ                 []string
+	Now                     func() time.Time
+}
+
+// Summary is what a run produced.
+type Summary struct {
+	OK, Unsupported, Error int
+	Path                   string
+}
+
+// Run benchmarks the selected shapes and returns the counts; strict mode makes errors or
+// no ok row an error.
+func Run(ctx context.Context, o Options, progress func(i, n int, desc string)) (Summary, error) {
+	getenv := o.Getenv
+	names := o.Testlists
+	if len(names) == 0 {
+		if v := getenv("OPERATORX_TESTLISTS"); v != "" {
+			names = strings.Split(v, ",")
+		}
+	}
+	tls := catalog.NewTestlists(o.TestlistDir)
+	if len(names) == 0 {
+		names = tls.Names()
+	}
+	var unknown []string
+	for _, n := range names {
+		if !contains(tls.Names(), n) {
+			unknown = append(unknown, n)
+		}
+	}
+	if len(unknown) > 0 {
+		return Summary{}, fmt.Errorf("unknown testlist(s): [%s]; available: [%s]", strings.Join(unknown, ", "), strings.Join(tls.Names(), ", "))
+	}
+	// the process's split: OPERATORX_PARALLEL (default none: world size 1)
+	split := recipes.Normalize(nil)
+	if p := getenv("OPERATORX_PARALLEL"); p != "" && p != "null" {
+		v, err := pyjson.Parse([]byte(p))
+		if err != nil {
+			return Summary{}, fmt.Errorf("OPERATORX_PARALLEL: %v", err)
+		}
+		if po, ok := v.(*pyjson.Object); ok {
+			split = recipes.Normalize(po)
+		}
+	}
+	splitKey := string(pyjson.MustMarshal(split, pyjson.Identity))
+	ws := atoi(getenv("WORLD_SIZE"), 1)
+	tp, _ := split.Get("tp")
+	dp, _ := split.Get("dp")
+	if need := asInt(tp) * asInt(dp); need != ws {
+		return Summary{}, fmt.Errorf("OPERATORX_PARALLEL=%s needs %d ranks, launched %d", getenv("OPERATORX_PARALLEL"), need, ws)
+	}
+	rank := atoi(getenv("RANK"), 0)
+	type job struct {
+		list  string
+		shape *pyjson.Object
+	}
+	var jobs []job
+	for _, n := range names {
+		shapes, err := tls.Load(n)
+		if err != nil {
+			return Summary{}, err
+		}
+		for _, s := range shapes {
+			so := s.(*pyjson.Object)
+			args, _ := so.Object("args")
+			par, _ := args.Object("parallel")
+			if string(pyjson.MustMarshal(recipes.Normalize(par), pyjson.Identity)) != splitKey {
+				continue
+			}
+			jobs = append(jobs, job{n, so})
+		}
+	}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	cluster := getenv("OPERATORX_CLUSTER")
+	started := now().UTC()
+	rid := make([]byte, 3)
+	rand.Read(rid)
+	clusterName := cluster
+	if clusterName == "" {
+		clusterName = "unknown"
+	}
+	runID := started.Format("20060102T150405Z") + "-" + clusterName + "-" + hex.EncodeToString(rid)[:5]
+	host, _ := os.Hostname()
+	envObj := pyjson.NewObject()
+	for _, kv := range o.Environ {
+		k, v, _ := strings.Cut(kv, "=")
+		if keepEnv(k) {
+			envObj.Set(k, v)
+		}
+	}
+	sortObject(envObj)
+	var clusterV pyjson.Value
+	if cluster != "" {
+		clusterV = cluster
+	}
+	var image pyjson.Value
+	if img := getenv("OPERATORX_CONTAINER_IMAGE"); img != "" {
+		image = img
+	}
+	runObj := pyjson.Obj("id", runID, "started_at", started.Format("2006-01-02T15:04:05Z"), "finished_at", nil,
+		"cluster", clusterV, "operatorx_version", version.Version, "operatorx_git_sha", nilIfEmpty(version.Commit),
+		"hostname", host, "instance_type", nil,
+		"software", pyjson.Obj("go", runtime.Version(), "gonum", "v0.17.0", "backend", "cpu"),
+		"container_image", image, "env", envObj)
+	path := filepath.Join(o.ResultsDir, "cpu", clusterName, runID+".json")
+	var rows []pyjson.Value
+	sum := Summary{Path: path}
+	write := func() error {
+		if rank != 0 || o.ResultsDir == "" {
+			return nil
+		}
+		runObj.Set("finished_at", now().UTC().Format("2006-01-02T15:04:05Z"))
+		doc := pyjson.Obj("schema_version", "1", "run", runObj, "rows", rows)
+		data, err := pyjson.Marshal(doc, pyjson.Default)
+		if err != nil {
+			return err
+		}
+		return files.WriteAtomic(path, data, 0o644)
+	}
+	for i, j := range jobs {
+		if err := ctx.Err(); err != nil {
+			return sum, context.Cause(ctx)
+		}
+		typ, _ := j.shape.String("type")
+		args, _ := j.shape.Object("args")
+		sources, _ := j.shape.Get("sources")
+		if sources == nil {
+			sources = []pyjson.Value{}
+		}
+		if progress != nil {
+			progress(i, len(jobs), describe(typ, args))
+		}
+		row := pyjson.Obj("op", pyjson.Obj("type", typ, "args", args, "backend", "cpu", "sources", sources))
+		metrics, status, msg := runOne(typ, args, getenv)
+		row.Set("metrics", metrics)
+		row.Set("status", status)
+		if status != "ok" {
+			row.Set("message", msg)
+		}
+		row.Set("testlist", j.list)
+		switch status {
+		case "ok":
+			sum.OK++
+		case "unsupported":
+			sum.Unsupported++
+		default:
+			sum.Error++
+		}
+		rows = append(rows, row)
+		if o.Strict {
+			if err := write(); err != nil { // checkpoint
+				return sum, fmt.Errorf("writing %s: %w", path, err)
+			}
+		}
+	}
+	if len(rows) > 0 {
+		if err := write(); err != nil {
+			return sum, fmt.Errorf("writing %s: %w", path, err)
+		}
+	}
+	if o.Strict && (sum.Error > 0 || sum.OK == 0) {
+		return sum, fmt.Errorf("strict: %d ok, %d unsupported, %d error row(s)", sum.OK, sum.Unsupported, sum.Error)
+	}
+	return sum, nil
+}
+
+func describe(typ string, args *pyjson.Object) string {
+	m, _ := args.Get("m")
+	n, _ := args.Get("n")
+	k, _ := args.Get("k")
+	return fmt.Sprintf("%s m=%v n=%v k=%v", typ, m, n, k)
+}
+
+var envNames = map[string]bool{"WORLD_SIZE": true, "RANK": true, "LOCAL_RANK": true, "MASTER_ADDR": true, "MASTER_PORT": true,
+	"CUDA_VISIBLE_DEVICES": true, "ROCR_VISIBLE_DEVICES": true, "HIP_VISIBLE_DEVICES": true, "SLURM_JOB_ID": true, "SLURM_NODELIST": true}
+
+func keepEnv(k string) bool {
+	if envNames[k] {
+		return true
+	}
+	for _, p := range []string{"NCCL_", "RCCL_", "NEURON_", "XLA_", "JAX_", "TPU_", "PYTORCH_", "OPERATORX_"} {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func sortObject(o *pyjson.Object) {
+	keys := o.Keys()
+	sort.Strings(keys)
+	c := o.Clone()
+	for _, k := range keys {
+		o.Delete(k)
+	}
+	for _, k := range keys {
+		v, _ := c.Get(k)
+		o.Set(k, v)
+	}
+}
+
+func nilIfEmpty(s string) pyjson.Value {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func atoi(s string, def int64) int64 {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n
+	}
+	return def
+}
+
+func asInt(v pyjson.Value) int64 {
+	if i, ok := v.(pyjson.Int); ok {
+		n, _ := i.Int64()
+		return n
+	}
+	return 0
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func dtypeOf(args *pyjson.Object, key string) string {
+	v, _ := args.Get(key)
+	switch x := v.(type) {
+	case string:
+		return x
+	case *pyjson.Object:
+		s, _ := x.String("dtype")
+		return s
+	}
+	return ""
+}
+
+// runOne measures one shape: metrics, status and message.
+func runOne(typ string, args *pyjson.Object, getenv func(string) string) (*pyjson.Object, string, string) {
+	empty := pyjson.NewObject()
+	if typ != "gemm" {
+		return empty, "unsupported", fmt.Sprintf("cpu/cpu has no implementation for %s", typ)
+	}
+	da, db, dout := dtypeOf(args, "a"), dtypeOf(args, "b"), dtypeOf(args, "out")
+	if da != db || (dout != "" && dout != da) || (da != "fp32" && da != "fp64") {
+		return empty, "unsupported", fmt.Sprintf("cpu gemm supports fp32 and fp64 operands of one dtype; got a=%s b=%s out=%s", da, db, dout)
+	}
+	m, n, k := asInt(get(args, "m")), asInt(get(args, "n")), asInt(get(args, "k"))
+	if m <= 0 || n <= 0 || k <= 0 {
+		return empty, "error", fmt.Sprintf("ValueError: gemm needs positive integer m, n and k; got m=%v n=%v k=%v", get(args, "m"), get(args, "n"), get(args, "k"))
+	}
+	if m*n+n*k+m*k > 1<<28 {
+		return empty, "unsupported", fmt.Sprintf("cpu gemm m=%d n=%d k=%d needs more than 2 GiB of operands", m, n, k)
+	}
+	warm := floatEnv(getenv, "OPERATORX_WARMUP_MIN_S", 0.025)
+	var step func()
+	var check func() error
+	if da == "fp64" {
+		a, b, c := gen64(m, k, 1), gen64(k, n, 2), blas64.General{Rows: int(m), Cols: int(n), Stride: int(n), Data: make([]float64, m*n)}
+		step = func() { blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, a, b, 0, c) }
+		check = func() error {
+			return verify(m, n, k, func(i, j int) float64 { return c.Data[i*int(n)+j] }, a.Data, b.Data, 1e-9)
+		}
+	} else {
+		a, b, c := gen32(m, k, 1), gen32(k, n, 2), blas32.General{Rows: int(m), Cols: int(n), Stride: int(n), Data: make([]float32, m*n)}
+		step = func() { blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, a, b, 0, c) }
+		check = func() error {
+			a64, b64 := make([]float64, len(a.Data)), make([]float64, len(b.Data))
+			for i, v := range a.Data {
+				a64[i] = float64(v)
+			}
+			for i, v := range b.Data {
+				b64[i] = float64(v)
+			}
+			return verify(m, n, k, func(i, j int) float64 { return float64(c.Data[i*int(n)+j]) }, a64, b64, 1e-3)
+		}
+	}
+	step()
+	if err := check(); err != nil {
+		return empty, "error", "AssertionError: " + err.Error()
+	}
+	deadline := time.Now().Add(time.Duration(warm * float64(time.Second)))
+	for time.Now().Before(deadline) {
+		step()
+	}
+	samples := Measure(step, 200*time.Millisecond, 3, 1000)
+	sort.Float64s(samples)
+	med := samples[len(samples)/2]
+	if len(samples)%2 == 0 {
+		med = (samples[len(samples)/2-1] + samples[len(samples)/2]) / 2
+	}
+	flops := 2 * float64(m) * float64(n) * float64(k)
+	return pyjson.Obj("latency_us", med, "latency_min_us", samples[0], "latency_max_us", samples[len(samples)-1],
+		"iterations", len(samples), "gflops", flops/(med*1e3), "threads", runtime.GOMAXPROCS(0)), "ok", ""
+}
+
+// Measure times f until budget is spent (at least min, at most max runs), in microseconds.
+func Measure(f func(), budget time.Duration, minRuns, maxRuns int) []float64 {
+	var out []float64
+	start := time.Now()
+	for len(out) < maxRuns && (len(out) < minRuns || time.Since(start) < budget) {
+		t := time.Now()
+		f()
+		out = append(out, float64(time.Since(t).Nanoseconds())/1e3)
+	}
+	return out
+}
+
+func get(o *pyjson.Object, k string) pyjson.Value { v, _ := o.Get(k); return v }
+
+func floatEnv(getenv func(string) string, k string, def float64) float64 {
+	if v, err := strconv.ParseFloat(getenv(k), 64); err == nil {
+		return v
+	}
+	return def
+}
+
+func gen64(r, c, seed int64) blas64.General {
+	d := make([]float64, r*c)
+	for i := range d {
+		d[i] = float64((int64(i)*7+seed*13)%17-8) / 8
+	}
+	return blas64.General{Rows: int(r), Cols: int(c), Stride: int(c), Data: d}
+}
+
+func gen32(r, c, seed int64) blas32.General {
+	d := make([]float32, r*c)
+	for i := range d {
+		d[i] = float32((int64(i)*7+seed*13)%17-8) / 8
+	}
+	return blas32.General{Rows: int(r), Cols: int(c), Stride: int(c), Data: d}
+}
+
+// verify checks sampled entries of C against a plain triple loop.
+func verify(m, n, k int64, c func(i, j int) float64, a, b []float64, tol float64) error {
+	for s := int64(0); s < 64; s++ {
+		i, j := int((s*7919)%m), int((s*104729)%n)
+		want := 0.0
+		for p := 0; p < int(k); p++ {
+			want += a[i*int(k)+p] * b[p*int(n)+j]
+		}
+		if got := c(i, j); math.Abs(got-want) > tol*math.Max(1, math.Abs(want))*float64(k) {
+			return fmt.Errorf("C[%d][%d] = %g, reference %g", i, j, got, want)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/spf13/cobra"
+
+	"github.com/semianalysis/opx/internal/platform"
+	"github.com/semianalysis/opx/internal/shard"
+)
+
+type executeOptions struct {
+	shard, runID, attempt, sourceSHA, runnerName string
+	timeMinutes, cleanupSeconds                  int
+	manifest, platformConfig, output             string
+	binary, binaryArm64, harnessDir              string
+}
+
+func newExecuteCmd(env Env) *cobra.Command {
+	o := &executeOptions{}
+	c := &cobra.Command{
+		Use:   "execute",
+		Short: "Run one shard on its Slurm allocation and always clean up",
+		Long: `Run one shard of a manifest: stage it on shared storage, allocate one exclusive node,
+import the image on it (pyxis runners), run one rank per GPU, and — whatever happens:
+success, a failing benchmark, a cancelled workflow — cancel the allocation, confirm it is
+gone, collect every result row and remove the stage. Interrupted by SIGINT, SIGTERM or
+SIGHUP it cleans up and exits 128+n. The allocation carries a token (--comment) so that
+finalize and recover find it even if execute was killed outright.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return runExecute(c.Context(), env, o) },
+	}
+	f := c.Flags()
+	f.StringVar(&o.shard, "shard", "", "shard id from the manifest (required)")
+	f.StringVar(&o.runID, "run-id", "", "GitHub run id; must match the manifest (required)")
+	f.StringVar(&o.attempt, "attempt", "", "GitHub run attempt (required)")
+	f.StringVar(&o.sourceSHA, "source-sha", "", "source commit; must match the manifest (required)")
+	f.StringVar(&o.runnerName, "runner-name", "", "Slurm job name, normally $RUNNER_NAME (required)")
+	f.IntVar(&o.timeMinutes, "time-minutes", 0, "Slurm time limit in minutes (required)")
+	f.IntVar(&o.cleanupSeconds, "cleanup-seconds", 0, "how long to wait for the allocation to end (required)")
+	f.StringVar(&o.manifest, "manifest", "", "manifest written by plan (required)")
+	f.StringVar(&o.platformConfig, "platform-config", "", "platform overlay (default: embedded)")
+	f.StringVar(&o.output, "output", "", "new output directory for logs, status and results (required)")
+	f.StringVar(&o.binary, "opx-binary", "", "opx binary to stage for linux/amd64 runners (default: this one)")
+	f.StringVar(&o.binaryArm64, "opx-binary-arm64", "", "opx binary for linux/arm64 runners (default: opx-linux-arm64 beside this one)")
+	f.StringVar(&o.harnessDir, "harness-dir", "", "benchmark harness sources staged as source/ for external backends")
+	for _, r := range []string{"shard", "run-id", "attempt", "source-sha", "runner-name", "time-minutes", "cleanup-seconds", "manifest", "output"} {
+		_ = c.MarkFlagRequired(r)
+	}
+	return c
+}
+
+// stagedBinary finds the opx binary built for the runner's platform.
+func stagedBinary(imagePlatform, amd64, arm64 string) (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	want := "linux/" + runtime.GOARCH
+	switch imagePlatform {
+	case "linux/arm64":
+		if arm64 != "" {
+			return arm64, nil
+		}
+		if want == imagePlatform {
+			return self, nil
+		}
+		p := filepath.Join(filepath.Dir(self), "opx-linux-arm64")
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("this runner needs the linux/arm64 opx binary: put opx-linux-arm64 beside %s or pass --opx-binary-arm64 (make release builds it)", self)
+		}
+		return p, nil
+	default:
+		if amd64 != "" {
+			return amd64, nil
+		}
+		if want == imagePlatform {
+			return self, nil
+		}
+		p := filepath.Join(filepath.Dir(self), "opx-linux-amd64")
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("this runner needs the linux/amd64 opx binary: put opx-linux-amd64 beside %s or pass --opx-binary", self)
+		}
+		return p, nil
+	}
+}
+
+func newSlurm(env Env) *shard.Slurm {
+	return &shard.Slurm{UID: os.Getuid(), Env: env.environ()}
+}
+
+func runExecute(ctx context.Context, env Env, o *executeOptions) error {
+	reg, _, err := loadRegistry(o.platformConfig, env)
+	if err != nil {
+		return err
+	}
+	opts := shard.Options{
+		Shard: o.shard, RunID: o.runID, Attempt: o.attempt, SourceSHA: o.sourceSHA, RunnerName: o.runnerName,
+		TimeMinutes: o.timeMinutes, CleanupSeconds: o.cleanupSeconds, Manifest: o.manifest, Output: o.output,
+		Registry: reg, HarnessDir: o.harnessDir, Getenv: env.getenv, Environ: env.environ(),
+		Stdout: env.Stdout, Stderr: env.Stderr, Slurm: newSlurm(env),
+		BinaryFor: func(imagePlatform string) (string, error) {
+			return stagedBinary(imagePlatform, o.binary, o.binaryArm64)
+		},
+	}
+	return shard.Execute(ctx, opts)
+}
+
+func newFinalizeCmd(env Env) *cobra.Command {
+	var seconds int
+	var output string
+	c := &cobra.Command{
+		Use:   "finalize",
+		Short: "Cancel a shard's allocation, collect its results and remove its stage (idempotent)",
+		Long: `Repeat execute's cleanup: cancel every allocation named in allocation.log or tagged with
+the shard's token, poll until Slurm no longer lists it, copy the stage's results into the
+output directory and remove the stage. Safe to run again; a missing output is a no-op.
+A stage it cannot prove is ours is kept, with the reason.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return shard.Finalize(c.Context(), newSlurm(env), output, seconds)
+		},
+	}
+	c.Flags().IntVar(&seconds, "cleanup-seconds", 0, "how long to wait for each allocation to end (required)")
+	c.Flags().StringVar(&output, "output", "", "execute's output directory (required)")
+	_ = c.MarkFlagRequired("cleanup-seconds")
+	_ = c.MarkFlagRequired("output")
+	return c
+}
+
+func newRecoverCmd(env Env) *cobra.Command {
+	var seconds int
+	var artifacts, runID, runner, cfg string
+	c := &cobra.Command{
+		Use:   "recover",
+		Short: "Finalize the executions of an earlier run found in downloaded artifacts",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			reg, _, err := loadRegistry(cfg, env)
+			if err != nil {
+				return err
+			}
+			r, ok := reg.Runner(runner)
+			entry, ok2 := reg.Entry(runner)
+			if !ok || !ok2 {
+				return fmt.Errorf("unknown runner %s (known: %v)", runner, reg.Labels())
+			}
+			n, err := shard.Recover(c.Context(), newSlurm(env), artifacts, runID, r, platform.Operator(entry), env.getenv, seconds)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "Recovered %d execution(s) from run %s\n", n, runID)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&seconds, "cleanup-seconds", 0, "how long to wait for each allocation to end (required)")
+	f.StringVar(&artifacts, "artifacts", "", "directory of downloaded shard artifacts (required)")
+	f.StringVar(&runID, "run-id", "", "the earlier run's id (required)")
+	f.StringVar(&runner, "runner", "", "this runner's label (required)")
+	f.StringVar(&cfg, "platform-config", "", "platform overlay (default: embedded)")
+	for _, r := range []string{"cleanup-seconds", "artifacts", "run-id", "runner"} {
+		_ = c.MarkFlagRequired(r)
+	}
+	return c
+}

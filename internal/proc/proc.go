@@ -1,0 +1,114 @@
+// Package proc is the one place opx starts external commands. Every child runs in its own
+// process group; on cancellation the group gets SIGTERM, a grace period, then SIGKILL, and
+// WaitDelay bounds how long a stuck pipe can hold Wait (style.md, "Processes").
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Cmd is one command to run.
+type Cmd struct {
+	Argv   []string
+	Env    []string // nil: inherit
+	Dir    string
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Grace  time.Duration // SIGTERM to SIGKILL; 0 means 10 s (the seed's)
+}
+
+// ExitError is a command that ran and failed.
+type ExitError struct {
+	Argv   []string
+	Code   int            // exit status, or -1 when killed by a signal
+	Signal syscall.Signal // the signal that ended it, if any
+}
+
+func (e *ExitError) Error() string {
+	if e.Code < 0 {
+		return fmt.Sprintf("%s: killed by %s", shortArgv(e.Argv), e.Signal)
+	}
+	return fmt.Sprintf("%s exited %d", shortArgv(e.Argv), e.Code)
+}
+
+func shortArgv(argv []string) string {
+	s := strings.Join(argv, " ")
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+// Run starts c and waits for it. When ctx ends first, the child's process group is
+// terminated (SIGTERM, grace, SIGKILL) and ctx's cause is returned alongside.
+func Run(ctx context.Context, c Cmd) error {
+	if len(c.Argv) == 0 {
+		return errors.New("proc: empty command")
+	}
+	grace := c.Grace
+	if grace <= 0 {
+		grace = 10 * time.Second
+	}
+	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
+	cmd.Env, cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Env, c.Dir, c.Stdin, c.Stdout, c.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = grace + 5*time.Second
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", c.Argv[0], err)
+	}
+	pgid := cmd.Process.Pid
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	<-stopped
+	// whatever the leader did, leave no member of its group behind
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		out := &ExitError{Argv: c.Argv, Code: ee.ExitCode()}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			out.Code, out.Signal = -1, ws.Signal()
+		}
+		if ctx.Err() != nil {
+			return errors.Join(out, context.Cause(ctx))
+		}
+		return out
+	}
+	return err
+}
+
+// Output runs c and returns its stdout.
+func Output(ctx context.Context, c Cmd) (string, error) {
+	var b strings.Builder
+	c.Stdout = &b
+	err := Run(ctx, c)
+	return b.String(), err
+}

@@ -1,0 +1,492 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/semianalysis/opx/internal/catalog"
+	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/plan"
+	"github.com/semianalysis/opx/internal/platform"
+	"github.com/semianalysis/opx/internal/proc"
+	"github.com/semianalysis/opx/internal/pyjson"
+)
+
+// Options are execute's flags and surroundings.
+type Options struct {
+	Shard, RunID, Attempt, SourceSHA, RunnerName string
+	TimeMinutes, CleanupSeconds                  int
+	Manifest, Output                             string
+	Registry                                     *platform.Registry
+	BinaryFor                                    func(imagePlatform string) (string, error) // the opx binary to stage
+	HarnessDir                                   string                                     // harness sources staged as source/ ("" = none)
+	Binary                                       string                                     // set by Execute from BinaryFor
+	Getenv                                       func(string) string
+	Environ                                      []string
+	Stdout, Stderr                               io.Writer
+	Slurm                                        *Slurm
+}
+
+// SafeID is what run ids, attempts and shard ids must look like before they become parts
+// of paths.
+var SafeID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+func checkID(what, v string) error {
+	if !SafeID.MatchString(v) || strings.Contains(v, "..") {
+		return fmt.Errorf("invalid %s %s: use letters, digits, '.', '_' and '-'", what, pyjson.Repr(v))
+	}
+	return nil
+}
+
+// Execute runs one shard (seed-spec §6). It returns the process exit code's cause: nil on
+// success; the finalize error when cleanup failed (status.json is then not written).
+func Execute(ctx context.Context, o Options) (err error) {
+	for _, c := range []struct{ what, v string }{{"run id", o.RunID}, {"attempt", o.Attempt}, {"shard id", o.Shard}} {
+		if err := checkID(c.what, c.v); err != nil {
+			return err
+		}
+	}
+	root, err := filepath.Abs(o.Output)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
+		return err
+	}
+	if r, err := filepath.EvalSymlinks(filepath.Dir(root)); err == nil {
+		root = filepath.Join(r, filepath.Base(root))
+	}
+	if err := os.Mkdir(root, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("output directory %s already exists; each execution needs a new one", root)
+		}
+		return err
+	}
+	mv, err := catalog.Disk(o.Manifest).ReadJSON()
+	if err != nil {
+		return err
+	}
+	manifest, ok := mv.(*pyjson.Object)
+	if !ok {
+		return fmt.Errorf("%s: a manifest is a JSON object", o.Manifest)
+	}
+	sha, _ := manifest.String("source_sha")
+	run, _ := manifest.String("run_id")
+	if sha != o.SourceSHA || run != o.RunID {
+		return errors.New("manifest source/run mismatch")
+	}
+	include, _ := manifest.Array("include")
+	var cell *pyjson.Object
+	for _, c := range include {
+		if co, ok := c.(*pyjson.Object); ok {
+			if id, _ := co.String("id"); id == o.Shard {
+				cell = co
+				break
+			}
+		}
+	}
+	if cell == nil {
+		return fmt.Errorf("shard %s is not in %s", o.Shard, o.Manifest)
+	}
+	label, _ := cell.String("runner")
+	runner, ok := o.Registry.Runner(label)
+	entry, ok2 := o.Registry.Entry(label)
+	if !ok || !ok2 {
+		return fmt.Errorf("runner %s of shard %s has no platform entry", label, o.Shard)
+	}
+	profile := platform.Operator(entry)
+	gpusV, _ := entry.Get("gpus_per_node")
+	gpus, _ := gpusV.(pyjson.Int).Int64()
+	imagePlatform, _ := entry.String("image_platform")
+	cg, _ := cell.Get("gpus_per_node")
+	cip, _ := cell.String("image_platform")
+	wsV, _ := cell.Get("world_size")
+	ws, _ := wsV.(pyjson.Int).Int64()
+	if cg != gpusV || cip != imagePlatform || ws > gpus {
+		return errors.New("manifest hardware differs from the selected runner")
+	}
+	binary, err := o.BinaryFor(imagePlatform)
+	if err != nil {
+		return err
+	}
+	o.Binary = binary
+	base, err := SharedBase(profile, runner, o.Getenv)
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(base, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(base)
+	if err != nil {
+		return err
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if fi.Mode()&fs.ModeSymlink != 0 || st == nil || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o077 != 0 {
+		return errors.New("unsafe shared OperatorX stage directory")
+	}
+	stage, err := os.MkdirTemp(base, o.RunID+"-"+o.Attempt+"-"+o.Shard+"-")
+	if err != nil {
+		return err
+	}
+	if err := files.WriteJSON(filepath.Join(root, "execution.json"), pyjson.Obj(
+		"cell", cell, "source_sha", o.SourceSHA, "run_id", o.RunID, "attempt", o.Attempt, "stage", stage)); err != nil {
+		os.RemoveAll(stage)
+		return err
+	}
+	rc := 1
+	defer func() {
+		// finalize with a context of its own: a cancelled execute must still clean up
+		ferr := Finalize(context.WithoutCancel(ctx), o.Slurm, root, o.CleanupSeconds)
+		if ferr != nil {
+			err = ferr
+			return
+		}
+		status := pyjson.Obj("exit_code", rc, "slurm_jobs", AllocationIDs(root))
+		if werr := files.WriteJSON(filepath.Join(root, "status.json"), status); werr != nil && err == nil {
+			err = werr
+		}
+	}()
+	r := &runner_{o: o, root: root, stage: stage, base: base, cell: cell, runner: runner, profile: profile,
+		gpus: gpus, ws: ws, imagePlatform: imagePlatform, mode: platform.ContainerMode(label, entry)}
+	if err := r.run(ctx); err != nil {
+		return err
+	}
+	rc = 0
+	return nil
+}
+
+type runner_ struct {
+	o                   Options
+	root, stage, base   string
+	cell, profile       *pyjson.Object
+	runner              platform.Runner
+	gpus, ws            int64
+	imagePlatform, mode string
+}
+
+// command is the seed's command(): announce the phase, log the child's output, and on
+// failure show the log's tail.
+func (r *runner_) command(ctx context.Context, argv []string, log string, env []string) error {
+	fmt.Fprintf(r.o.Stdout, "[operatorx] phase=%s\n", strings.TrimSuffix(log, ".log"))
+	f, err := os.OpenFile(filepath.Join(r.root, log), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	err = proc.Run(ctx, proc.Cmd{Argv: argv, Env: env, Stdout: f, Stderr: f, Grace: 10 * time.Second})
+	f.Close()
+	if err != nil && ctx.Err() == nil {
+		b, _ := os.ReadFile(filepath.Join(r.root, log))
+		if len(b) > 16000 {
+			b = b[len(b)-16000:]
+		}
+		fmt.Fprintln(r.o.Stderr, string(b))
+		var ee *proc.ExitError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("%s step failed: %s returned non-zero exit status %d (log: %s)", strings.TrimSuffix(log, ".log"), argv[0], ee.Code, filepath.Join(r.root, log))
+		}
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}
+
+func (r *runner_) run(ctx context.Context) error {
+	c := r.cell
+	id, _ := c.String("id")
+	if err := r.stageFiles(); err != nil {
+		return err
+	}
+	partition, ok := r.profile.String("partition")
+	if !ok {
+		return fmt.Errorf("platform entry for %s has no operator.partition", r.runner.Label)
+	}
+	alloc := []string{"salloc", "--no-shell", "--partition=" + partition, "--nodes=1",
+		fmt.Sprintf("--gres=gpu:%d", r.gpus), fmt.Sprintf("--ntasks-per-node=%d", r.gpus), "--exclusive",
+		fmt.Sprintf("--time=%d", r.o.TimeMinutes), "--job-name=" + r.o.RunnerName}
+	for _, f := range [][2]string{{"account", "account"}, {"qos", "qos"}, {"exclude_nodes", "exclude"}} {
+		if v, _ := r.profile.Get(f[0]); pyjson.Truthy(v) {
+			alloc = append(alloc, "--"+f[1]+"="+fmt.Sprint(strings.Trim(string(pyjson.MustMarshal(v, pyjson.Default)), `"`)))
+		}
+	}
+	hw := r.runner.Family
+	if in(hw, "b200", "b300", "h100", "gb200", "gb300") {
+		alloc = append(alloc, "--mem=0")
+	}
+	if in(hw, "gb200", "gb300") {
+		alloc = append(alloc, "--cpus-per-task=35")
+	}
+	if r.runner.AMD() {
+		cpus, _ := r.profile.Get("cpus_per_node")
+		n, ok := cpus.(pyjson.Int)
+		v, fits := n.Int64()
+		if !ok || !fits {
+			return fmt.Errorf("platform entry for %s needs an integer operator.cpus_per_node", r.runner.Label)
+		}
+		alloc = append(alloc, fmt.Sprintf("--cpus-per-task=%d", v/r.gpus))
+	}
+	// beyond the seed: tag the allocation so cleanup finds it even if allocation.log does not
+	alloc = append(alloc, "--comment="+Token(r.o.RunID, r.o.Attempt, id))
+	if err := r.command(ctx, alloc, "allocation.log", r.o.Environ); err != nil {
+		return err
+	}
+	jobs := AllocationIDs(r.root)
+	if len(jobs) != 1 {
+		return errors.New("could not identify the unique Slurm allocation")
+	}
+	job := jobs[0]
+	image, _ := c.String("image")
+	digest, _ := c.String("digest")
+	cache := filepath.Join(r.base, "containers")
+	bin := filepath.Join(r.stage, "bin", "opx")
+	if r.mode == "pyxis" {
+		uri, _ := c.String("import_uri")
+		imp := []string{"srun", "--jobid=" + job, "--nodes=1", "--ntasks=1", "--chdir=/tmp", bin, "import",
+			"--cache", cache, "--image", image, "--digest", digest, "--uri", uri, "--image-platform", r.imagePlatform}
+		env := r.o.Environ
+		if p, _ := r.profile.String("enroot_cache_path"); p != "" {
+			env = setEnv(append([]string(nil), env...), "ENROOT_CACHE_PATH", p)
+		}
+		if err := r.command(ctx, imp, "import.log", env); err != nil {
+			return err
+		}
+	}
+	env := r.benchEnv(job, id, image, digest)
+	mounts := r.stage + ":/opx"
+	if mode, _ := c.String("mode"); mode == "counters" && !r.runner.AMD() && r.mode == "pyxis" {
+		ncu := r.findNCU(ctx, job)
+		if ncu != "" {
+			root := filepath.Dir(filepath.Dir(ncu))
+			mounts += "," + root + ":" + root
+			env = setEnv(env, "OPERATORX_NCU", ncu)
+		}
+	}
+	if in(hw, "mi300x", "mi325x") {
+		mounts += ",/dev/kfd:/dev/kfd,/dev/dri:/dev/dri"
+	}
+	run := []string{"srun", "--jobid=" + job, "--nodes=1", fmt.Sprintf("--ntasks=%d", r.ws),
+		fmt.Sprintf("--ntasks-per-node=%d", r.ws), "--kill-on-bad-exit=1", "--chdir=/tmp"}
+	if r.mode == "pyxis" {
+		key := plan.ImageKey(image, digest, r.imagePlatform)
+		run = append(run, "--container-image="+filepath.Join(cache, key+".sqsh"), "--container-mounts="+mounts,
+			"--container-workdir=/opx", "--no-container-mount-home", "--no-container-entrypoint", "--container-writable")
+	}
+	run = append(run, "--export=ALL")
+	if r.mode == "pyxis" && (in(hw, "h200", "b300", "h100", "gb200", "gb300") || r.runner.AMD()) {
+		run = append(run, "--container-remap-root")
+	}
+	if in(hw, "b300", "h100") {
+		run = append(run, "--mpi=none")
+	}
+	if r.mode == "pyxis" {
+		run = append(run, "/opx/bin/opx", "rank")
+	} else {
+		run = append(run, bin, "rank")
+		env = setEnv(env, "OPX_STAGE", r.stage)
+	}
+	limit := max(300, r.o.TimeMinutes*60-300)
+	run = append([]string{"timeout", "-k", "30", strconv.Itoa(limit)}, run...)
+	return r.command(ctx, run, "benchmark.log", env)
+}
+
+func (r *runner_) findNCU(ctx context.Context, job string) string {
+	ctx2, cancel := context.WithTimeout(ctx, 120*time.Second)
+	defer cancel()
+	out, _ := proc.Output(ctx2, proc.Cmd{Argv: []string{"srun", "--jobid=" + job, "--nodes=1", "--ntasks=1", "bash", "-c", NCUSearch}, Env: r.o.Environ})
+	found := strings.Fields(out)
+	_ = os.WriteFile(filepath.Join(r.root, "ncu.log"), []byte(strings.Join(found, "\n")+"\n"), 0o644)
+	return PickNCU(found)
+}
+
+// stageFiles lays out the stage (seed-spec §12.8): the opx binary, harness sources, the
+// model config, the testlists and an empty results directory.
+func (r *runner_) stageFiles() error {
+	if r.o.Binary == "" {
+		return errors.New("no opx binary to stage for " + r.imagePlatform)
+	}
+	if err := os.MkdirAll(filepath.Join(r.stage, "bin"), 0o755); err != nil {
+		return err
+	}
+	if err := copyFile(r.o.Binary, filepath.Join(r.stage, "bin", "opx")); err != nil {
+		return fmt.Errorf("staging %s: %w", r.o.Binary, err)
+	}
+	if err := os.Chmod(filepath.Join(r.stage, "bin", "opx"), 0o755); err != nil {
+		return err
+	}
+	if r.o.HarnessDir != "" {
+		if err := copyTree(r.o.HarnessDir, filepath.Join(r.stage, "source")); err != nil {
+			return fmt.Errorf("staging harness %s: %w", r.o.HarnessDir, err)
+		}
+	}
+	cases, _ := r.cell.Array("cases")
+	byList := map[string][]pyjson.Value{}
+	for _, cv := range cases {
+		co := cv.(*pyjson.Object)
+		name, _ := co.String("testlist")
+		if !catalog.TestlistName.MatchString(name) {
+			return fmt.Errorf("manifest case names an invalid testlist %s", pyjson.Repr(name))
+		}
+		shape, _ := co.Get("shape")
+		byList[name] = append(byList[name], shape)
+	}
+	for name, shapes := range byList {
+		if err := files.WriteJSON(filepath.Join(r.stage, "testlists", name+".json"), shapes); err != nil {
+			return err
+		}
+	}
+	return os.MkdirAll(filepath.Join(r.stage, "results"), 0o755)
+}
+
+// networkPrefixes is the seed's network-variable scrub (seed-spec §2.2).
+var networkPrefixes = []string{"NCCL_NET", "NCCL_SOCKET_IFNAME", "NCCL_IB_", "NVSHMEM_", "MORI_RDMA_", "UCCL_"}
+
+// benchEnv is the benchmark environment contract (seed-spec §6 step 11), with the scrub's
+// image-key bug fixed (decisions §5).
+func (r *runner_) benchEnv(job, id, image, digest string) []string {
+	c := r.cell
+	env := append([]string(nil), r.o.Environ...)
+	backends, _ := c.Array("backends")
+	var bs []string
+	for _, b := range backends {
+		s, _ := b.(string)
+		bs = append(bs, s)
+	}
+	cases, _ := c.Array("cases")
+	lists := map[string]bool{}
+	for _, cv := range cases {
+		n, _ := cv.(*pyjson.Object).String("testlist")
+		lists[n] = true
+	}
+	var names []string
+	for n := range lists {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	mode, ok := c.String("mode")
+	if !ok {
+		mode = "timing"
+	}
+	recipe, _ := c.String("recipe")
+	engineArgs, _ := c.Get("engine_args")
+	if !pyjson.Truthy(engineArgs) {
+		engineArgs = pyjson.NewObject()
+	}
+	par, _ := c.Get("parallel")
+	if !pyjson.Truthy(par) {
+		par = pyjson.NewObject()
+	}
+	cluster, _ := c.String("cluster")
+	wsV, _ := c.Get("world_size")
+	for _, kv := range [][2]string{
+		{"OPERATORX_CLUSTER", cluster}, {"OPERATORX_CONTAINER_IMAGE", image}, {"OPERATORX_IMAGE_DIGEST", digest},
+		{"OPERATORX_IMAGE_PLATFORM", r.imagePlatform}, {"OPERATORX_GPUS_PER_NODE", strconv.FormatInt(r.gpus, 10)},
+		{"OPERATORX_SOURCE_SHA", r.o.SourceSHA}, {"OPERATORX_GITHUB_RUN_ID", r.o.RunID},
+		{"OPERATORX_GITHUB_RUN_ATTEMPT", r.o.Attempt}, {"OPERATORX_SHARD_ID", id},
+		{"OPERATORX_BACKENDS", strings.Join(bs, ",")}, {"OPERATORX_MODE", mode}, {"OPERATORX_RECIPE", recipe},
+		{"OPERATORX_ENGINE_ARGS", string(pyjson.MustMarshal(engineArgs, pyjson.Default))},
+		{"OPERATORX_TESTLISTS", strings.Join(names, ",")}, {"PYTHONPATH", "/opx/source"}, {"PYTHONDONTWRITEBYTECODE", "1"},
+		{"WORLD_SIZE", string(pyjson.MustMarshal(wsV, pyjson.Default))},
+		{"OPERATORX_PARALLEL", string(pyjson.MustMarshal(par, pyjson.Default))},
+		{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", strconv.Itoa(plan.MasterPort(job, id))},
+	} {
+		env = setEnv(env, kv[0], kv[1])
+	}
+	ckpt, _ := c.String("checkpoint")
+	if ckpt != "" {
+		if fi, err := os.Stat(filepath.Join(r.stage, "models", ckpt, "config.json")); err == nil && fi.Mode().IsRegular() {
+			env = setEnv(env, "OPERATORX_MODEL_CONFIG", "/opx/models/"+ckpt)
+		}
+	}
+	kept := env[:0]
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		scrub := false
+		for _, p := range networkPrefixes {
+			if strings.HasPrefix(name, p) {
+				scrub = true
+			}
+		}
+		if !scrub {
+			kept = append(kept, kv)
+		}
+	}
+	env = kept
+	if !r.runner.AMD() {
+		env = setEnv(env, "NCCL_CUMEM_ENABLE", "1")
+	}
+	if e, ok := c.Object("env"); ok {
+		for _, m := range e.Members() {
+			s, _ := m.Value.(string)
+			env = setEnv(env, m.Key, s)
+		}
+	}
+	return env
+}
+
+func setEnv(env []string, k, v string) []string {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, k+"=") {
+			env[i] = k + "=" + v
+			return env
+		}
+	}
+	return append(env, k+"="+v)
+}
+
+func in(s string, list ...string) bool { return contains(list, s) }
+
+// NCUSearch is the seed's Nsight Compute search (seed-spec §2.2).
+const NCUSearch = "ls -d /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/nsight-compute*/ncu /opt/nvidia/nsight-compute*/ncu $(command -v ncu) 2>/dev/null | xargs -r readlink -f | sort -u"
+
+var digitsRE = regexp.MustCompile(`\d+`)
+
+// PickNCU is the seed's pick_ncu (seed-spec §3.4).
+func PickNCU(paths []string) string {
+	version := func(p string) []int {
+		name := filepath.Base(filepath.Dir(p))
+		name = strings.TrimLeft(strings.TrimPrefix(name, "nsight-compute"), "-")
+		var v []int
+		for _, d := range digitsRE.FindAllString(name, -1) {
+			n, _ := strconv.Atoi(d)
+			v = append(v, n)
+		}
+		return v
+	}
+	less := func(a, b []int) bool {
+		for i := 0; i < len(a) && i < len(b); i++ {
+			if a[i] != b[i] {
+				return a[i] < b[i]
+			}
+		}
+		return len(a) < len(b)
+	}
+	best := ""
+	var bestV []int
+	for _, p := range paths {
+		if !strings.Contains(filepath.Dir(p), "nsight-compute") {
+			continue
+		}
+		if v := version(p); best == "" || less(bestV, v) {
+			best, bestV = p, v
+		}
+	}
+	if best != "" {
+		return best
+	}
+	if len(paths) > 0 {
+		return paths[len(paths)-1]
+	}
+	return ""
+}

@@ -1,0 +1,251 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/semianalysis/opx/internal/catalog"
+	"github.com/semianalysis/opx/internal/platform"
+	"github.com/semianalysis/opx/internal/pyjson"
+)
+
+// Execution is execution.json (seed-spec §12.5).
+type Execution struct {
+	Cell                    *pyjson.Object
+	SourceSHA, RunID, Stage string
+	Attempt                 string
+	ShardID, Runner         string
+}
+
+// ReadExecution reads and checks an execution.json.
+func ReadExecution(path string) (*Execution, error) {
+	v, err := catalog.Disk(path).ReadJSON()
+	if err != nil {
+		return nil, err
+	}
+	o, ok := v.(*pyjson.Object)
+	if !ok {
+		return nil, fmt.Errorf("%s: not a JSON object", path)
+	}
+	e := &Execution{}
+	for _, f := range []struct {
+		k string
+		p *string
+	}{{"source_sha", &e.SourceSHA}, {"run_id", &e.RunID}, {"attempt", &e.Attempt}, {"stage", &e.Stage}} {
+		s, ok := o.String(f.k)
+		if !ok {
+			return nil, fmt.Errorf("%s: %q must be a string", path, f.k)
+		}
+		*f.p = s
+	}
+	cell, ok := o.Object("cell")
+	if !ok {
+		return nil, fmt.Errorf("%s: \"cell\" must be an object", path)
+	}
+	e.Cell = cell
+	if e.ShardID, ok = cell.String("id"); !ok {
+		return nil, fmt.Errorf("%s: cell.id must be a string", path)
+	}
+	if e.Runner, ok = cell.String("runner"); !ok {
+		return nil, fmt.Errorf("%s: cell.runner must be a string", path)
+	}
+	return e, nil
+}
+
+// Finalize is the seed's finalize (seed-spec §9): cancel and confirm, copy results out of
+// the stage, remove the stage. A missing root is a no-op. Idempotent.
+func Finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int) error {
+	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	execPath := filepath.Join(root, "execution.json")
+	var ex *Execution
+	if _, err := os.Stat(execPath); err == nil {
+		if ex, err = ReadExecution(execPath); err != nil {
+			return err
+		}
+	}
+	token := ""
+	if ex != nil {
+		token = Token(ex.RunID, ex.Attempt, ex.ShardID)
+	}
+	if err := s.Cleanup(ctx, root, cleanupSeconds, token); err != nil {
+		return err
+	}
+	if ex == nil {
+		return nil
+	}
+	stage := ex.Stage
+	parent := filepath.Base(filepath.Dir(stage))
+	fi, lerr := os.Lstat(stage)
+	if parent != fmt.Sprintf(".operatorx-%d", os.Getuid()) ||
+		!strings.HasPrefix(filepath.Base(stage), ex.RunID+"-"+ex.Attempt+"-"+ex.ShardID+"-") ||
+		(lerr == nil && fi.Mode()&fs.ModeSymlink != 0) {
+		return errors.New("refusing unsafe stage cleanup")
+	}
+	if lerr != nil {
+		return nil // already removed
+	}
+	if _, err := os.Stat(filepath.Join(stage, "results")); err == nil {
+		if err := copyTree(filepath.Join(stage, "results"), filepath.Join(root, "results")); err != nil {
+			return fmt.Errorf("collecting results from %s: %w; retaining staged evidence", stage, err)
+		}
+	}
+	return os.RemoveAll(stage)
+}
+
+// copyTree merges src into dst, overwriting files; symlinks are not followed or copied.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		case d.Type().IsRegular():
+			return copyFile(path, target)
+		}
+		return nil
+	})
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dst + ".opx-copy"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+// SharedBase is the seed's shared_base (seed-spec §3.8): <first usable root>/.operatorx-<uid>.
+func SharedBase(profile *pyjson.Object, runner platform.Runner, getenv func(string) string) (string, error) {
+	var roots []string
+	switch {
+	case pyjson.Truthy(get(profile, "stage_dir")):
+		s, _ := profile.String("stage_dir")
+		roots = []string{s}
+	case runner.AMD():
+		rt := getenv("RUNNER_TEMP")
+		if rt == "" {
+			return "", errors.New("AMD staging requires the shared runner _work/_temp path (RUNNER_TEMP is not set)")
+		}
+		clean := filepath.Clean(rt)
+		if !filepath.IsAbs(rt) || filepath.Base(clean) != "_temp" || filepath.Base(filepath.Dir(clean)) != "_work" {
+			return "", errors.New("AMD staging requires the shared runner _work/_temp path")
+		}
+		roots = []string{filepath.Dir(filepath.Dir(clean))}
+	case runner.Family == "b300":
+		u, err := user.LookupId(strconv.Itoa(os.Getuid()))
+		if err != nil {
+			return "", fmt.Errorf("looking up this account's home: %w", err)
+		}
+		roots = []string{u.HomeDir}
+	case pyjson.Truthy(get(profile, "squash_dir")):
+		s, _ := profile.String("squash_dir")
+		roots = []string{filepath.Dir(s)}
+	default:
+		v, ok := profile.Get("storage_roots")
+		arr, isArr := v.([]pyjson.Value)
+		if !ok || !isArr {
+			return "", fmt.Errorf("platform entry for %s has no operator.storage_roots, stage_dir or squash_dir", runner.Label)
+		}
+		for _, r := range arr {
+			if s, ok := r.(string); ok {
+				roots = append(roots, s)
+			}
+		}
+	}
+	for _, r := range roots {
+		if fi, err := os.Stat(r); err == nil && fi.IsDir() && writable(r) {
+			return filepath.Join(r, fmt.Sprintf(".operatorx-%d", os.Getuid())), nil
+		}
+	}
+	return "", errors.New("no writable shared storage root configured for this runner")
+}
+
+func get(o *pyjson.Object, k string) pyjson.Value { v, _ := o.Get(k); return v }
+
+func writable(dir string) bool {
+	f, err := os.CreateTemp(dir, ".opx-probe-*")
+	if err != nil {
+		return false
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return true
+}
+
+// Recover is the seed's recover (seed-spec §11): finalize every execution of run_id on this
+// runner found under artifacts, after checking it belongs here.
+func Recover(ctx context.Context, s *Slurm, artifacts, runID string, runner platform.Runner, profile *pyjson.Object, getenv func(string) string, cleanupSeconds int) (int, error) {
+	base, err := SharedBase(profile, runner, getenv)
+	if err != nil {
+		return 0, err
+	}
+	if r, err := filepath.EvalSymlinks(filepath.Dir(base)); err == nil {
+		base = filepath.Join(r, filepath.Base(base))
+	}
+	var found []string
+	err = filepath.WalkDir(artifacts, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && d.Name() == "execution.json" {
+			found = append(found, path)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reading artifacts: %w", err)
+	}
+	n := 0
+	for _, path := range found {
+		ex, err := ReadExecution(path)
+		if err != nil {
+			return n, err
+		}
+		if ex.RunID != runID || ex.Runner != runner.Label {
+			return n, errors.New("recovery artifact does not match requested run/runner")
+		}
+		parent := filepath.Dir(ex.Stage)
+		if r, err := filepath.EvalSymlinks(parent); err == nil {
+			parent = r
+		}
+		if parent != base {
+			return n, errors.New("recovery stage does not belong to this runner/user")
+		}
+		if err := Finalize(ctx, s, filepath.Dir(path), cleanupSeconds); err != nil {
+			return n, err
+		}
+		n++
+	}
+	if n == 0 {
+		return 0, errors.New("no execution artifacts found to recover")
+	}
+	return n, nil
+}

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# A one-node Slurm on loopback with 8 fake GPUs, for the tests and for trying opx without a
+# cluster. Needs root and Debian's slurmctld, slurmd, slurm-client and munge.
+#   scripts/local-slurm.sh start [DIR]   start (idempotent); prints the SLURM_CONF path
+#   scripts/local-slurm.sh stop [DIR]    stop the daemons and cancel every job
+set -euo pipefail
+cmd=${1:-start}
+dir=${2:-${OPX_SLURM_DIR:-/tmp/opx-slurm}}
+conf=$dir/slurm.conf
+host=$(hostname -s)
+
+stop() {
+  if [ -f "$conf" ]; then
+    SLURM_CONF=$conf scancel -u "$(id -u)" >/dev/null 2>&1 || true
+  fi
+  for pidfile in "$dir/slurmd.pid" "$dir/slurmctld.pid"; do
+    if [ -f "$pidfile" ]; then kill "$(cat "$pidfile")" 2>/dev/null || true; fi
+  done
+  sleep 0.5
+}
+
+case "$cmd" in
+stop) stop; exit 0 ;;
+start) ;;
+*) echo "usage: $0 start|stop [DIR]" >&2; exit 2 ;;
+esac
+
+if [ -f "$conf" ] && SLURM_CONF=$conf timeout 5 sinfo -h -o %T 2>/dev/null | grep -qE 'idle|mixed|alloc'; then
+  echo "$conf"; exit 0
+fi
+stop
+mkdir -p "$dir/state" "$dir/spool" "$dir/dev"
+for i in 0 1 2 3 4 5 6 7; do
+  [ -e "$dir/dev/gpu$i" ] || mknod "$dir/dev/gpu$i" c 1 3
+done
+ctl_port=${OPX_SLURMCTLD_PORT:-16817}
+d_port=${OPX_SLURMD_PORT:-16818}
+cat > "$conf" <<CONF
+ClusterName=opxtest
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$ctl_port
+SlurmdPort=$d_port
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/slurmctld.log
+SlurmdLogFile=$dir/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmdParameters=config_overrides
+ReturnToService=2
+GresTypes=gpu
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=1
+MessageTimeout=10
+KillWait=2
+InactiveLimit=0
+MinJobAge=2
+NodeName=$host NodeAddr=127.0.0.1 CPUs=16 Gres=gpu:8 State=UNKNOWN
+PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+CONF
+cat > "$dir/gres.conf" <<CONF
+Name=gpu File=$dir/dev/gpu[0-7]
+CONF
+mkdir -p /run/munge /var/log/munge /var/lib/munge /etc/munge
+if [ ! -s /etc/munge/munge.key ]; then
+  dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null
+fi
+chown -R munge:munge /etc/munge /run/munge /var/log/munge /var/lib/munge 2>/dev/null || true
+chmod 0400 /etc/munge/munge.key
+if ! pgrep -x munged >/dev/null; then
+  if id munge >/dev/null 2>&1; then
+    runuser -u munge -- munged --force 2>/dev/null || munged --force
+  else
+    munged --force
+  fi
+fi
+export SLURM_CONF=$conf
+slurmctld -f "$conf"
+slurmd -f "$conf" -N "$host"
+for _ in $(seq 60); do
+  if timeout 5 sinfo -h -o %T 2>/dev/null | grep -qE 'idle|mixed|alloc'; then
+    echo "$conf"; exit 0
+  fi
+  sleep 0.5
+done
+echo "local-slurm: the node did not come up; see $dir/slurmctld.log and $dir/slurmd.log" >&2
+tail -5 "$dir/slurmctld.log" "$dir/slurmd.log" >&2 || true
+exit 1
