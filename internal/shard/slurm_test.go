@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/semianalysis/opx/internal/shard"
 )
 
 var opxBin string
@@ -354,4 +356,36 @@ func TestExecuteSIGKILLThenFinalizeOrRecover(t *testing.T) {
 		c.assertClean(out)
 		os.RemoveAll(out) // recover walks the whole artifacts tree
 	}
+}
+
+// TestFinalizeFindsAllocationByToken: execute was killed after salloc was granted but
+// before allocation.log named the job; finalize still cancels it, by the token.
+func TestFinalizeFindsAllocationByToken(t *testing.T) {
+	c := slurmCluster(t)
+	base := filepath.Join(c.stageRoot, fmt.Sprintf(".operatorx-%d", os.Getuid()))
+	os.MkdirAll(base, 0o700)
+	stage, _ := os.MkdirTemp(base, "77-1-opxtest-loopback-0123456789abcdef-")
+	os.MkdirAll(filepath.Join(stage, "results", "cpu", "x"), 0o755)
+	os.WriteFile(filepath.Join(stage, "results", "cpu", "x", "r.json"), []byte(`{"rows": [{"status": "ok"}]}`), 0o644)
+	out := filepath.Join(c.dir, "out-token")
+	os.Mkdir(out, 0o700)
+	os.WriteFile(filepath.Join(out, "execution.json"), []byte(`{"cell": {"id": "opxtest-loopback-0123456789abcdef", "runner": "cluster:opxtest-loopback"},
+	  "source_sha": "abc", "run_id": "77", "attempt": "1", "stage": "`+stage+`"}`), 0o644)
+	token := shard.Token("77", "1", "opxtest-loopback-0123456789abcdef")
+	hold := exec.Command("salloc", "--no-shell", "--time=5", "--comment="+token, "--job-name=orphan")
+	hold.Env = c.env()
+	if b, err := hold.CombinedOutput(); err != nil {
+		t.Fatalf("salloc: %v %s", err, b)
+	}
+	if !strings.Contains(c.squeue(), token) {
+		t.Fatalf("the orphan allocation is not tagged: %q", c.squeue())
+	}
+	r := run(c.opx("finalize", "--output", out, "--cleanup-seconds", "30"))
+	if r.code != 0 {
+		t.Fatalf("finalize exit %d: %s", r.code, r.stderr)
+	}
+	if got := rows(t, out); got["ok"] != 1 {
+		t.Errorf("rows %v", got)
+	}
+	c.assertClean(out)
 }
