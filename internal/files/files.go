@@ -17,36 +17,10 @@ import (
 // the writer is killed. (No fsync: this guards against crashed processes, as the seed's
 // write_json does, not against power loss; fsync cost a planner run 60% of its time.)
 func WriteAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	return WriteAtomicFunc(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
 		return err
-	}
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(name)
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(name, path); err != nil {
-		return err
-	}
-	ok = true
-	return nil
+	})
 }
 
 // WriteJSON is the seed's write_json: indent=2 plus a newline, written atomically.
