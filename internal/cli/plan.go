@@ -136,7 +136,7 @@ func pyInt(s string) (int64, error) {
 func runPlan(ctx context.Context, env Env, o *planOptions) error {
 	names := strings.Split(o.testlists, ",")
 	for _, n := range names {
-		if !catalog.TestlistName.MatchString(n) {
+		if !catalog.ValidTestlistName(n) {
 			return fmt.Errorf("invalid testlist name: %s (allowed: letters, digits, '_' and '-')", pyjson.Repr(n))
 		}
 	}

@@ -28,7 +28,7 @@ type Resolver struct {
 	Parallel  int               // concurrent lookups; 0 means 8
 }
 
-var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+var digestRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha256:[0-9a-f]{64}$`) })
 
 // Resolve implements plan.Resolver. Unreachable registries, unknown tags and malformed
 // references resolve to an empty digest, as the seed's probe does.
@@ -89,12 +89,12 @@ func (r *Resolver) prepare(ctx context.Context, image string) (name.Reference, [
 }
 
 func headOrGet(ref name.Reference, opts []remote.Option) (*v1.Descriptor, *remote.Descriptor) {
-	if d, err := remote.Head(ref, opts...); err == nil && digestRE.MatchString(d.Digest.String()) {
+	if d, err := remote.Head(ref, opts...); err == nil && digestRE().MatchString(d.Digest.String()) {
 		return d, nil
 	}
 	// no digest header (or no HEAD support): GET computes the digest from the body
 	g, err := remote.Get(ref, opts...)
-	if err != nil || !digestRE.MatchString(g.Digest.String()) {
+	if err != nil || !digestRE().MatchString(g.Digest.String()) {
 		return nil, nil
 	}
 	return &g.Descriptor, g

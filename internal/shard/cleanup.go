@@ -16,13 +16,16 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/pyjson"
 )
 
-var allocationRE = regexp.MustCompile(`(?:Granted|Pending) job allocation ([0-9]+)`)
+var allocationRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?:Granted|Pending) job allocation ([0-9]+)`)
+})
 
 // AllocationIDs is the seed's allocation_ids: every job id named in allocation.log, unique,
 // sorted as strings.
@@ -33,7 +36,7 @@ func AllocationIDs(root string) []string {
 	}
 	seen := map[string]bool{}
 	out := []string{}
-	for _, m := range allocationRE.FindAllSubmatch(b, -1) {
+	for _, m := range allocationRE().FindAllSubmatch(b, -1) {
 		if id := string(m[1]); !seen[id] {
 			seen[id] = true
 			out = append(out, id)

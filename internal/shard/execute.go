@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -38,12 +39,24 @@ type Options struct {
 	Slurm                                        *Slurm
 }
 
-// SafeID is what run ids, attempts and shard ids must look like before they become parts
+// SafeID reports whether v is what run ids, attempts and shard ids must look like before they become parts
 // of paths.
-var SafeID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+func SafeID(v string) bool {
+	if v == "" || len(v) > 128 || strings.Contains(v, "..") {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || (c != '.' && c != '_' && c != '-')) {
+			return false
+		}
+	}
+	return true
+}
 
 func checkID(what, v string) error {
-	if !SafeID.MatchString(v) || strings.Contains(v, "..") {
+	if !SafeID(v) {
 		return fmt.Errorf("invalid %s %s: use letters, digits, '.', '_' and '-'", what, pyjson.Repr(v))
 	}
 	return nil
@@ -335,7 +348,7 @@ func (r *runner_) stageFiles() error {
 	for _, cv := range cases {
 		co := cv.(*pyjson.Object)
 		name, _ := co.String("testlist")
-		if !catalog.TestlistName.MatchString(name) {
+		if !catalog.ValidTestlistName(name) {
 			return fmt.Errorf("manifest case names an invalid testlist %s", pyjson.Repr(name))
 		}
 		shape, _ := co.Get("shape")
@@ -450,7 +463,7 @@ func in(s string, list ...string) bool { return contains(list, s) }
 // NCUSearch is the seed's Nsight Compute search (seed-spec §2.2).
 const NCUSearch = "ls -d /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/nsight-compute*/ncu /opt/nvidia/nsight-compute*/ncu $(command -v ncu) 2>/dev/null | xargs -r readlink -f | sort -u"
 
-var digitsRE = regexp.MustCompile(`\d+`)
+var digitsRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\d+`) })
 
 // PickNCU is the seed's pick_ncu (seed-spec §3.4).
 func PickNCU(paths []string) string {
@@ -458,7 +471,7 @@ func PickNCU(paths []string) string {
 		name := filepath.Base(filepath.Dir(p))
 		name = strings.TrimLeft(strings.TrimPrefix(name, "nsight-compute"), "-")
 		var v []int
-		for _, d := range digitsRE.FindAllString(name, -1) {
+		for _, d := range digitsRE().FindAllString(name, -1) {
 			n, _ := strconv.Atoi(d)
 			v = append(v, n)
 		}
