@@ -99,7 +99,7 @@ func runRank(ctx context.Context, env Env) error {
 	childEnv := func() []string {
 		out := append([]string(nil), env.environ()...)
 		for k, v := range vars {
-			out = setenv(out, k, v)
+			out = proc.SetEnv(out, k, v)
 		}
 		return out
 	}
@@ -138,16 +138,6 @@ func runRank(ctx context.Context, env Env) error {
 	argv := append([]string{ncu, "--clock-control", "none", "--target-processes", "all", "--nvtx", "--nvtx-include", "regex:opx[0-9]+/",
 		"--metrics", NCUMetrics, "--csv", "--log-file", out + "/ncu-rank" + rank + ".csv"}, bench...)
 	return syscall.Exec(ncu, argv, childEnv())
-}
-
-func setenv(env []string, k, v string) []string {
-	for i, kv := range env {
-		if strings.HasPrefix(kv, k+"=") {
-			env[i] = k + "=" + v
-			return env
-		}
-	}
-	return append(env, k+"="+v)
 }
 
 func newBenchCmd(env Env) *cobra.Command {

@@ -112,3 +112,14 @@ func Output(ctx context.Context, c Cmd) (string, error) {
 	err := Run(ctx, c)
 	return b.String(), err
 }
+
+// SetEnv returns env with k set to v (replaced in place when present, else appended).
+func SetEnv(env []string, k, v string) []string {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, k+"=") {
+			env[i] = k + "=" + v
+			return env
+		}
+	}
+	return append(env, k+"="+v)
+}

@@ -270,7 +270,7 @@ func (r *runner_) run(ctx context.Context) error {
 			"--cache", cache, "--image", image, "--digest", digest, "--uri", uri, "--image-platform", r.imagePlatform}
 		env := r.o.Environ
 		if p, _ := r.profile.String("enroot_cache_path"); p != "" {
-			env = setEnv(append([]string(nil), env...), "ENROOT_CACHE_PATH", p)
+			env = proc.SetEnv(append([]string(nil), env...), "ENROOT_CACHE_PATH", p)
 		}
 		if err := r.command(ctx, imp, "import.log", env); err != nil {
 			return err
@@ -283,7 +283,7 @@ func (r *runner_) run(ctx context.Context) error {
 		if ncu != "" {
 			root := filepath.Dir(filepath.Dir(ncu))
 			mounts += "," + root + ":" + root
-			env = setEnv(env, "OPERATORX_NCU", ncu)
+			env = proc.SetEnv(env, "OPERATORX_NCU", ncu)
 		}
 	}
 	if in(hw, "mi300x", "mi325x") {
@@ -307,7 +307,7 @@ func (r *runner_) run(ctx context.Context) error {
 		run = append(run, "/opx/bin/opx", "rank")
 	} else {
 		run = append(run, bin, "rank")
-		env = setEnv(env, "OPX_STAGE", r.stage)
+		env = proc.SetEnv(env, "OPX_STAGE", r.stage)
 	}
 	limit := max(300, r.o.TimeMinutes*60-300)
 	run = append([]string{"timeout", "-k", "30", strconv.Itoa(limit)}, run...)
@@ -414,12 +414,12 @@ func (r *runner_) benchEnv(job, id, image, digest string) []string {
 		{"OPERATORX_PARALLEL", string(pyjson.MustMarshal(par, pyjson.Default))},
 		{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", strconv.Itoa(plan.MasterPort(job, id))},
 	} {
-		env = setEnv(env, kv[0], kv[1])
+		env = proc.SetEnv(env, kv[0], kv[1])
 	}
 	ckpt, _ := c.String("checkpoint")
 	if ckpt != "" {
 		if fi, err := os.Stat(filepath.Join(r.stage, "models", ckpt, "config.json")); err == nil && fi.Mode().IsRegular() {
-			env = setEnv(env, "OPERATORX_MODEL_CONFIG", "/opx/models/"+ckpt)
+			env = proc.SetEnv(env, "OPERATORX_MODEL_CONFIG", "/opx/models/"+ckpt)
 		}
 	}
 	kept := env[:0]
@@ -437,25 +437,15 @@ func (r *runner_) benchEnv(job, id, image, digest string) []string {
 	}
 	env = kept
 	if !r.runner.AMD() {
-		env = setEnv(env, "NCCL_CUMEM_ENABLE", "1")
+		env = proc.SetEnv(env, "NCCL_CUMEM_ENABLE", "1")
 	}
 	if e, ok := c.Object("env"); ok {
 		for _, m := range e.Members() {
 			s, _ := m.Value.(string)
-			env = setEnv(env, m.Key, s)
+			env = proc.SetEnv(env, m.Key, s)
 		}
 	}
 	return env
-}
-
-func setEnv(env []string, k, v string) []string {
-	for i, kv := range env {
-		if strings.HasPrefix(kv, k+"=") {
-			env[i] = k + "=" + v
-			return env
-		}
-	}
-	return append(env, k+"="+v)
 }
 
 func in(s string, list ...string) bool { return contains(list, s) }
