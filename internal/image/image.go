@@ -1,0 +1,260 @@
+// Package image is `opx import`, the compute-node half of a shard (seed-spec §7): bring one
+// image into the shared squashfs cache exactly once per (image, digest, platform) key, under
+// a per-key lock, with enroot in private scratch directories, and publish it atomically.
+//
+// Beyond the seed: a cache entry is checked whole enough to catch truncation before it is
+// reused or published (decisions §7 — `unsquashfs -s` reads only the superblock and accepts
+// a truncated file), a damaged entry or a stale .partial is replaced, and waiting for the
+// lock honours cancellation.
+package image
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gofrs/flock"
+
+	"github.com/semianalysis/opx/internal/plan"
+	"github.com/semianalysis/opx/internal/proc"
+)
+
+// Options are import's flags and surroundings.
+type Options struct {
+	Cache, Image, Digest, URI, ImagePlatform string
+	// Machine is the host's machine name (uname -m); "" asks the kernel.
+	Machine string
+	// Environ is the child environment's base (nil: this process's).
+	Environ []string
+	// Resolver re-resolves a tag after the import (the tag-moved check).
+	Resolver interface {
+		Digest(ctx context.Context, image string) string
+	}
+	Enroot, Unsquashfs string // default "enroot", "unsquashfs" on PATH
+	Stdout, Stderr     io.Writer
+	// LockPoll is how often a waiter retries the lock (default 100 ms).
+	LockPoll time.Duration
+}
+
+// Result says what an import did.
+type Result struct {
+	Squash   string
+	Imported bool   // false: a valid cache entry was reused
+	Replaced string // why an existing entry was replaced ("" if none was)
+}
+
+// HostMachine is the kernel's machine name (uname -m), e.g. x86_64 or aarch64.
+func HostMachine() string {
+	var u syscall.Utsname
+	if err := syscall.Uname(&u); err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range u.Machine {
+		if c == 0 {
+			break
+		}
+		b.WriteByte(byte(c))
+	}
+	return b.String()
+}
+
+// MachineMatches is the seed's host check: linux/amd64 runs on x86_64 or amd64 hosts,
+// linux/arm64 on aarch64 or arm64.
+func MachineMatches(imagePlatform, machine string) bool {
+	m := strings.ToLower(machine)
+	switch imagePlatform {
+	case "linux/amd64":
+		return m == "x86_64" || m == "amd64"
+	case "linux/arm64":
+		return m == "aarch64" || m == "arm64"
+	}
+	return false
+}
+
+// Run imports o.Image into o.Cache, or reuses the valid cache entry.
+func Run(ctx context.Context, o Options) (Result, error) {
+	machine := o.Machine
+	if machine == "" {
+		machine = HostMachine()
+	}
+	// before anything is created (seed-spec §7 step 1)
+	if !MachineMatches(o.ImagePlatform, machine) {
+		return Result{}, errors.New("image platform does not match the import host")
+	}
+	if o.Image == "" || o.Digest == "" {
+		return Result{}, errors.New("import needs --image and --digest")
+	}
+	if err := os.MkdirAll(o.Cache, 0o700); err != nil {
+		return Result{}, err
+	}
+	key := plan.ImageKey(o.Image, o.Digest, o.ImagePlatform)
+	squash := filepath.Join(o.Cache, key+".sqsh")
+	res := Result{Squash: squash}
+	lock := flock.New(filepath.Join(o.Cache, key+".lock"))
+	poll := o.LockPoll
+	if poll <= 0 {
+		poll = 100 * time.Millisecond
+	}
+	locked, err := lock.TryLockContext(ctx, poll)
+	if err != nil || !locked {
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("waiting for the image lock %s: %w", lock.Path(), context.Cause(ctx))
+		}
+		return res, fmt.Errorf("locking %s: %w", lock.Path(), err)
+	}
+	defer lock.Unlock()
+
+	unsquashfs := o.Unsquashfs
+	if unsquashfs == "" {
+		unsquashfs = "unsquashfs"
+	}
+	if _, err := os.Lstat(squash); err == nil {
+		verr := Validate(ctx, squash, unsquashfs, o.Environ)
+		if verr == nil {
+			return res, nil
+		}
+		res.Replaced = verr.Error()
+		fmt.Fprintf(stderr(o), "opx import: cache entry %s is damaged (%v); importing it again\n", squash, verr)
+		if err := os.Remove(squash); err != nil {
+			return res, err
+		}
+	}
+	partial := filepath.Join(o.Cache, key+".partial")
+	if err := os.Remove(partial); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return res, err
+	}
+	defer os.Remove(partial)
+
+	uri := o.URI
+	if uri == "" {
+		host, repo, tag := plan.RegistryReference(o.Image)
+		uri = fmt.Sprintf("docker://%s#%s:%s", host, repo, tag)
+	}
+	if err := enrootImport(ctx, o, partial, uri); err != nil {
+		return res, err
+	}
+	if err := Validate(ctx, partial, unsquashfs, o.Environ); err != nil {
+		return res, fmt.Errorf("enroot produced an unusable squash for %s: %w", o.Image, err)
+	}
+	// A tag import is checked against the planned digest; an import that went by digest
+	// (a pinned image, or the containers.toml digest fallback whose URI names it) cannot
+	// have moved.
+	if plan.PinnedDigest(o.Image) == "" && !strings.Contains(uri, o.Digest) {
+		if o.Resolver == nil || o.Resolver.Digest(ctx, o.Image) != o.Digest {
+			return res, errors.New("image tag moved or digest verification failed; dispatch again")
+		}
+	}
+	if err := os.Rename(partial, squash); err != nil {
+		return res, err
+	}
+	res.Imported = true
+	return res, nil
+}
+
+func stderr(o Options) io.Writer {
+	if o.Stderr == nil {
+		return io.Discard
+	}
+	return o.Stderr
+}
+
+// enrootImport runs `enroot import -o partial uri` in private scratch directories that are
+// removed afterwards, whatever happens.
+func enrootImport(ctx context.Context, o Options, partial, uri string) error {
+	scratch, err := os.MkdirTemp("", "operatorx-enroot-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(scratch)
+	env := o.Environ
+	if env == nil {
+		env = os.Environ()
+	}
+	env = append([]string(nil), env...)
+	env = proc.SetEnv(env, "TMPDIR", scratch)
+	dirs := [][2]string{{"ENROOT_TEMP_PATH", "temp"}, {"ENROOT_DATA_PATH", "data"}, {"ENROOT_RUNTIME_PATH", "runtime"}}
+	if !hasEnv(env, "ENROOT_CACHE_PATH") {
+		dirs = append(dirs, [2]string{"ENROOT_CACHE_PATH", "cache"})
+	}
+	for _, d := range dirs {
+		p := filepath.Join(scratch, d[1])
+		if err := os.Mkdir(p, 0o700); err != nil {
+			return err
+		}
+		env = proc.SetEnv(env, d[0], p)
+	}
+	enroot := o.Enroot
+	if enroot == "" {
+		enroot = "enroot"
+	}
+	err = proc.Run(ctx, proc.Cmd{Argv: []string{enroot, "import", "-o", partial, uri}, Env: env, Stdout: o.Stdout, Stderr: o.Stderr})
+	if err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return fmt.Errorf("enroot import of %s failed: %w", uri, err)
+	}
+	return nil
+}
+
+func hasEnv(env []string, k string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, k+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// squashfs superblock (little endian): magic at 0, version major at 28, bytes_used at 40.
+const (
+	superblockSize = 96
+	squashMagic    = 0x73717368 // "hsqs"
+)
+
+// Validate checks a squash file: a squashfs 4 superblock, a file at least as long as the
+// superblock says the filesystem is (this is what catches truncation), and the seed's
+// `unsquashfs -s`.
+func Validate(ctx context.Context, path, unsquashfs string, env []string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	var sb [superblockSize]byte
+	if _, err := io.ReadFull(f, sb[:]); err != nil {
+		return fmt.Errorf("%s has no squashfs superblock (%d bytes)", path, fi.Size())
+	}
+	if binary.LittleEndian.Uint32(sb[0:]) != squashMagic {
+		return fmt.Errorf("%s is not a squashfs file", path)
+	}
+	if v := binary.LittleEndian.Uint16(sb[28:]); v != 4 {
+		return fmt.Errorf("%s is squashfs version %d, not 4", path, v)
+	}
+	if used := binary.LittleEndian.Uint64(sb[40:]); uint64(fi.Size()) < used {
+		return fmt.Errorf("%s is truncated: %d of %d bytes", path, fi.Size(), used)
+	}
+	if unsquashfs == "" {
+		unsquashfs = "unsquashfs"
+	}
+	var out strings.Builder
+	if err := proc.Run(ctx, proc.Cmd{Argv: []string{unsquashfs, "-s", path}, Env: env, Stdout: io.Discard, Stderr: &out}); err != nil {
+		return fmt.Errorf("unsquashfs -s %s: %v %s", path, err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}

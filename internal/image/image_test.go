@@ -1,0 +1,426 @@
+package image
+
+// enroot cannot run here, so it is a recording fake (fakeEnroot): a shell script that logs
+// its argv and the enroot environment it was given, checks that the scratch directories
+// exist, and builds a real squashfs with mksquashfs. Everything else is real:
+// go-containerregistry's in-memory registry behind httptest, squashfs-tools, flock.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/semianalysis/opx/internal/plan"
+	"github.com/semianalysis/opx/internal/registry"
+)
+
+func TestMain(m *testing.M) {
+	// helper mode: hold a lock until killed (the "holder was SIGKILLed" test)
+	if p := os.Getenv("OPX_TEST_HOLD_LOCK"); p != "" {
+		l := flock.New(p)
+		if err := l.Lock(); err != nil {
+			fmt.Println("lock failed:", err)
+			os.Exit(1)
+		}
+		fmt.Println("locked")
+		time.Sleep(time.Hour)
+	}
+	os.Exit(m.Run())
+}
+
+type fixture struct {
+	t                 *testing.T
+	dir, cache, log   string
+	enroot            string
+	reg               *httptest.Server
+	image, digest     string
+	resolver          *registry.Resolver
+	machine, platform string
+}
+
+func needTools(t *testing.T) {
+	for _, tool := range []string{"mksquashfs", "unsquashfs"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("OPX_REQUIRE_SLURM") != "" {
+				t.Fatalf("%s is missing (scripts/test.sh installs squashfs-tools)", tool)
+			}
+			t.Skipf("%s is missing (install squashfs-tools)", tool)
+		}
+	}
+}
+
+func newFixture(t *testing.T) *fixture {
+	needTools(t)
+	f := &fixture{t: t, dir: t.TempDir(), machine: "x86_64", platform: "linux/amd64"}
+	f.cache = filepath.Join(f.dir, "base", "containers")
+	f.log = filepath.Join(f.dir, "enroot.log")
+	f.enroot = filepath.Join(f.dir, "enroot")
+	script := `#!/bin/sh
+# recording fake of enroot: log, check the scratch dirs, build a real squashfs
+{ printf 'argv:'; for a in "$@"; do printf ' %s' "$a"; done; printf '\n'
+  printf 'env: TMPDIR=%s ENROOT_TEMP_PATH=%s ENROOT_DATA_PATH=%s ENROOT_RUNTIME_PATH=%s ENROOT_CACHE_PATH=%s\n' \
+    "$TMPDIR" "$ENROOT_TEMP_PATH" "$ENROOT_DATA_PATH" "$ENROOT_RUNTIME_PATH" "$ENROOT_CACHE_PATH"; } >> "$FAKE_ENROOT_LOG"
+for d in "$TMPDIR" "$ENROOT_TEMP_PATH" "$ENROOT_DATA_PATH" "$ENROOT_RUNTIME_PATH" "$ENROOT_CACHE_PATH"; do
+  [ -d "$d" ] || { echo "fake enroot: $d is not a directory" >&2; exit 3; }
+done
+[ "$1" = import ] && [ "$2" = -o ] || { echo "fake enroot: unexpected argv $*" >&2; exit 2; }
+[ -n "$FAKE_ENROOT_FAIL" ] && { echo "fake enroot: failing as asked" >&2; exit 1; }
+sleep "${FAKE_ENROOT_SLEEP:-0}"
+root="$TMPDIR/rootfs"; mkdir -p "$root/etc" "$root/usr/bin"
+echo "$4" > "$root/etc/image-uri"; head -c 200000 /dev/urandom > "$root/usr/bin/blob"
+mksquashfs "$root" "$3" -noappend -quiet -no-progress >/dev/null
+`
+	if err := os.WriteFile(f.enroot, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reg := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+	f.reg = httptest.NewServer(reg)
+	t.Cleanup(f.reg.Close)
+	f.image = strings.TrimPrefix(f.reg.URL, "http://") + "/opx/bench:1"
+	f.digest = f.push(f.image)
+	f.resolver = &registry.Resolver{Timeout: 5 * time.Second}
+	return f
+}
+
+// push puts a fresh random image under ref and returns its digest.
+func (f *fixture) push(ref string) string {
+	f.t.Helper()
+	img, err := random.Image(256, 1)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		f.t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	return d.String()
+}
+
+func (f *fixture) opts(env ...string) Options {
+	return Options{Cache: f.cache, Image: f.image, Digest: f.digest, ImagePlatform: f.platform, Machine: f.machine,
+		Environ: append(append(os.Environ(), "FAKE_ENROOT_LOG="+f.log), env...), Resolver: f.resolver,
+		Enroot: f.enroot, LockPoll: 10 * time.Millisecond}
+}
+
+// calls returns the argv lines the fake enroot logged.
+func (f *fixture) calls() []string {
+	b, _ := os.ReadFile(f.log)
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		if a, ok := strings.CutPrefix(sc.Text(), "argv: "); ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (f *fixture) entries() []string {
+	ents, _ := os.ReadDir(f.cache)
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func TestImportThenReuse(t *testing.T) {
+	f := newFixture(t)
+	res, err := Run(context.Background(), f.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := plan.ImageKey(f.image, f.digest, "linux/amd64")
+	if !res.Imported || res.Squash != filepath.Join(f.cache, key+".sqsh") {
+		t.Fatalf("result %+v", res)
+	}
+	host, repo, tag := plan.RegistryReference(f.image)
+	want := fmt.Sprintf("import -o %s docker://%s#%s:%s", filepath.Join(f.cache, key+".partial"), host, repo, tag)
+	if c := f.calls(); len(c) != 1 || c[0] != want {
+		t.Fatalf("enroot calls %q, want [%q]", c, want)
+	}
+	if err := Validate(context.Background(), res.Squash, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.entries(); strings.Join(got, " ") != key+".lock "+key+".sqsh" {
+		t.Fatalf("cache holds %v", got)
+	}
+	// the scratch directory enroot ran in is gone
+	b, _ := os.ReadFile(f.log)
+	env := strings.Fields(strings.SplitN(string(b), "env: ", 2)[1])
+	tmp := strings.TrimPrefix(env[0], "TMPDIR=")
+	if !strings.Contains(tmp, "operatorx-enroot-") {
+		t.Fatalf("TMPDIR %s is not a private scratch dir", tmp)
+	}
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("scratch %s was not removed", tmp)
+	}
+	for _, kv := range env[1:] {
+		k, v, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(v, tmp+"/") {
+			t.Errorf("%s=%s is not under the scratch dir", k, v)
+		}
+	}
+	// the second import reuses the entry: enroot is not run again
+	res, err = Run(context.Background(), f.opts())
+	if err != nil || res.Imported {
+		t.Fatalf("second import: %+v %v", res, err)
+	}
+	if c := f.calls(); len(c) != 1 {
+		t.Fatalf("enroot ran %d times", len(c))
+	}
+}
+
+func TestImportKeepsConfiguredEnrootCache(t *testing.T) {
+	f := newFixture(t)
+	shared := filepath.Join(f.dir, "enroot-cache")
+	os.Mkdir(shared, 0o755)
+	if _, err := Run(context.Background(), f.opts("ENROOT_CACHE_PATH="+shared)); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(f.log)
+	if !strings.Contains(string(b), "ENROOT_CACHE_PATH="+shared+"\n") {
+		t.Fatalf("ENROOT_CACHE_PATH was replaced: %s", b)
+	}
+}
+
+func TestImportRefusesMovedTag(t *testing.T) {
+	f := newFixture(t)
+	f.push(f.image) // the tag now points elsewhere
+	_, err := Run(context.Background(), f.opts())
+	if err == nil || err.Error() != "image tag moved or digest verification failed; dispatch again" {
+		t.Fatalf("err = %v", err)
+	}
+	key := plan.ImageKey(f.image, f.digest, "linux/amd64")
+	if got := f.entries(); strings.Join(got, " ") != key+".lock" {
+		t.Fatalf("a moved tag left %v in the cache", got)
+	}
+}
+
+func TestImportPinnedImageIsNotRechecked(t *testing.T) {
+	f := newFixture(t)
+	f.image = strings.TrimSuffix(f.image, ":1") + "@" + f.digest
+	f.reg.Close() // nobody to ask: a re-check would fail
+	res, err := Run(context.Background(), f.opts())
+	if err != nil || !res.Imported {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+func TestImportByDigestURIIsNotRechecked(t *testing.T) {
+	// the containers.toml digest fallback: the tag is gone, the URI names the digest
+	f := newFixture(t)
+	o := f.opts()
+	o.URI = plan.EnrootURI(strings.TrimSuffix(f.image, ":1") + "@" + f.digest)
+	f.reg.Close()
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.calls(); len(c) != 1 || !strings.HasSuffix(c[0], ":"+f.digest) {
+		t.Fatalf("enroot calls %q", c)
+	}
+}
+
+func TestTwoArchitecturesTwoEntries(t *testing.T) {
+	f := newFixture(t)
+	if _, err := Run(context.Background(), f.opts()); err != nil {
+		t.Fatal(err)
+	}
+	o := f.opts()
+	o.ImagePlatform, o.Machine = "linux/arm64", "aarch64"
+	res, err := Run(context.Background(), o)
+	if err != nil || !res.Imported {
+		t.Fatalf("%+v %v", res, err)
+	}
+	a := plan.ImageKey(f.image, f.digest, "linux/amd64")
+	b := plan.ImageKey(f.image, f.digest, "linux/arm64")
+	if got := strings.Join(f.entries(), " "); got != strings.Join(sorted(a+".lock", a+".sqsh", b+".lock", b+".sqsh"), " ") {
+		t.Fatalf("cache holds %s", got)
+	}
+	if len(f.calls()) != 2 {
+		t.Fatalf("enroot ran %d times", len(f.calls()))
+	}
+}
+
+func sorted(s ...string) []string {
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s
+}
+
+func TestArchitectureCheckedBeforeAnythingIsCreated(t *testing.T) {
+	f := newFixture(t)
+	o := f.opts()
+	o.ImagePlatform = "linux/arm64" // on an x86_64 host
+	_, err := Run(context.Background(), o)
+	if err == nil || err.Error() != "image platform does not match the import host" {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(f.cache); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("the cache directory was created")
+	}
+	if len(f.calls()) != 0 {
+		t.Fatal("enroot ran")
+	}
+}
+
+func TestConcurrentImportsRunEnrootOnce(t *testing.T) {
+	f := newFixture(t)
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	imported := make([]bool, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := Run(context.Background(), f.opts("FAKE_ENROOT_SLEEP=0.3"))
+			errs[i], imported[i] = err, res.Imported
+		}()
+	}
+	wg.Wait()
+	count := 0
+	for i := 0; i < n; i++ {
+		if errs[i] != nil {
+			t.Errorf("import %d: %v", i, errs[i])
+		}
+		if imported[i] {
+			count++
+		}
+	}
+	if c := f.calls(); len(c) != 1 || count != 1 {
+		t.Fatalf("enroot ran %d times, %d imports claim the work; want 1 and 1", len(c), count)
+	}
+}
+
+func TestTruncatedEntryIsReplaced(t *testing.T) {
+	f := newFixture(t)
+	res, err := Run(context.Background(), f.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(res.Squash)
+	if err := os.Truncate(res.Squash, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	// the seed's check alone accepts it (decisions §7): this is why Validate reads more
+	if err := exec.Command("unsquashfs", "-s", res.Squash).Run(); err != nil {
+		t.Logf("note: this unsquashfs rejects a truncated file itself (%v)", err)
+	}
+	if err := Validate(context.Background(), res.Squash, "", nil); err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Fatalf("Validate of a truncated squash: %v", err)
+	}
+	res, err = Run(context.Background(), f.opts())
+	if err != nil || !res.Imported || !strings.Contains(res.Replaced, "truncated") {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if err := Validate(context.Background(), res.Squash, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.calls()) != 2 {
+		t.Fatalf("enroot ran %d times", len(f.calls()))
+	}
+}
+
+func TestGarbageEntryAndStalePartialAreReplaced(t *testing.T) {
+	f := newFixture(t)
+	key := plan.ImageKey(f.image, f.digest, "linux/amd64")
+	os.MkdirAll(f.cache, 0o700)
+	os.WriteFile(filepath.Join(f.cache, key+".sqsh"), []byte("<html>proxy error</html>"), 0o644)
+	os.WriteFile(filepath.Join(f.cache, key+".partial"), []byte("half an import"), 0o644)
+	res, err := Run(context.Background(), f.opts())
+	if err != nil || !res.Imported {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if err := Validate(context.Background(), res.Squash, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(f.cache, key+".partial")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("the stale .partial is still there")
+	}
+}
+
+func TestFailedEnrootLeavesNothing(t *testing.T) {
+	f := newFixture(t)
+	_, err := Run(context.Background(), f.opts("FAKE_ENROOT_FAIL=1"))
+	if err == nil || !strings.Contains(err.Error(), "enroot import of docker://") {
+		t.Fatalf("err = %v", err)
+	}
+	key := plan.ImageKey(f.image, f.digest, "linux/amd64")
+	if got := strings.Join(f.entries(), " "); got != key+".lock" {
+		t.Fatalf("cache holds %s", got)
+	}
+}
+
+// holdLock starts a process that holds the image's lock and returns it once it does.
+func (f *fixture) holdLock() *exec.Cmd {
+	f.t.Helper()
+	os.MkdirAll(f.cache, 0o700)
+	key := plan.ImageKey(f.image, f.digest, "linux/amd64")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "OPX_TEST_HOLD_LOCK="+filepath.Join(f.cache, key+".lock"))
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if line != "locked\n" {
+		f.t.Fatalf("lock holder said %q", line)
+	}
+	f.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+func TestLockOfKilledHolderIsFree(t *testing.T) {
+	f := newFixture(t)
+	holder := f.holdLock()
+	holder.Process.Signal(syscall.SIGKILL)
+	holder.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := Run(ctx, f.opts())
+	if err != nil || !res.Imported {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+func TestWaitingForTheLockHonoursCancellation(t *testing.T) {
+	f := newFixture(t)
+	f.holdLock()
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 200*time.Millisecond, errors.New("workflow cancelled"))
+	defer cancel()
+	_, err := Run(ctx, f.opts())
+	if err == nil || !strings.Contains(err.Error(), "waiting for the image lock") || !strings.Contains(err.Error(), "workflow cancelled") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(f.calls()) != 0 {
+		t.Fatal("enroot ran without the lock")
+	}
+}
