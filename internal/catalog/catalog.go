@@ -84,6 +84,9 @@ func (s Source) Sibling(rel string) Source {
 	if s.FS == Data {
 		return Embedded(pathJoin(pathDir(s.Path), rel))
 	}
+	if filepath.IsAbs(rel) { // as Python's Path / "/abs" gives "/abs"
+		return Disk(rel)
+	}
 	dir := filepath.Dir(s.Name)
 	return Disk(filepath.Join(dir, rel))
 }

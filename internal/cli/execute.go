@@ -18,6 +18,7 @@ type executeOptions struct {
 	timeMinutes, cleanupSeconds                  int
 	manifest, platformConfig, output             string
 	binary, binaryArm64, harnessDir              string
+	dryRun                                       bool
 }
 
 func newExecuteCmd(env Env) *cobra.Command {
@@ -30,7 +31,12 @@ import the image on it (pyxis runners), run one rank per GPU, and — whatever h
 success, a failing benchmark, a cancelled workflow — cancel the allocation, confirm it is
 gone, collect every result row and remove the stage. Interrupted by SIGINT, SIGTERM or
 SIGHUP it cleans up and exits 128+n. The allocation carries a token (--comment) so that
-finalize and recover find it even if execute was killed outright.`,
+finalize and recover find it even if execute was killed outright.
+
+Recipe shards get their checkpoint's config.json from $HF_ENDPOINT (default
+https://huggingface.co) into the stage; OPERATORX_MODEL_CONFIG is set only when it came.
+--dry-run prints every step's exact command line and environment changes instead, and
+touches neither Slurm nor storage.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runExecute(c.Context(), env, o) },
 	}
@@ -48,6 +54,7 @@ finalize and recover find it even if execute was killed outright.`,
 	f.StringVar(&o.binary, "opx-binary", "", "opx binary to stage for linux/amd64 runners (default: this one)")
 	f.StringVar(&o.binaryArm64, "opx-binary-arm64", "", "opx binary for linux/arm64 runners (default: opx-linux-arm64 beside this one)")
 	f.StringVar(&o.harnessDir, "harness-dir", "", "benchmark harness sources staged as source/ for external backends")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print each step's command line and environment changes; run and write nothing")
 	for _, r := range []string{"shard", "run-id", "attempt", "source-sha", "runner-name", "time-minutes", "cleanup-seconds", "manifest", "output"} {
 		_ = c.MarkFlagRequired(r)
 	}
@@ -102,7 +109,7 @@ func runExecute(ctx context.Context, env Env, o *executeOptions) error {
 		Shard: o.shard, RunID: o.runID, Attempt: o.attempt, SourceSHA: o.sourceSHA, RunnerName: o.runnerName,
 		TimeMinutes: o.timeMinutes, CleanupSeconds: o.cleanupSeconds, Manifest: o.manifest, Output: o.output,
 		Registry: reg, HarnessDir: o.harnessDir, Getenv: env.getenv, Environ: env.environ(),
-		Stdout: env.Stdout, Stderr: env.Stderr, Slurm: newSlurm(env),
+		Stdout: env.Stdout, Stderr: env.Stderr, Slurm: newSlurm(env), DryRun: o.dryRun,
 		BinaryFor: func(imagePlatform string) (string, error) {
 			return stagedBinary(imagePlatform, o.binary, o.binaryArm64)
 		},

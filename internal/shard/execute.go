@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -37,6 +38,10 @@ type Options struct {
 	Environ                                      []string
 	Stdout, Stderr                               io.Writer
 	Slurm                                        *Slurm
+	HTTPClient                                   *http.Client // model configs (nil: default)
+	// DryRun prints each step's command line and environment changes and touches
+	// neither Slurm nor storage.
+	DryRun bool
 }
 
 // SafeID reports whether v is what run ids, attempts and shard ids must look like before they become parts
@@ -74,15 +79,22 @@ func Execute(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
-		return err
+	if !o.DryRun {
+		if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
+			return err
+		}
 	}
 	if r, err := filepath.EvalSymlinks(filepath.Dir(root)); err == nil {
 		root = filepath.Join(r, filepath.Base(root))
 	}
-	if err := os.Mkdir(root, 0o700); err != nil {
+	exists := fmt.Errorf("output directory %s already exists; each execution needs a new one", root)
+	if o.DryRun {
+		if _, err := os.Lstat(root); err == nil {
+			return exists
+		}
+	} else if err := os.Mkdir(root, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("output directory %s already exists; each execution needs a new one", root)
+			return exists
 		}
 		return err
 	}
@@ -119,14 +131,18 @@ func Execute(ctx context.Context, o Options) (err error) {
 		return fmt.Errorf("runner %s of shard %s has no platform entry", label, o.Shard)
 	}
 	profile := platform.Operator(entry)
-	gpusV, _ := entry.Get("gpus_per_node")
-	gpus, _ := gpusV.(pyjson.Int).Int64()
+	gpus, okG := intField(entry, "gpus_per_node")
+	if !okG {
+		return fmt.Errorf("platform entry for %s needs an integer gpus_per_node", label)
+	}
 	imagePlatform, _ := entry.String("image_platform")
-	cg, _ := cell.Get("gpus_per_node")
+	cg, okC := intField(cell, "gpus_per_node")
 	cip, _ := cell.String("image_platform")
-	wsV, _ := cell.Get("world_size")
-	ws, _ := wsV.(pyjson.Int).Int64()
-	if cg != gpusV || cip != imagePlatform || ws > gpus {
+	ws, okW := intField(cell, "world_size")
+	if !okC || !okW {
+		return fmt.Errorf("shard %s in %s needs integer gpus_per_node and world_size", o.Shard, o.Manifest)
+	}
+	if cg != gpus || cip != imagePlatform || ws > gpus {
 		return errors.New("manifest hardware differs from the selected runner")
 	}
 	binary, err := o.BinaryFor(imagePlatform)
@@ -138,6 +154,15 @@ func Execute(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	mode := platform.ContainerMode(label, entry)
+	if o.DryRun {
+		if fi, err := os.Lstat(base); err == nil && !safeBase(fi) {
+			return errors.New("unsafe shared OperatorX stage directory")
+		}
+		r := &runner_{o: o, root: root, stage: filepath.Join(base, o.RunID+"-"+o.Attempt+"-"+o.Shard+"-XXXXXXXX"), base: base,
+			cell: cell, runner: runner, profile: profile, gpus: gpus, ws: ws, imagePlatform: imagePlatform, mode: mode}
+		return r.dryRun()
+	}
 	if err := os.Mkdir(base, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
@@ -145,8 +170,7 @@ func Execute(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	if fi.Mode()&fs.ModeSymlink != 0 || st == nil || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o077 != 0 {
+	if !safeBase(fi) {
 		return errors.New("unsafe shared OperatorX stage directory")
 	}
 	stage, err := os.MkdirTemp(base, o.RunID+"-"+o.Attempt+"-"+o.Shard+"-")
@@ -172,12 +196,28 @@ func Execute(ctx context.Context, o Options) (err error) {
 		}
 	}()
 	r := &runner_{o: o, root: root, stage: stage, base: base, cell: cell, runner: runner, profile: profile,
-		gpus: gpus, ws: ws, imagePlatform: imagePlatform, mode: platform.ContainerMode(label, entry)}
+		gpus: gpus, ws: ws, imagePlatform: imagePlatform, mode: mode}
 	if err := r.run(ctx); err != nil {
 		return err
 	}
 	rc = 0
 	return nil
+}
+
+// safeBase: the stage base is ours alone — not a symlink, owned by us, no group or other
+// bits (seed-spec §6 step 7).
+func safeBase(fi fs.FileInfo) bool {
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	return fi.Mode()&fs.ModeSymlink == 0 && st != nil && int(st.Uid) == os.Getuid() && fi.Mode().Perm()&0o077 == 0
+}
+
+func intField(o *pyjson.Object, k string) (int64, bool) {
+	v, _ := o.Get(k)
+	n, ok := v.(pyjson.Int)
+	if !ok {
+		return 0, false
+	}
+	return n.Int64()
 }
 
 type runner_ struct {
@@ -217,14 +257,45 @@ func (r *runner_) command(ctx context.Context, argv []string, log string, env []
 }
 
 func (r *runner_) run(ctx context.Context) error {
-	c := r.cell
-	id, _ := c.String("id")
-	if err := r.stageFiles(); err != nil {
+	if err := r.stageFiles(ctx); err != nil {
 		return err
 	}
+	alloc, err := r.allocArgv()
+	if err != nil {
+		return err
+	}
+	if err := r.command(ctx, alloc, "allocation.log", r.o.Environ); err != nil {
+		return err
+	}
+	jobs := AllocationIDs(r.root)
+	if len(jobs) != 1 {
+		return errors.New("could not identify the unique Slurm allocation")
+	}
+	job := jobs[0]
+	if argv, env := r.importStep(job); argv != nil {
+		if err := r.command(ctx, argv, "import.log", env); err != nil {
+			return err
+		}
+	}
+	env := r.benchEnv(job)
+	mounts := r.stage + ":/opx"
+	if r.searchesNCU() {
+		if ncu := r.findNCU(ctx, job); ncu != "" {
+			root := filepath.Dir(filepath.Dir(ncu))
+			mounts += "," + root + ":" + root
+			env = proc.SetEnv(env, "OPERATORX_NCU", ncu)
+		}
+	}
+	return r.command(ctx, r.benchArgv(job, mounts), "benchmark.log", env)
+}
+
+// allocArgv is the salloc command line (seed-spec §6 step 11.6), tagged with the shard's
+// token beyond the seed.
+func (r *runner_) allocArgv() ([]string, error) {
+	id, _ := r.cell.String("id")
 	partition, ok := r.profile.String("partition")
 	if !ok {
-		return fmt.Errorf("platform entry for %s has no operator.partition", r.runner.Label)
+		return nil, fmt.Errorf("platform entry for %s has no operator.partition", r.runner.Label)
 	}
 	alloc := []string{"salloc", "--no-shell", "--partition=" + partition, "--nodes=1",
 		fmt.Sprintf("--gres=gpu:%d", r.gpus), fmt.Sprintf("--ntasks-per-node=%d", r.gpus), "--exclusive",
@@ -246,54 +317,59 @@ func (r *runner_) run(ctx context.Context) error {
 		n, ok := cpus.(pyjson.Int)
 		v, fits := n.Int64()
 		if !ok || !fits {
-			return fmt.Errorf("platform entry for %s needs an integer operator.cpus_per_node", r.runner.Label)
+			return nil, fmt.Errorf("platform entry for %s needs an integer operator.cpus_per_node", r.runner.Label)
 		}
 		alloc = append(alloc, fmt.Sprintf("--cpus-per-task=%d", v/r.gpus))
 	}
 	// beyond the seed: tag the allocation so cleanup finds it even if allocation.log does not
-	alloc = append(alloc, "--comment="+Token(r.o.RunID, r.o.Attempt, id))
-	if err := r.command(ctx, alloc, "allocation.log", r.o.Environ); err != nil {
-		return err
+	return append(alloc, "--comment="+Token(r.o.RunID, r.o.Attempt, id)), nil
+}
+
+func (r *runner_) cache() string { return filepath.Join(r.base, "containers") }
+
+// importStep is the srun that runs opx import on the node (pyxis runners only) and its
+// environment; nil when the runner has no container.
+func (r *runner_) importStep(job string) ([]string, []string) {
+	if r.mode != "pyxis" {
+		return nil, nil
 	}
-	jobs := AllocationIDs(r.root)
-	if len(jobs) != 1 {
-		return errors.New("could not identify the unique Slurm allocation")
-	}
-	job := jobs[0]
+	c := r.cell
 	image, _ := c.String("image")
 	digest, _ := c.String("digest")
-	cache := filepath.Join(r.base, "containers")
-	bin := filepath.Join(r.stage, "bin", "opx")
-	if r.mode == "pyxis" {
-		uri, _ := c.String("import_uri")
-		imp := []string{"srun", "--jobid=" + job, "--nodes=1", "--ntasks=1", "--chdir=/tmp", bin, "import",
-			"--cache", cache, "--image", image, "--digest", digest, "--uri", uri, "--image-platform", r.imagePlatform}
-		env := r.o.Environ
-		if p, _ := r.profile.String("enroot_cache_path"); p != "" {
-			env = proc.SetEnv(append([]string(nil), env...), "ENROOT_CACHE_PATH", p)
-		}
-		if err := r.command(ctx, imp, "import.log", env); err != nil {
-			return err
-		}
+	uri, _ := c.String("import_uri")
+	argv := []string{"srun", "--jobid=" + job, "--nodes=1", "--ntasks=1", "--chdir=/tmp", filepath.Join(r.stage, "bin", "opx"), "import",
+		"--cache", r.cache(), "--image", image, "--digest", digest, "--uri", uri, "--image-platform", r.imagePlatform}
+	env := r.o.Environ
+	if p, _ := r.profile.String("enroot_cache_path"); p != "" {
+		env = proc.SetEnv(append([]string(nil), env...), "ENROOT_CACHE_PATH", p)
 	}
-	env := r.benchEnv(job, id, image, digest)
-	mounts := r.stage + ":/opx"
-	if mode, _ := c.String("mode"); mode == "counters" && !r.runner.AMD() && r.mode == "pyxis" {
-		ncu := r.findNCU(ctx, job)
-		if ncu != "" {
-			root := filepath.Dir(filepath.Dir(ncu))
-			mounts += "," + root + ":" + root
-			env = proc.SetEnv(env, "OPERATORX_NCU", ncu)
-		}
-	}
+	return argv, env
+}
+
+// searchesNCU: counters mode on an NVIDIA pyxis runner looks for Nsight Compute on the node.
+func (r *runner_) searchesNCU() bool {
+	mode, _ := r.cell.String("mode")
+	return mode == "counters" && !r.runner.AMD() && r.mode == "pyxis"
+}
+
+func (r *runner_) ncuSearchArgv(job string) []string {
+	return []string{"srun", "--jobid=" + job, "--nodes=1", "--ntasks=1", "bash", "-c", NCUSearch}
+}
+
+// benchArgv is the benchmark command line (seed-spec §6 step 11.15); mounts is the stage
+// mount plus the ncu install when one was found.
+func (r *runner_) benchArgv(job, mounts string) []string {
+	hw := r.runner.Family
 	if in(hw, "mi300x", "mi325x") {
 		mounts += ",/dev/kfd:/dev/kfd,/dev/dri:/dev/dri"
 	}
 	run := []string{"srun", "--jobid=" + job, "--nodes=1", fmt.Sprintf("--ntasks=%d", r.ws),
 		fmt.Sprintf("--ntasks-per-node=%d", r.ws), "--kill-on-bad-exit=1", "--chdir=/tmp"}
 	if r.mode == "pyxis" {
+		image, _ := r.cell.String("image")
+		digest, _ := r.cell.String("digest")
 		key := plan.ImageKey(image, digest, r.imagePlatform)
-		run = append(run, "--container-image="+filepath.Join(cache, key+".sqsh"), "--container-mounts="+mounts,
+		run = append(run, "--container-image="+filepath.Join(r.cache(), key+".sqsh"), "--container-mounts="+mounts,
 			"--container-workdir=/opx", "--no-container-mount-home", "--no-container-entrypoint", "--container-writable")
 	}
 	run = append(run, "--export=ALL")
@@ -306,18 +382,16 @@ func (r *runner_) run(ctx context.Context) error {
 	if r.mode == "pyxis" {
 		run = append(run, "/opx/bin/opx", "rank")
 	} else {
-		run = append(run, bin, "rank")
-		env = proc.SetEnv(env, "OPX_STAGE", r.stage)
+		run = append(run, filepath.Join(r.stage, "bin", "opx"), "rank")
 	}
 	limit := max(300, r.o.TimeMinutes*60-300)
-	run = append([]string{"timeout", "-k", "30", strconv.Itoa(limit)}, run...)
-	return r.command(ctx, run, "benchmark.log", env)
+	return append([]string{"timeout", "-k", "30", strconv.Itoa(limit)}, run...)
 }
 
 func (r *runner_) findNCU(ctx context.Context, job string) string {
 	ctx2, cancel := context.WithTimeout(ctx, 120*time.Second)
 	defer cancel()
-	out, _ := proc.Output(ctx2, proc.Cmd{Argv: []string{"srun", "--jobid=" + job, "--nodes=1", "--ntasks=1", "bash", "-c", NCUSearch}, Env: r.o.Environ})
+	out, _ := proc.Output(ctx2, proc.Cmd{Argv: r.ncuSearchArgv(job), Env: r.o.Environ})
 	found := strings.Fields(out)
 	_ = os.WriteFile(filepath.Join(r.root, "ncu.log"), []byte(strings.Join(found, "\n")+"\n"), 0o644)
 	return PickNCU(found)
@@ -325,7 +399,7 @@ func (r *runner_) findNCU(ctx context.Context, job string) string {
 
 // stageFiles lays out the stage (seed-spec §12.8): the opx binary, harness sources, the
 // model config, the testlists and an empty results directory.
-func (r *runner_) stageFiles() error {
+func (r *runner_) stageFiles(ctx context.Context) error {
 	if r.o.Binary == "" {
 		return errors.New("no opx binary to stage for " + r.imagePlatform)
 	}
@@ -343,16 +417,12 @@ func (r *runner_) stageFiles() error {
 			return fmt.Errorf("staging harness %s: %w", r.o.HarnessDir, err)
 		}
 	}
-	cases, _ := r.cell.Array("cases")
-	byList := map[string][]pyjson.Value{}
-	for _, cv := range cases {
-		co := cv.(*pyjson.Object)
-		name, _ := co.String("testlist")
-		if !catalog.ValidTestlistName(name) {
-			return fmt.Errorf("manifest case names an invalid testlist %s", pyjson.Repr(name))
-		}
-		shape, _ := co.Get("shape")
-		byList[name] = append(byList[name], shape)
+	if ckpt, _ := r.cell.String("checkpoint"); ckpt != "" {
+		r.stageModelConfig(ctx, ckpt)
+	}
+	byList, err := testlistsOf(r.cell)
+	if err != nil {
+		return err
 	}
 	for name, shapes := range byList {
 		if err := files.WriteJSON(filepath.Join(r.stage, "testlists", name+".json"), shapes); err != nil {
@@ -362,13 +432,43 @@ func (r *runner_) stageFiles() error {
 	return os.MkdirAll(filepath.Join(r.stage, "results"), 0o755)
 }
 
+// testlistsOf groups the cell's case shapes by testlist, in case order.
+func testlistsOf(cell *pyjson.Object) (map[string][]pyjson.Value, error) {
+	cases, _ := cell.Array("cases")
+	byList := map[string][]pyjson.Value{}
+	for _, cv := range cases {
+		co, ok := cv.(*pyjson.Object)
+		if !ok {
+			return nil, errors.New("manifest case is not an object")
+		}
+		name, _ := co.String("testlist")
+		if !catalog.ValidTestlistName(name) {
+			return nil, fmt.Errorf("manifest case names an invalid testlist %s", pyjson.Repr(name))
+		}
+		shape, _ := co.Get("shape")
+		byList[name] = append(byList[name], shape)
+	}
+	return byList, nil
+}
+
+// masterPort is MASTER_PORT for job; a dry run has no job yet and shows the formula.
+func masterPort(job, id string) string {
+	if job == dryJob {
+		return fmt.Sprintf("<29500 + sha256(\"%s:%s\") mod 2000>", dryJob, id)
+	}
+	return strconv.Itoa(plan.MasterPort(job, id))
+}
+
 // networkPrefixes is the seed's network-variable scrub (seed-spec §2.2).
 var networkPrefixes = []string{"NCCL_NET", "NCCL_SOCKET_IFNAME", "NCCL_IB_", "NVSHMEM_", "MORI_RDMA_", "UCCL_"}
 
 // benchEnv is the benchmark environment contract (seed-spec §6 step 11), with the scrub's
 // image-key bug fixed (decisions §5).
-func (r *runner_) benchEnv(job, id, image, digest string) []string {
+func (r *runner_) benchEnv(job string) []string {
 	c := r.cell
+	id, _ := c.String("id")
+	image, _ := c.String("image")
+	digest, _ := c.String("digest")
 	env := append([]string(nil), r.o.Environ...)
 	backends, _ := c.Array("backends")
 	var bs []string
@@ -412,7 +512,7 @@ func (r *runner_) benchEnv(job, id, image, digest string) []string {
 		{"OPERATORX_TESTLISTS", strings.Join(names, ",")}, {"PYTHONPATH", "/opx/source"}, {"PYTHONDONTWRITEBYTECODE", "1"},
 		{"WORLD_SIZE", string(pyjson.MustMarshal(wsV, pyjson.Default))},
 		{"OPERATORX_PARALLEL", string(pyjson.MustMarshal(par, pyjson.Default))},
-		{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", strconv.Itoa(plan.MasterPort(job, id))},
+		{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", masterPort(job, id)},
 	} {
 		env = proc.SetEnv(env, kv[0], kv[1])
 	}
@@ -438,6 +538,9 @@ func (r *runner_) benchEnv(job, id, image, digest string) []string {
 	env = kept
 	if !r.runner.AMD() {
 		env = proc.SetEnv(env, "NCCL_CUMEM_ENABLE", "1")
+	}
+	if r.mode != "pyxis" {
+		env = proc.SetEnv(env, "OPX_STAGE", r.stage)
 	}
 	if e, ok := c.Object("env"); ok {
 		for _, m := range e.Members() {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/platform"
@@ -190,14 +191,10 @@ func SharedBase(profile *pyjson.Object, runner platform.Runner, getenv func(stri
 
 func get(o *pyjson.Object, k string) pyjson.Value { v, _ := o.Get(k); return v }
 
+// writable is the seed's os.access(W_OK | X_OK): it asks the kernel, creating nothing
+// (execute --dry-run must not touch storage).
 func writable(dir string) bool {
-	f, err := os.CreateTemp(dir, ".opx-probe-*")
-	if err != nil {
-		return false
-	}
-	f.Close()
-	os.Remove(f.Name())
-	return true
+	return syscall.Access(dir, 0o2|0o1) == nil
 }
 
 // Recover is the seed's recover (seed-spec §11): finalize every execution of run_id on this
