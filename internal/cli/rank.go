@@ -104,6 +104,10 @@ func runRank(ctx context.Context, env Env) error {
 		return out
 	}
 	if mode != "counters" {
+		if env.getenv("OPERATORX_BACKENDS") == "cpu" {
+			// opx's own harness: run it in this process rather than exec a second opx
+			return runBenchIn(ctx, childEnv(), root)
+		}
 		return syscall.Exec(bench[0], bench, childEnv())
 	}
 	for k, v := range map[string]string{"OPERATORX_PROFILE": "1", "OPERATORX_PROFILE_MARKERS": "1", "OPERATORX_PROFILE_ITERS": "1",
@@ -138,6 +142,20 @@ func runRank(ctx context.Context, env Env) error {
 	argv := append([]string{ncu, "--clock-control", "none", "--target-processes", "all", "--nvtx", "--nvtx-include", "regex:opx[0-9]+/",
 		"--metrics", NCUMetrics, "--csv", "--log-file", out + "/ncu-rank" + rank + ".csv"}, bench...)
 	return syscall.Exec(ncu, argv, childEnv())
+}
+
+// runBenchIn is `opx bench --strict` on the stage, with environ as its environment.
+func runBenchIn(ctx context.Context, environ []string, root string) error {
+	vars := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		}
+	}
+	o := bench.Options{Strict: true, TestlistDir: root + "/testlists", ResultsDir: root + "/results",
+		Getenv: func(k string) string { return vars[k] }, Environ: environ}
+	_, err := bench.Run(ctx, o, nil)
+	return err
 }
 
 func newBenchCmd(env Env) *cobra.Command {

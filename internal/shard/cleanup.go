@@ -97,7 +97,7 @@ func (s *Slurm) jobsByToken(ctx context.Context, token string) []string {
 
 // Cleanup is the seed's cleanup (seed-spec §3.7): scancel each allocation, then poll the
 // user's job list until it is gone, logging every poll to cleanup.log. The poll interval
-// starts at 25 ms and doubles up to 1 s (the seed sleeps a fixed second), bounded by
+// starts at 10 ms and grows by half up to 1 s (the seed sleeps a fixed second), bounded by
 // timeout. Jobs tagged with token are cancelled too.
 func (s *Slurm) Cleanup(ctx context.Context, root string, timeout int, token string) error {
 	if timeout <= 0 {
@@ -116,7 +116,7 @@ func (s *Slurm) Cleanup(ctx context.Context, root string, timeout int, token str
 		_ = proc.Run(sctx, proc.Cmd{Argv: []string{"scancel", job}, Env: s.Env, Grace: time.Second})
 		cancel()
 		deadline := s.now().Add(time.Duration(timeout) * time.Second)
-		interval := 25 * time.Millisecond
+		interval := 10 * time.Millisecond
 		released := false
 		for s.now().Before(deadline) {
 			qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -141,7 +141,7 @@ func (s *Slurm) Cleanup(ctx context.Context, root string, timeout int, token str
 				break
 			}
 			s.sleep(interval)
-			interval = min(2*interval, time.Second)
+			interval = min(interval*3/2, time.Second)
 		}
 		if !released {
 			return fmt.Errorf("allocation %s did not terminate; retaining staged evidence", job)

@@ -183,20 +183,26 @@ func Execute(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	rc := 1
+	r := &runner_{o: o, root: root, stage: stage, base: base, cell: cell, runner: runner, profile: profile,
+		gpus: gpus, ws: ws, imagePlatform: imagePlatform, mode: mode}
 	defer func() {
 		// finalize with a context of its own: a cancelled execute must still clean up
-		ferr := Finalize(context.WithoutCancel(ctx), o.Slurm, root, o.CleanupSeconds)
+		ferr := finalize(context.WithoutCancel(ctx), o.Slurm, root, o.CleanupSeconds, !r.allocated)
 		if ferr != nil {
 			err = ferr
 			return
+		}
+		if !r.benchEnd.IsZero() {
+			if jobs := AllocationIDs(root); len(jobs) > 0 {
+				fmt.Fprintf(o.Stderr, "opx: allocation %s released and stage removed %.3f s after the benchmark ended\n",
+					strings.Join(jobs, ","), time.Since(r.benchEnd).Seconds())
+			}
 		}
 		status := pyjson.Obj("exit_code", rc, "slurm_jobs", AllocationIDs(root))
 		if werr := files.WriteJSON(filepath.Join(root, "status.json"), status); werr != nil && err == nil {
 			err = werr
 		}
 	}()
-	r := &runner_{o: o, root: root, stage: stage, base: base, cell: cell, runner: runner, profile: profile,
-		gpus: gpus, ws: ws, imagePlatform: imagePlatform, mode: mode}
 	if err := r.run(ctx); err != nil {
 		return err
 	}
@@ -227,6 +233,8 @@ type runner_ struct {
 	runner              platform.Runner
 	gpus, ws            int64
 	imagePlatform, mode string
+	benchEnd            time.Time // when the benchmark step returned
+	allocated           bool      // salloc returned and allocation.log names the one job
 }
 
 // command is the seed's command(): announce the phase, log the child's output, and on
@@ -272,6 +280,7 @@ func (r *runner_) run(ctx context.Context) error {
 		return errors.New("could not identify the unique Slurm allocation")
 	}
 	job := jobs[0]
+	r.allocated = true
 	if argv, env := r.importStep(job); argv != nil {
 		if err := r.command(ctx, argv, "import.log", env); err != nil {
 			return err
@@ -286,7 +295,9 @@ func (r *runner_) run(ctx context.Context) error {
 			env = proc.SetEnv(env, "OPERATORX_NCU", ncu)
 		}
 	}
-	return r.command(ctx, r.benchArgv(job, mounts), "benchmark.log", env)
+	err = r.command(ctx, r.benchArgv(job, mounts), "benchmark.log", env)
+	r.benchEnd = time.Now()
+	return err
 }
 
 // allocArgv is the salloc command line (seed-spec §6 step 11.6), tagged with the shard's
@@ -406,11 +417,8 @@ func (r *runner_) stageFiles(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(r.stage, "bin"), 0o755); err != nil {
 		return err
 	}
-	if err := copyFile(r.o.Binary, filepath.Join(r.stage, "bin", "opx")); err != nil {
+	if err := stageBinary(r.o.Binary, filepath.Join(r.stage, "bin", "opx")); err != nil {
 		return fmt.Errorf("staging %s: %w", r.o.Binary, err)
-	}
-	if err := os.Chmod(filepath.Join(r.stage, "bin", "opx"), 0o755); err != nil {
-		return err
 	}
 	if r.o.HarnessDir != "" {
 		if err := copyTree(r.o.HarnessDir, filepath.Join(r.stage, "source")); err != nil {
@@ -430,6 +438,19 @@ func (r *runner_) stageFiles(ctx context.Context) error {
 		}
 	}
 	return os.MkdirAll(filepath.Join(r.stage, "results"), 0o755)
+}
+
+// stageBinary puts the opx binary into the stage: a hard link when the stage is on the
+// same filesystem and the binary is already executable (removing the stage only unlinks
+// it), else a copy made executable.
+func stageBinary(src, dst string) error {
+	if fi, err := os.Stat(src); err == nil && fi.Mode().Perm()&0o111 == 0o111 && os.Link(src, dst) == nil {
+		return nil
+	}
+	if err := copyFile(src, dst); err != nil {
+		return err
+	}
+	return os.Chmod(dst, 0o755)
 }
 
 // testlistsOf groups the cell's case shapes by testlist, in case order.

@@ -64,6 +64,12 @@ func ReadExecution(path string) (*Execution, error) {
 // Finalize is the seed's finalize (seed-spec §9): cancel and confirm, copy results out of
 // the stage, remove the stage. A missing root is a no-op. Idempotent.
 func Finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int) error {
+	return finalize(ctx, s, root, cleanupSeconds, true)
+}
+
+// finalize is Finalize; byToken also cancels jobs tagged with the shard's token (execute
+// skips that lookup when its own salloc returned and allocation.log names the job).
+func finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int, byToken bool) error {
 	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -75,7 +81,7 @@ func Finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int) er
 		}
 	}
 	token := ""
-	if ex != nil {
+	if ex != nil && byToken {
 		token = Token(ex.RunID, ex.Attempt, ex.ShardID)
 	}
 	if err := s.Cleanup(ctx, root, cleanupSeconds, token); err != nil {
