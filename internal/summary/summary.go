@@ -16,8 +16,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/pyjson"
@@ -66,20 +68,22 @@ func (r *Report) Markdown(w io.Writer) {
 
 // Summarize reads the manifest and the artifacts tree.
 func Summarize(manifestPath, artifacts string) (*Report, error) {
-	mv, err := catalog.Disk(manifestPath).ReadJSON()
+	mb, err := os.ReadFile(manifestPath)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("manifest %s: %w", manifestPath, errors.Unwrap(err))
 	}
-	manifest, ok := mv.(*pyjson.Object)
-	if !ok {
-		return nil, fmt.Errorf("%s: a manifest is a JSON object", manifestPath)
+	m, err := skimManifest(mb)
+	if err != nil {
+		// the full parser names line and column
+		if _, perr := catalog.Disk(manifestPath).ReadJSON(); perr != nil {
+			return nil, perr
+		}
+		return nil, fmt.Errorf("%s: %v", manifestPath, err)
 	}
-	runID, ok1 := manifest.String("run_id")
-	sha, ok2 := manifest.String("source_sha")
-	include, ok3 := manifest.Array("include")
-	if !ok1 || !ok2 || !ok3 {
+	if !m.hasRun || !m.hasSHA || !m.list {
 		return nil, fmt.Errorf("%s: a manifest needs string run_id and source_sha and an include list", manifestPath)
 	}
+	runID, sha := m.runID, m.sha
 	type found struct {
 		attempt int
 		dir     string
@@ -114,30 +118,40 @@ func Summarize(manifestPath, artifacts string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{}
-	for i, cv := range include {
-		cell, ok := cv.(*pyjson.Object)
-		id, ok2 := cell.String("id")
-		cases, ok3 := cell.Array("cases")
-		if !ok || !ok2 || !ok3 {
+	rep := &Report{Shards: make([]Shard, len(m.cells))}
+	for i, cell := range m.cells {
+		if !cell.hasID || !cell.hasCase {
 			return nil, fmt.Errorf("%s: include[%d] needs a string id and a cases list", manifestPath, i)
 		}
-		s := Shard{ID: id, RequestedShapes: len(cases), Status: "missing"}
-		if f, ok := latest[id]; ok {
-			s.Attempt, s.HasAttempt, s.Dir = f.attempt, true, f.dir
-			if err := countRows(&s, filepath.Join(f.dir, "results")); err != nil {
-				return nil, err
-			}
-			exit, err := exitCode(filepath.Join(f.dir, "status.json"))
-			if err != nil {
-				return nil, err
-			}
-			s.Status = "failed"
-			if exit && s.OK > 0 && s.Error == 0 {
-				s.Status = "success"
-			}
+		rep.Shards[i] = Shard{ID: cell.id, RequestedShapes: cell.cases, Status: "missing"}
+		if f, ok := latest[cell.id]; ok {
+			rep.Shards[i].Attempt, rep.Shards[i].HasAttempt, rep.Shards[i].Dir = f.attempt, true, f.dir
 		}
-		rep.Shards = append(rep.Shards, s)
+	}
+	// count the shards' rows in parallel; the first error in manifest order is reported
+	errs := make([]error, len(rep.Shards))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				errs[i] = settle(&rep.Shards[i])
+			}
+		}()
+	}
+	for i := range rep.Shards {
+		if rep.Shards[i].HasAttempt {
+			next <- i
+		}
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
 	}
 	rep.Success = len(rep.Shards) > 0
 	for _, s := range rep.Shards {
@@ -148,6 +162,22 @@ func Summarize(manifestPath, artifacts string) (*Report, error) {
 	return rep, nil
 }
 
+// settle counts a found shard's rows and decides success or failure.
+func settle(s *Shard) error {
+	if err := countRows(s, filepath.Join(s.Dir, "results")); err != nil {
+		return err
+	}
+	exit, err := exitCode(filepath.Join(s.Dir, "status.json"))
+	if err != nil {
+		return err
+	}
+	s.Status = "failed"
+	if exit && s.OK > 0 && s.Error == 0 {
+		s.Status = "success"
+	}
+	return nil
+}
+
 // pyInt is Python's int() of a string: surrounding whitespace, a sign, '_' between digits.
 func pyInt(s string) (int, error) {
 	t := strings.TrimSpace(s)
@@ -155,12 +185,6 @@ func pyInt(s string) (int, error) {
 		return 0, errors.New("invalid")
 	}
 	return strconv.Atoi(strings.ReplaceAll(t, "_", ""))
-}
-
-type resultsDoc struct {
-	Rows *[]struct {
-		Status json.RawMessage `json:"status"`
-	} `json:"rows"`
 }
 
 // countRows counts the rows of every *.json under dir (seed: rglob("*.json")).
@@ -179,21 +203,7 @@ func countRows(s *Shard, dir string) error {
 		if err != nil {
 			return err
 		}
-		var doc resultsDoc
-		if err := json.Unmarshal(b, &doc); err != nil {
-			return fmt.Errorf("%s: not a results file: %v", path, err)
-		}
-		if doc.Rows == nil {
-			return fmt.Errorf("%s: results file has no \"rows\" list", path)
-		}
-		for _, r := range *doc.Rows {
-			var st string
-			if err := json.Unmarshal(r.Status, &st); err != nil {
-				st = string(r.Status)
-				if st == "" || st == "null" {
-					st = "None"
-				}
-			}
+		hasRows, err := skimStatuses(b, func(st string) error {
 			switch st {
 			case "ok":
 				s.OK++
@@ -204,6 +214,16 @@ func countRows(s *Shard, dir string) error {
 			default:
 				return fmt.Errorf("invalid result status: %s", st)
 			}
+			return nil
+		})
+		if err != nil {
+			if strings.HasPrefix(err.Error(), "invalid result status") {
+				return err
+			}
+			return fmt.Errorf("%s: not a results file: %v", path, err)
+		}
+		if !hasRows {
+			return fmt.Errorf("%s: results file has no \"rows\" list", path)
 		}
 		return nil
 	})

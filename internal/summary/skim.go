@@ -1,0 +1,394 @@
+package summary
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// skimStatuses reads a results document and calls fn with each rows[*].status: a string's
+// value, or the raw text of any other JSON value. It is a single pass over the bytes that
+// skips every other value without building it — summarize reads hundreds of megabytes of
+// results and needs nothing else from them. It checks the structure it walks (brackets,
+// strings, separators) and reports the byte offset of what is wrong. hasRows is false when
+// the top-level object has no "rows" array.
+func skimStatuses(b []byte, fn func(status string) error) (hasRows bool, err error) {
+	s := skimmer{b: b}
+	s.ws()
+	if !s.eat('{') {
+		return false, s.fail("a results file is a JSON object")
+	}
+	s.ws()
+	if s.eat('}') {
+		return false, s.end()
+	}
+	for {
+		s.ws()
+		key, err := s.str()
+		if err != nil {
+			return false, err
+		}
+		s.ws()
+		if !s.eat(':') {
+			return false, s.fail("expected ':'")
+		}
+		s.ws()
+		if key == "rows" && s.peek() == '[' {
+			hasRows = true
+			if err := s.rows(fn); err != nil {
+				return false, err
+			}
+		} else if err := s.skip(0); err != nil {
+			return false, err
+		}
+		s.ws()
+		if s.eat('}') {
+			return hasRows, s.end()
+		}
+		if !s.eat(',') {
+			return false, s.fail("expected ',' or '}'")
+		}
+	}
+}
+
+type skimmer struct {
+	b []byte
+	i int
+}
+
+func (s *skimmer) fail(what string) error { return fmt.Errorf("%s at byte %d", what, s.i) }
+
+func (s *skimmer) end() error {
+	s.ws()
+	if s.i != len(s.b) {
+		return s.fail("extra data after the document")
+	}
+	return nil
+}
+
+func (s *skimmer) peek() byte {
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+func (s *skimmer) eat(c byte) bool {
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+func (s *skimmer) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// str reads a string (escapes decoded, as rare as they are here).
+func (s *skimmer) str() (string, error) {
+	if !s.eat('"') {
+		return "", s.fail("expected a string")
+	}
+	start := s.i
+	escaped := false
+	for s.i < len(s.b) {
+		switch c := s.b[s.i]; {
+		case c == '"':
+			s.i++
+			if escaped {
+				var v string
+				if err := json.Unmarshal(s.b[start-1:s.i], &v); err != nil {
+					return "", s.fail("bad escape in a string")
+				}
+				return v, nil
+			}
+			return string(s.b[start : s.i-1]), nil
+		case c == '\\':
+			escaped = true
+			s.i += 2
+		case c < 0x20:
+			return "", s.fail("control character in a string")
+		default:
+			s.i++
+		}
+	}
+	return "", errors.New("unterminated string")
+}
+
+const maxDepth = 512
+
+// skip passes over one value.
+func (s *skimmer) skip(depth int) error {
+	if depth > maxDepth {
+		return s.fail("nested too deeply")
+	}
+	switch c := s.peek(); {
+	case c == '"':
+		_, err := s.str()
+		return err
+	case c == '{' || c == '[':
+		closer := byte('}')
+		if c == '[' {
+			closer = ']'
+		}
+		s.i++
+		s.ws()
+		if s.eat(closer) {
+			return nil
+		}
+		for {
+			s.ws()
+			if c == '{' {
+				if _, err := s.str(); err != nil {
+					return err
+				}
+				s.ws()
+				if !s.eat(':') {
+					return s.fail("expected ':'")
+				}
+				s.ws()
+			}
+			if err := s.skip(depth + 1); err != nil {
+				return err
+			}
+			s.ws()
+			if s.eat(closer) {
+				return nil
+			}
+			if !s.eat(',') {
+				return s.fail("expected ',' or '" + string(closer) + "'")
+			}
+		}
+	case c == '-' || c >= '0' && c <= '9':
+		start := s.i
+		for s.i < len(s.b) && (s.b[s.i] >= '0' && s.b[s.i] <= '9' || s.b[s.i] == '-' || s.b[s.i] == '+' || s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+			s.i++
+		}
+		if s.i == start+1 && c == '-' {
+			return s.fail("bad number")
+		}
+		return nil
+	default:
+		for _, lit := range []string{"true", "false", "null", "NaN", "Infinity", "-Infinity"} {
+			if len(s.b)-s.i >= len(lit) && string(s.b[s.i:s.i+len(lit)]) == lit {
+				s.i += len(lit)
+				return nil
+			}
+		}
+		return s.fail("unexpected character")
+	}
+}
+
+// rows walks the rows array, reporting each object's status.
+func (s *skimmer) rows(fn func(string) error) error {
+	s.i++ // '['
+	s.ws()
+	if s.eat(']') {
+		return nil
+	}
+	for {
+		s.ws()
+		if !s.eat('{') {
+			return s.fail("a row is a JSON object")
+		}
+		status, found := "", false
+		s.ws()
+		if !s.eat('}') {
+			for {
+				s.ws()
+				key, err := s.str()
+				if err != nil {
+					return err
+				}
+				s.ws()
+				if !s.eat(':') {
+					return s.fail("expected ':'")
+				}
+				s.ws()
+				if key == "status" {
+					start := s.i
+					if s.peek() == '"' {
+						if status, err = s.str(); err != nil {
+							return err
+						}
+					} else {
+						if err := s.skip(1); err != nil {
+							return err
+						}
+						status = pyText(string(s.b[start:s.i]))
+					}
+					found = true
+				} else if err := s.skip(1); err != nil {
+					return err
+				}
+				s.ws()
+				if s.eat('}') {
+					break
+				}
+				if !s.eat(',') {
+					return s.fail("expected ',' or '}'")
+				}
+			}
+		}
+		if !found {
+			return s.fail("a row without \"status\"")
+		}
+		if err := fn(status); err != nil {
+			return err
+		}
+		s.ws()
+		if s.eat(']') {
+			return nil
+		}
+		if !s.eat(',') {
+			return s.fail("expected ',' or ']'")
+		}
+	}
+}
+
+// pyText is how Python's str() shows a non-string JSON scalar in the seed's message.
+func pyText(raw string) string {
+	switch raw {
+	case "null":
+		return "None"
+	case "true":
+		return "True"
+	case "false":
+		return "False"
+	}
+	return raw
+}
+
+// obj walks an object, calling fn positioned at each member's value; fn must consume it.
+func (s *skimmer) obj(depth int, fn func(key string) error) error {
+	s.ws()
+	if !s.eat('{') {
+		return s.fail("expected an object")
+	}
+	s.ws()
+	if s.eat('}') {
+		return nil
+	}
+	for {
+		s.ws()
+		key, err := s.str()
+		if err != nil {
+			return err
+		}
+		s.ws()
+		if !s.eat(':') {
+			return s.fail("expected ':'")
+		}
+		s.ws()
+		if err := fn(key); err != nil {
+			return err
+		}
+		s.ws()
+		if s.eat('}') {
+			return nil
+		}
+		if !s.eat(',') {
+			return s.fail("expected ',' or '}'")
+		}
+	}
+}
+
+// arr walks an array, calling fn positioned at each element; fn must consume it.
+func (s *skimmer) arr(fn func() error) error {
+	s.ws()
+	if !s.eat('[') {
+		return s.fail("expected an array")
+	}
+	s.ws()
+	if s.eat(']') {
+		return nil
+	}
+	for {
+		s.ws()
+		if err := fn(); err != nil {
+			return err
+		}
+		s.ws()
+		if s.eat(']') {
+			return nil
+		}
+		if !s.eat(',') {
+			return s.fail("expected ',' or ']'")
+		}
+	}
+}
+
+type cellInfo struct {
+	id             string
+	cases          int
+	hasID, hasCase bool
+}
+
+type manifestInfo struct {
+	runID, sha           string
+	hasRun, hasSHA, list bool
+	cells                []cellInfo
+}
+
+// skimManifest reads what summarize needs of a manifest — run_id, source_sha, and each
+// cell's id and case count — in one pass, without building the cases.
+func skimManifest(b []byte) (manifestInfo, error) {
+	var m manifestInfo
+	s := skimmer{b: b}
+	strOr := func(dst *string, ok *bool) error {
+		if s.peek() == '"' {
+			v, err := s.str()
+			*dst, *ok = v, err == nil
+			return err
+		}
+		return s.skip(1)
+	}
+	err := s.obj(0, func(key string) error {
+		switch key {
+		case "run_id":
+			return strOr(&m.runID, &m.hasRun)
+		case "source_sha":
+			return strOr(&m.sha, &m.hasSHA)
+		case "include":
+			if s.peek() != '[' {
+				return s.skip(1)
+			}
+			m.list, m.cells = true, m.cells[:0]
+			return s.arr(func() error {
+				var c cellInfo
+				if s.peek() != '{' {
+					m.cells = append(m.cells, c)
+					return s.skip(1)
+				}
+				err := s.obj(1, func(k string) error {
+					switch k {
+					case "id":
+						return strOr(&c.id, &c.hasID)
+					case "cases":
+						if s.peek() != '[' {
+							return s.skip(2)
+						}
+						c.hasCase, c.cases = true, 0
+						return s.arr(func() error { c.cases++; return s.skip(2) })
+					}
+					return s.skip(2)
+				})
+				m.cells = append(m.cells, c)
+				return err
+			})
+		}
+		return s.skip(1)
+	})
+	if err != nil {
+		return m, err
+	}
+	return m, s.end()
+}
