@@ -60,11 +60,18 @@ func newPlanCmd(env Env) *cobra.Command {
 			return runPlan(c.Context(), env, o)
 		},
 	}
+	addPlanFlags(c, o, true)
+	return c
+}
+
+// addPlanFlags declares plan's selection flags on c (opx run shares them); required marks
+// the selection flags required, else they keep o's defaults.
+func addPlanFlags(c *cobra.Command, o *planOptions, required bool) {
 	f := c.Flags()
-	f.StringVar(&o.runner, "runner", "", "runner label, e.g. cluster:h200-dgxc, a custom runner, or local (required)")
-	f.StringVar(&o.backends, "backends", "", "comma-separated backends, e.g. vllm,torch or cpu (required)")
-	f.StringVar(&o.testlists, "testlists", "", "comma-separated testlist names (required)")
-	f.StringVar(&o.worldSizes, "world-sizes", "", "comma-separated world sizes from 1,2,4,8 (required)")
+	f.StringVar(&o.runner, "runner", o.runner, "runner label, e.g. cluster:h200-dgxc, a custom runner, or local (required)")
+	f.StringVar(&o.backends, "backends", o.backends, "comma-separated backends, e.g. vllm,torch or cpu (required)")
+	f.StringVar(&o.testlists, "testlists", o.testlists, "comma-separated testlist names (required)")
+	f.StringVar(&o.worldSizes, "world-sizes", o.worldSizes, "comma-separated world sizes from 1,2,4,8 (required)")
 	f.StringVar(&o.runID, "run-id", "local", "GitHub run id (part of queue tokens and stage names)")
 	f.StringVar(&o.attempt, "attempt", "1", "GitHub run attempt")
 	f.StringVar(&o.sourceSHA, "source-sha", "unknown", "source commit recorded in the manifest")
@@ -74,12 +81,15 @@ func newPlanCmd(env Env) *cobra.Command {
 	f.StringVar(&o.testlistDir, "testlist-dir", "", "directory of <name>.json testlists (default: embedded)")
 	f.StringVar(&o.containers, "containers", "", "containers.toml (default: embedded)")
 	f.StringVar(&o.recipes, "recipes", "", "recipes JSON file (default: none)")
-	f.StringVar(&o.out, "out", "operatorx-manifest.json", "where to write the manifest")
-	f.DurationVar(&o.digestTimeout, "digest-timeout", 10*time.Second, "registry timeout per image")
-	for _, req := range []string{"runner", "backends", "testlists", "world-sizes"} {
-		_ = c.MarkFlagRequired(req)
+	if required { // opx run's --out is its directory
+		f.StringVar(&o.out, "out", "operatorx-manifest.json", "where to write the manifest")
 	}
-	return c
+	f.DurationVar(&o.digestTimeout, "digest-timeout", 10*time.Second, "registry timeout per image")
+	if required {
+		for _, req := range []string{"runner", "backends", "testlists", "world-sizes"} {
+			_ = c.MarkFlagRequired(req)
+		}
+	}
 }
 
 // loadRegistry reads the platform config (embedded when path is "").

@@ -151,6 +151,10 @@ func Execute(ctx context.Context, o Options) (err error) {
 	}
 	o.Binary = binary
 	base, err := SharedBase(profile, runner, o.Getenv)
+	if runner.Label == platform.Local && err != nil {
+		// the local runner stages under the system temp dir unless its entry says otherwise
+		base, err = filepath.Join(os.TempDir(), fmt.Sprintf(".operatorx-%d", os.Getuid())), nil
+	}
 	if err != nil {
 		return err
 	}
@@ -187,7 +191,7 @@ func Execute(ctx context.Context, o Options) (err error) {
 		gpus: gpus, ws: ws, imagePlatform: imagePlatform, mode: mode}
 	defer func() {
 		// finalize with a context of its own: a cancelled execute must still clean up
-		ferr := finalize(context.WithoutCancel(ctx), o.Slurm, root, o.CleanupSeconds, !r.allocated)
+		ferr := finalize(context.WithoutCancel(ctx), o.Slurm, root, o.CleanupSeconds, !r.allocated && runner.Label != platform.Local)
 		if ferr != nil {
 			err = ferr
 			return
@@ -267,6 +271,9 @@ func (r *runner_) command(ctx context.Context, argv []string, log string, env []
 func (r *runner_) run(ctx context.Context) error {
 	if err := r.stageFiles(ctx); err != nil {
 		return err
+	}
+	if r.runner.Label == platform.Local {
+		return r.runLocal(ctx)
 	}
 	alloc, err := r.allocArgv()
 	if err != nil {

@@ -389,3 +389,96 @@ func TestFinalizeFindsAllocationByToken(t *testing.T) {
 	}
 	c.assertClean(out)
 }
+
+// runSweep runs `opx run` with args and returns the outcome and its output directory.
+func runSweep(t *testing.T, env []string, args ...string) (outcome, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "sweep")
+	cmd := exec.Command(opxBin, append([]string{"run", "--out", dir}, args...)...)
+	cmd.Env = env
+	return run(cmd), dir
+}
+
+// summaryOf reads summary.json: shard statuses and ok counts.
+func summaryOf(t *testing.T, dir string) (map[string]string, int, bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatalf("no summary: %v", err)
+	}
+	var s struct {
+		Shards []struct {
+			Shard, Status string
+			OK            int `json:"ok"`
+		}
+		Success bool
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	st := map[string]string{}
+	ok := 0
+	for _, sh := range s.Shards {
+		st[sh.Shard] = sh.Status
+		ok += sh.OK
+	}
+	return st, ok, s.Success
+}
+
+func TestRunLocalDefault(t *testing.T) {
+	r, dir := runSweep(t, os.Environ())
+	if r.code != 0 {
+		t.Fatalf("opx run: exit %d\n%s", r.code, r.stderr)
+	}
+	st, ok, success := summaryOf(t, dir)
+	if !success || len(st) != 1 || ok < 2 {
+		t.Fatalf("summary %v ok=%d success=%v", st, ok, success)
+	}
+	if !strings.HasPrefix(r.stdout, "| Shard | Status |") || !strings.Contains(r.stdout, "| success |") {
+		t.Errorf("stdout is not the coverage table: %q", r.stdout)
+	}
+	for _, want := range []string{"manifest: " + dir + "/operatorx-manifest.json", "summary: " + dir + "/summary.json"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q", want)
+		}
+	}
+	for id := range st {
+		if code, ok := status(t, filepath.Join(dir, "shards", id)); !ok || code != 0 {
+			t.Errorf("%s status.json exit %d (present %v)", id, code, ok)
+		}
+		ex, err := shard.ReadExecution(filepath.Join(dir, "shards", id, "execution.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(ex.Stage); err == nil {
+			t.Errorf("stage %s left behind", ex.Stage)
+		}
+	}
+	// the same directory again is refused, not overwritten
+	cmd := exec.Command(opxBin, "run", "--out", dir)
+	if r2 := run(cmd); r2.code != 1 || !strings.Contains(r2.stderr, "already holds a run") {
+		t.Errorf("second run into %s: exit %d %q", dir, r2.code, r2.stderr)
+	}
+}
+
+func TestRunOnSlurmParallel(t *testing.T) {
+	c := slurmCluster(t)
+	r, dir := runSweep(t, c.env(), "--runner", "cluster:opxtest-loopback", "--testlists", "quick,quick2", "--world-sizes", "1,2",
+		"--platform-config", c.cfg, "--testlist-dir", c.tl, "--max-parallel", "2", "--time-minutes", "10", "--cleanup-seconds", "30", "--run-id", "77", "--attempt", "1")
+	if r.code != 0 {
+		t.Fatalf("opx run: exit %d\n%s", r.code, r.stderr)
+	}
+	st, ok, success := summaryOf(t, dir)
+	if !success || len(st) != 2 || ok != 2 {
+		t.Fatalf("summary %v ok=%d success=%v\n%s", st, ok, success, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "2 shard(s), 2 at a time") {
+		t.Errorf("stderr: %s", r.stderr)
+	}
+	for id := range st {
+		if jobs := shard.AllocationIDs(filepath.Join(dir, "shards", id)); len(jobs) != 1 {
+			t.Errorf("%s: allocation.log names %v, want one Slurm job", id, jobs)
+		}
+	}
+	c.assertClean(dir)
+}

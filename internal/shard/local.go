@@ -1,0 +1,74 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/semianalysis/opx/internal/proc"
+)
+
+// localJob stands in for the Slurm job id on the local runner (MASTER_PORT, rank caches).
+const localJob = "local"
+
+// runLocal is the local runner (decisions §1): no Slurm, no container — one process per
+// rank running the staged `opx rank`, with the same environment contract, stage and
+// output layout as a Slurm shard, plus the variables srun would have set (SLURM_PROCID,
+// SLURM_LOCALID, SLURM_JOB_ID=local) so rank's checks hold. If one rank fails the others
+// are stopped, as srun --kill-on-bad-exit does.
+func (r *runner_) runLocal(ctx context.Context) error {
+	fmt.Fprintf(r.o.Stdout, "[operatorx] phase=benchmark\n")
+	logPath := filepath.Join(r.root, "benchmark.log")
+	log, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	limit := time.Duration(max(300, r.o.TimeMinutes*60-300)) * time.Second
+	ctx, cancel := context.WithTimeoutCause(ctx, limit, fmt.Errorf("benchmark ran past its %s limit", limit))
+	defer cancel()
+	base := r.benchEnv(localJob)
+	bin := filepath.Join(r.stage, "bin", "opx")
+	errs := make([]error, r.ws)
+	var wg sync.WaitGroup
+	for rank := 0; rank < int(r.ws); rank++ {
+		env := append([]string(nil), base...)
+		for _, kv := range [][2]string{{"SLURM_PROCID", strconv.Itoa(rank)}, {"SLURM_LOCALID", strconv.Itoa(rank)},
+			{"SLURM_JOB_ID", localJob}, {"RANK", strconv.Itoa(rank)}, {"LOCAL_RANK", strconv.Itoa(rank)}} {
+			env = proc.SetEnv(env, kv[0], kv[1])
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[rank] = proc.Run(ctx, proc.Cmd{Argv: []string{bin, "rank"}, Env: env, Dir: os.TempDir(), Stdout: log, Stderr: log, Grace: 10 * time.Second})
+			if errs[rank] != nil {
+				cancel() // --kill-on-bad-exit
+			}
+		}()
+	}
+	wg.Wait()
+	r.benchEnd = time.Now()
+	if ctx.Err() != nil && context.Cause(ctx) != nil && !errors.Is(context.Cause(ctx), context.Canceled) {
+		return context.Cause(ctx)
+	}
+	for rank, err := range errs {
+		if err != nil {
+			var ee *proc.ExitError
+			if errors.As(err, &ee) {
+				b, _ := os.ReadFile(logPath)
+				if len(b) > 16000 {
+					b = b[len(b)-16000:]
+				}
+				fmt.Fprintln(r.o.Stderr, string(b))
+				return fmt.Errorf("benchmark step failed: rank %d: %v (log: %s)", rank, ee, logPath)
+			}
+			return err
+		}
+	}
+	return nil
+}
