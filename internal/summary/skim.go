@@ -14,41 +14,17 @@ import (
 // the top-level object has no "rows" array.
 func skimStatuses(b []byte, fn func(status string) error) (hasRows bool, err error) {
 	s := skimmer{b: b}
-	s.ws()
-	if !s.eat('{') {
-		return false, s.fail("a results file is a JSON object")
-	}
-	s.ws()
-	if s.eat('}') {
-		return false, s.end()
-	}
-	for {
-		s.ws()
-		key, err := s.str()
-		if err != nil {
-			return false, err
-		}
-		s.ws()
-		if !s.eat(':') {
-			return false, s.fail("expected ':'")
-		}
-		s.ws()
+	err = s.obj(0, func(key string) error {
 		if key == "rows" && s.peek() == '[' {
 			hasRows = true
-			if err := s.rows(fn); err != nil {
-				return false, err
-			}
-		} else if err := s.skip(0); err != nil {
-			return false, err
+			return s.arr(func() error { return s.row(fn) })
 		}
-		s.ws()
-		if s.eat('}') {
-			return hasRows, s.end()
-		}
-		if !s.eat(',') {
-			return false, s.fail("expected ',' or '}'")
-		}
+		return s.skip(1)
+	})
+	if err != nil {
+		return false, err
 	}
+	return hasRows, s.end()
 }
 
 type skimmer struct {
@@ -187,71 +163,33 @@ func (s *skimmer) skip(depth int) error {
 	}
 }
 
-// rows walks the rows array, reporting each object's status.
-func (s *skimmer) rows(fn func(string) error) error {
-	s.i++ // '['
-	s.ws()
-	if s.eat(']') {
-		return nil
-	}
-	for {
-		s.ws()
-		if !s.eat('{') {
-			return s.fail("a row is a JSON object")
+// row reads one row object and reports its status.
+func (s *skimmer) row(fn func(string) error) error {
+	status, found := "", false
+	err := s.obj(1, func(key string) error {
+		if key != "status" {
+			return s.skip(2)
 		}
-		status, found := "", false
-		s.ws()
-		if !s.eat('}') {
-			for {
-				s.ws()
-				key, err := s.str()
-				if err != nil {
-					return err
-				}
-				s.ws()
-				if !s.eat(':') {
-					return s.fail("expected ':'")
-				}
-				s.ws()
-				if key == "status" {
-					start := s.i
-					if s.peek() == '"' {
-						if status, err = s.str(); err != nil {
-							return err
-						}
-					} else {
-						if err := s.skip(1); err != nil {
-							return err
-						}
-						status = pyText(string(s.b[start:s.i]))
-					}
-					found = true
-				} else if err := s.skip(1); err != nil {
-					return err
-				}
-				s.ws()
-				if s.eat('}') {
-					break
-				}
-				if !s.eat(',') {
-					return s.fail("expected ',' or '}'")
-				}
-			}
-		}
-		if !found {
-			return s.fail("a row without \"status\"")
-		}
-		if err := fn(status); err != nil {
+		found = true
+		if s.peek() == '"' {
+			v, err := s.str()
+			status = v
 			return err
 		}
-		s.ws()
-		if s.eat(']') {
-			return nil
+		start := s.i
+		if err := s.skip(2); err != nil {
+			return err
 		}
-		if !s.eat(',') {
-			return s.fail("expected ',' or ']'")
-		}
+		status = pyText(string(s.b[start:s.i]))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
+	if !found {
+		return s.fail("a row without \"status\"")
+	}
+	return fn(status)
 }
 
 // pyText is how Python's str() shows a non-string JSON scalar in the seed's message.
