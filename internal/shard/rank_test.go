@@ -1,0 +1,130 @@
+package shard_test
+
+// Nsight Compute, rocprofv3 and the Python harness cannot run here: they are RECORDING
+// FAKES on PATH that log their argv and the profiling environment they were given. The
+// tests check opx rank's exact command lines in counters mode (seed-spec §8) against the
+// seed's constants.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/semianalysis/opx/internal/cli"
+)
+
+const fakeTool = `#!/bin/sh
+{ printf '%s' "$(basename "$0")"; for a in "$@"; do printf '\t%s' "$a"; done
+  printf '\tENV:%s,%s,%s,%s,%s,%s,%s,RANK=%s,LOCAL_RANK=%s,HOME=%s' "$OPERATORX_PROFILE" "$OPERATORX_PROFILE_MARKERS" "$OPERATORX_PROFILE_ITERS" \
+    "$OPERATORX_WARMUP_MIN_S" "$OPERATORX_FIRST_WARMUP_S" "$OPERATORX_COOLDOWN_RATIO" "$OPERATORX_THROTTLE_RETRIES" "$RANK" "$LOCAL_RANK" "$HOME"
+  printf '\n'; } >> "$FAKE_TOOL_LOG"
+`
+
+type rankFixture struct {
+	dir, bin, stage, log string
+}
+
+func newRankFixture(t *testing.T, tools ...string) *rankFixture {
+	f := &rankFixture{dir: t.TempDir()}
+	t.Cleanup(func() { os.RemoveAll("/tmp/operatorx-9876-1") }) // the rank's private cache
+	f.bin, f.stage, f.log = filepath.Join(f.dir, "bin"), filepath.Join(f.dir, "stage"), filepath.Join(f.dir, "tools.log")
+	os.MkdirAll(f.bin, 0o755)
+	os.MkdirAll(filepath.Join(f.stage, "results"), 0o755)
+	for _, tool := range append(tools, "python3") {
+		os.WriteFile(filepath.Join(f.bin, tool), []byte(fakeTool), 0o755)
+	}
+	return f
+}
+
+func (f *rankFixture) rank(extra ...string) outcome {
+	cmd := exec.Command(opxBin, "rank")
+	cmd.Env = append([]string{"PATH=" + f.bin + ":/usr/bin:/bin", "FAKE_TOOL_LOG=" + f.log, "OPX_STAGE=" + f.stage,
+		"SLURM_PROCID=1", "SLURM_LOCALID=1", "WORLD_SIZE=2", "SLURM_JOB_ID=9876", "OPERATORX_MODE=counters",
+		"OPERATORX_BACKENDS=vllm", "PYTHONPATH=/image/lib::/opx/source"}, extra...)
+	return run(cmd)
+}
+
+func (f *rankFixture) calls() [][]string {
+	b, _ := os.ReadFile(f.log)
+	var out [][]string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if l != "" {
+			out = append(out, strings.Split(l, "\t"))
+		}
+	}
+	return out
+}
+
+const profEnv = "ENV:1,1,1,0,0,0,0,RANK=1,LOCAL_RANK=1,HOME=/tmp/operatorx-9876-1"
+
+func TestRankCountersRocprofTwelvePasses(t *testing.T) {
+	f := newRankFixture(t, "rocprofv3")
+	if r := f.rank(); r.code != 0 {
+		t.Fatalf("rank: exit %d %s", r.code, r.stderr)
+	}
+	calls := f.calls()
+	if len(calls) != len(cli.RocprofPasses) {
+		t.Fatalf("%d rocprofv3 calls, want %d", len(calls), len(cli.RocprofPasses))
+	}
+	py := filepath.Join(f.bin, "python3")
+	for i, p := range cli.RocprofPasses {
+		results := f.stage + "/results"
+		if i > 0 { // rows come from the first pass only
+			results = "/tmp/operatorx-9876-1/results-" + p[0]
+		}
+		want := append([]string{"rocprofv3", "--pmc"}, strings.Fields(p[1])...)
+		want = append(want, "--kernel-trace", "--marker-trace", "--output-format", "csv", "-d", f.stage+"/results/counters/"+p[0], "-o", "rank1", "--",
+			py, "-m", "operatorx", "--strict", "--testlist-dir", f.stage+"/testlists", "--results-dir", results, profEnv)
+		if !slices.Equal(calls[i], want) {
+			t.Errorf("pass %d (%s)\n got %q\nwant %q", i, p[0], calls[i], want)
+		}
+	}
+	if fi, err := os.Stat(f.stage + "/results/counters"); err != nil || !fi.IsDir() {
+		t.Error("results/counters was not created")
+	}
+}
+
+func TestRankCountersNCU(t *testing.T) {
+	f := newRankFixture(t)
+	ncu := filepath.Join(f.dir, "nsight-compute", "2025.1.0", "ncu")
+	os.MkdirAll(filepath.Dir(ncu), 0o755)
+	os.WriteFile(ncu, []byte(fakeTool), 0o755)
+	if r := f.rank("OPERATORX_NCU=" + ncu); r.code != 0 {
+		t.Fatalf("rank: exit %d %s", r.code, r.stderr)
+	}
+	calls := f.calls()
+	want := []string{"ncu", "--clock-control", "none", "--target-processes", "all", "--nvtx", "--nvtx-include", "regex:opx[0-9]+/",
+		"--metrics", cli.NCUMetrics, "--csv", "--log-file", f.stage + "/results/counters/ncu-rank1.csv",
+		filepath.Join(f.bin, "python3"), "-m", "operatorx", "--strict", "--testlist-dir", f.stage + "/testlists", "--results-dir", f.stage + "/results", profEnv}
+	if len(calls) != 1 || !slices.Equal(calls[0], want) {
+		t.Fatalf("ncu call\n got %q\nwant %q", calls, want)
+	}
+	if n := len(strings.Split(cli.NCUMetrics, ",")); n != 37 {
+		t.Errorf("%d ncu metrics, want the seed's 37", n)
+	}
+}
+
+func TestRankErrors(t *testing.T) {
+	f := newRankFixture(t)
+	r := f.rank()
+	want := "opx: counters mode needs ncu: none in the image, and the node has none under /opt/nvidia/nsight-compute, /usr/local/cuda*/nsight-compute* or on PATH\n"
+	if r.code != 1 || r.stderr != want {
+		t.Errorf("no ncu: exit %d %q", r.code, r.stderr)
+	}
+	cmd := exec.Command(opxBin, "rank")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "SLURM_LOCALID=0", "WORLD_SIZE=1"}
+	if r := run(cmd); r.code != 1 || r.stderr != "opx: required rank input missing: SLURM_PROCID\n" {
+		t.Errorf("missing SLURM_PROCID: exit %d %q", r.code, r.stderr)
+	}
+	// timing mode execs the harness directly, results into the stage
+	g := newRankFixture(t)
+	if r := g.rank("OPERATORX_MODE=timing"); r.code != 0 {
+		t.Fatalf("timing: %d %s", r.code, r.stderr)
+	}
+	if c := g.calls(); len(c) != 1 || c[0][0] != "python3" || c[0][len(c[0])-2] != g.stage+"/results" {
+		t.Errorf("timing calls %q", c)
+	}
+}
