@@ -41,6 +41,14 @@ func (r *runner_) dryRun() error {
 		fmt.Fprintf(w, "   write %s (%d shapes)\n", filepath.Join(r.stage, "testlists", n+".json"), len(lists[n]))
 	}
 	fmt.Fprintf(w, "   mkdir %s\n", filepath.Join(r.stage, "results"))
+	if r.runner.Label == "local" {
+		fmt.Fprintf(w, "\n3. benchmark (log %s): %d process(es) of this machine, no Slurm, no container\n", filepath.Join(r.root, "benchmark.log"), r.ws)
+		fmt.Fprintf(w, "   %s rank   (with SLURM_PROCID, SLURM_LOCALID, RANK and LOCAL_RANK set to 0..%d, SLURM_JOB_ID=%s)\n", filepath.Join(r.stage, "bin", "opx"), r.ws-1, localJob)
+		printEnvDiff(w, r.o.Environ, r.benchEnv(localJob))
+		fmt.Fprintf(w, "\n4. cleanup, always\n   copy %s -> %s\n   remove %s\n   write %s\n", filepath.Join(r.stage, "results"),
+			filepath.Join(r.root, "results"), r.stage, filepath.Join(r.root, "status.json"))
+		return nil
+	}
 	alloc, err := r.allocArgv()
 	if err != nil {
 		return err
