@@ -158,13 +158,13 @@ func Execute(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	mode := platform.ContainerMode(label, entry)
+	prefix := o.RunID + "-" + o.Attempt + "-" + o.Shard + "-"
+	r := &runner_{o: o, root: root, stage: filepath.Join(base, prefix+"XXXXXXXX"), base: base, cell: cell, runner: runner,
+		profile: profile, gpus: gpus, ws: ws, imagePlatform: imagePlatform, mode: platform.ContainerMode(label, entry)}
 	if o.DryRun {
 		if fi, err := os.Lstat(base); err == nil && !safeBase(fi) {
 			return errors.New("unsafe shared OperatorX stage directory")
 		}
-		r := &runner_{o: o, root: root, stage: filepath.Join(base, o.RunID+"-"+o.Attempt+"-"+o.Shard+"-XXXXXXXX"), base: base,
-			cell: cell, runner: runner, profile: profile, gpus: gpus, ws: ws, imagePlatform: imagePlatform, mode: mode}
 		return r.dryRun()
 	}
 	if err := os.Mkdir(base, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -177,18 +177,17 @@ func Execute(ctx context.Context, o Options) (err error) {
 	if !safeBase(fi) {
 		return errors.New("unsafe shared OperatorX stage directory")
 	}
-	stage, err := os.MkdirTemp(base, o.RunID+"-"+o.Attempt+"-"+o.Shard+"-")
+	stage, err := os.MkdirTemp(base, prefix)
 	if err != nil {
 		return err
 	}
+	r.stage = stage
 	if err := files.WriteJSON(filepath.Join(root, "execution.json"), pyjson.Obj(
 		"cell", cell, "source_sha", o.SourceSHA, "run_id", o.RunID, "attempt", o.Attempt, "stage", stage)); err != nil {
 		os.RemoveAll(stage)
 		return err
 	}
 	rc := 1
-	r := &runner_{o: o, root: root, stage: stage, base: base, cell: cell, runner: runner, profile: profile,
-		gpus: gpus, ws: ws, imagePlatform: imagePlatform, mode: mode}
 	defer func() {
 		// finalize with a context of its own: a cancelled execute must still clean up
 		ferr := finalize(context.WithoutCancel(ctx), o.Slurm, root, o.CleanupSeconds, !r.allocated && runner.Label != platform.Local)

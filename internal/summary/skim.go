@@ -14,7 +14,7 @@ import (
 // the top-level object has no "rows" array.
 func skimStatuses(b []byte, fn func(status string) error) (hasRows bool, err error) {
 	s := skimmer{b: b}
-	err = s.obj(0, func(key string) error {
+	err = s.obj(func(key string) error {
 		if key == "rows" && s.peek() == '[' {
 			hasRows = true
 			return s.arr(func() error { return s.row(fn) })
@@ -110,39 +110,10 @@ func (s *skimmer) skip(depth int) error {
 	case c == '"':
 		_, err := s.str()
 		return err
-	case c == '{' || c == '[':
-		closer := byte('}')
-		if c == '[' {
-			closer = ']'
-		}
-		s.i++
-		s.ws()
-		if s.eat(closer) {
-			return nil
-		}
-		for {
-			s.ws()
-			if c == '{' {
-				if _, err := s.str(); err != nil {
-					return err
-				}
-				s.ws()
-				if !s.eat(':') {
-					return s.fail("expected ':'")
-				}
-				s.ws()
-			}
-			if err := s.skip(depth + 1); err != nil {
-				return err
-			}
-			s.ws()
-			if s.eat(closer) {
-				return nil
-			}
-			if !s.eat(',') {
-				return s.fail("expected ',' or '" + string(closer) + "'")
-			}
-		}
+	case c == '{':
+		return s.obj(func(string) error { return s.skip(depth + 1) })
+	case c == '[':
+		return s.arr(func() error { return s.skip(depth + 1) })
 	case c == '-' || c >= '0' && c <= '9':
 		start := s.i
 		for s.i < len(s.b) && (s.b[s.i] >= '0' && s.b[s.i] <= '9' || s.b[s.i] == '-' || s.b[s.i] == '+' || s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E') {
@@ -166,7 +137,7 @@ func (s *skimmer) skip(depth int) error {
 // row reads one row object and reports its status.
 func (s *skimmer) row(fn func(string) error) error {
 	status, found := "", false
-	err := s.obj(1, func(key string) error {
+	err := s.obj(func(key string) error {
 		if key != "status" {
 			return s.skip(2)
 		}
@@ -206,7 +177,7 @@ func pyText(raw string) string {
 }
 
 // obj walks an object, calling fn positioned at each member's value; fn must consume it.
-func (s *skimmer) obj(depth int, fn func(key string) error) error {
+func (s *skimmer) obj(fn func(key string) error) error {
 	s.ws()
 	if !s.eat('{') {
 		return s.fail("expected an object")
@@ -289,7 +260,7 @@ func skimManifest(b []byte) (manifestInfo, error) {
 		}
 		return s.skip(1)
 	}
-	err := s.obj(0, func(key string) error {
+	err := s.obj(func(key string) error {
 		switch key {
 		case "run_id":
 			return strOr(&m.runID, &m.hasRun)
@@ -306,7 +277,7 @@ func skimManifest(b []byte) (manifestInfo, error) {
 					m.cells = append(m.cells, c)
 					return s.skip(1)
 				}
-				err := s.obj(1, func(k string) error {
+				err := s.obj(func(k string) error {
 					switch k {
 					case "id":
 						return strOr(&c.id, &c.hasID)
