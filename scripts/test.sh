@@ -9,22 +9,23 @@ export PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null || { echo "test.sh: go is not installed (need go 1.26)" >&2; exit 1; }
 
 # Debian packages the tests use: python3 for the differential tests against the seed; a
-# real Slurm (slurmctld, slurmd, munge) for execute/finalize/recover; squashfs-tools.
+# real Slurm (slurmctld, slurmd, munge) for execute/finalize/recover; squashfs-tools;
+# headless Chromium, which opens opx report's page.
 declare -A pkg_of=([python3]=python3 [slurmctld]=slurmctld [slurmd]=slurmd [salloc]=slurm-client
-                   [munged]=munge [mksquashfs]=squashfs-tools)
+                   [munged]=munge [mksquashfs]=squashfs-tools [chromium]=chromium)
 missing=()
 for cmd in "${!pkg_of[@]}"; do command -v "$cmd" >/dev/null || missing+=("${pkg_of[$cmd]}"); done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test.sh: installing ${missing[*]}"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" fonts-dejavu-core >/dev/null
 fi
 
 # the local Slurm the execute tests run against (stopped, with every job, on exit)
 slurm_dir=$(mktemp -d /tmp/opx-test-slurm.XXXXXX)
 trap 'scripts/local-slurm.sh stop "$slurm_dir" >/dev/null 2>&1 || true' EXIT
 OPX_TEST_SLURM_CONF=$(OPX_SLURMCTLD_PORT=16917 OPX_SLURMD_PORT=16918 scripts/local-slurm.sh start "$slurm_dir")
-export OPX_TEST_SLURM_CONF OPX_REQUIRE_SLURM=1 SLURM_CONF=$OPX_TEST_SLURM_CONF
+export OPX_TEST_SLURM_CONF OPX_REQUIRE_SLURM=1 OPX_REQUIRE_CHROMIUM=1 SLURM_CONF=$OPX_TEST_SLURM_CONF
 
 unformatted=$(gofmt -l cmd internal)
 if [ -n "$unformatted" ]; then echo "test.sh: not gofmt-ed: $unformatted" >&2; exit 1; fi

@@ -31,8 +31,9 @@ a Slurm cluster from a login node: pass a cluster runner (or a custom one from
 --platform-config) and --max-parallel to run that many shards at once.
 
 Everything lands under --out (default .opx-run/<UTC time>): the manifest, one output
-directory per shard under shards/ (execute's layout: logs, status.json, results/), and
-summary.json. The coverage table is printed on stdout; the exit code is summarize's
+directory per shard under shards/ (execute's layout: logs, status.json, results/),
+summary.json and report.html (opx report's page). On a terminal a status line shows the
+phase, shard k/N, case i/M and the time elapsed; otherwise plain log lines. The coverage table is printed on stdout; the exit code is summarize's
 (0 only when every shard succeeded).`
 
 func newRunCmd(env Env) *cobra.Command {
@@ -75,41 +76,50 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	logf := func(format string, a ...any) { fmt.Fprintf(env.Stderr, "opx run: "+format+"\n", a...) }
+	tty := isTerminal(env.Stderr)
+	pr := newProgress(env.Stderr, tty, 0, 0)
 	manifest := filepath.Join(dir, "operatorx-manifest.json")
 	p := o.plan
 	p.out = manifest
-	start := time.Now()
-	logf("planning %s on %s (backends %s, world sizes %s)", p.testlists, p.runner, p.backends, p.worldSizes)
+	pr.logf("planning %s on %s (backends %s, world sizes %s)", p.testlists, p.runner, p.backends, p.worldSizes)
 	if err := runPlan(ctx, Env{Stdin: env.Stdin, Stdout: io.Discard, Stderr: env.Stderr, Getenv: env.Getenv, Environ: env.Environ}, &p); err != nil {
+		pr.finish()
 		return err
 	}
 	var m struct {
 		Include []struct {
 			ID, Runner string
+			Cases      []json.RawMessage
 		} `json:"include"`
 	}
 	b, err := os.ReadFile(manifest)
 	if err != nil {
+		pr.finish()
 		return err
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
+		pr.finish()
 		return fmt.Errorf("%s: %v", manifest, err)
 	}
 	reg, _, err := loadRegistry(p.platformConfig, env)
 	if err != nil {
+		pr.finish()
 		return err
 	}
 	parallel := o.maxParallel
 	if p.runner == "local" {
 		parallel = 1 // the ranks already use this machine's devices
 	}
-	n := len(m.Include)
-	logf("%d shard(s), %d at a time; output in %s", n, parallel, dir)
+	n, cases := len(m.Include), 0
+	for _, c := range m.Include {
+		cases += len(c.Cases)
+	}
+	pr.mu.Lock()
+	pr.shards, pr.cases, pr.phase = n, cases, "execute"
+	pr.mu.Unlock()
+	pr.logf("%d shard(s) of %d case(s), %d at a time; output in %s", n, cases, parallel, dir)
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	done := 0
 	for i, cell := range m.Include {
 		if ctx.Err() != nil {
 			break
@@ -121,45 +131,53 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 			defer func() { <-sem }()
 			out := filepath.Join(shards, cell.ID)
 			t0 := time.Now()
-			mu.Lock()
-			logf("shard %d/%d %s: started", i+1, n, cell.ID)
-			mu.Unlock()
+			pr.shardStarted(cell.ID, i+1, len(cell.Cases), out)
 			err := shard.Execute(ctx, shard.Options{
 				Shard: cell.ID, RunID: p.runID, Attempt: p.attempt, SourceSHA: p.sourceSHA, RunnerName: "opx-run",
 				TimeMinutes: o.timeMinutes, CleanupSeconds: o.cleanupSecs, Manifest: manifest, Output: out,
-				Registry: reg, Getenv: env.getenv, Environ: env.environ(), Stdout: io.Discard, Stderr: env.Stderr,
-				Slurm: newSlurm(env),
+				Registry: reg, Getenv: env.getenv, Environ: env.environ(), Stderr: env.Stderr,
+				Stdout: &phaseWriter{fn: func(ph string) { pr.shardPhase(cell.ID, ph) }},
+				Slurm:  newSlurm(env),
 				BinaryFor: func(imagePlatform string) (string, error) {
 					return stagedBinary(imagePlatform, "", "")
 				},
 			})
-			mu.Lock()
-			defer mu.Unlock()
-			done++
 			state := "done"
 			if err != nil {
 				state = "failed: " + oneLine(err.Error())
 			}
-			logf("shard %d/%d %s: %s in %.1f s (%d/%d finished)", i+1, n, cell.ID, state, time.Since(t0).Seconds(), done, n)
+			pr.shardDone(cell.ID, summary.RowsIn(filepath.Join(out, "results")), state, time.Since(t0))
 		}()
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
+		pr.finish()
 		return context.Cause(ctx)
 	}
+	pr.setPhase("summarize")
 	rep, err := summary.Summarize(manifest, shards)
 	if err != nil {
+		pr.finish()
 		return err
 	}
 	sumPath := filepath.Join(dir, "summary.json")
 	if err := files.WriteJSON(sumPath, rep.Value()); err != nil {
+		pr.finish()
+		return err
+	}
+	pr.setPhase("report")
+	reportPath, err := writeReport(shards, manifest, filepath.Join(dir, "report.html"))
+	pr.finish()
+	if err != nil {
 		return err
 	}
 	rep.Markdown(env.Stdout)
-	logf("finished in %.1f s", time.Since(start).Seconds())
+	logf := pr.logf
+	logf("finished in %.1f s", time.Since(pr.start).Seconds())
 	logf("manifest: %s", manifest)
 	logf("shard outputs: %s", shards)
 	logf("summary: %s", sumPath)
+	logf("report: %s", reportPath)
 	if !rep.Success {
 		return &ExitError{Code: 1}
 	}

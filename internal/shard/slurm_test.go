@@ -437,10 +437,18 @@ func TestRunLocalDefault(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "| Shard | Status |") || !strings.Contains(r.stdout, "| success |") {
 		t.Errorf("stdout is not the coverage table: %q", r.stdout)
 	}
-	for _, want := range []string{"manifest: " + dir + "/operatorx-manifest.json", "summary: " + dir + "/summary.json"} {
+	for _, want := range []string{"manifest: " + dir + "/operatorx-manifest.json", "summary: " + dir + "/summary.json",
+		"report: " + dir + "/report.html", ": started (6 cases)", ": benchmark\n"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr lacks %q", want)
 		}
+	}
+	if strings.Contains(r.stderr, "\r") || strings.Contains(r.stderr, "\x1b[") {
+		t.Error("stderr is not a terminal: plain lines only, no status line")
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil || !strings.Contains(string(page), "complete: every shard succeeded") || !strings.Contains(string(page), "GFLOP/s") {
+		t.Errorf("report.html: %v", err)
 	}
 	for id := range st {
 		if code, ok := status(t, filepath.Join(dir, "shards", id)); !ok || code != 0 {
@@ -472,7 +480,7 @@ func TestRunOnSlurmParallel(t *testing.T) {
 	if !success || len(st) != 2 || ok != 2 {
 		t.Fatalf("summary %v ok=%d success=%v\n%s", st, ok, success, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "2 shard(s), 2 at a time") {
+	if !strings.Contains(r.stderr, "2 shard(s) of 4 case(s), 2 at a time") {
 		t.Errorf("stderr: %s", r.stderr)
 	}
 	for id := range st {

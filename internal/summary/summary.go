@@ -253,3 +253,25 @@ func exitCode(path string) (bool, error) {
 	}
 	return false, nil
 }
+
+// RowsIn counts the result rows in the *.json files under dir, skipping files that are
+// not (yet) results documents: it is the progress count of a running shard, whose rank 0
+// rewrites its results file atomically after every op.
+func RowsIn(dir string) int {
+	n := 0
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(d.Name(), ".json") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		k := 0
+		if _, err := skimStatuses(b, func(string) error { k++; return nil }); err == nil {
+			n += k
+		}
+		return nil
+	})
+	return n
+}

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// craftedRun writes a one-shard run directory whose rows have the given latencies
+// (median, min, max in µs; a negative median writes an error row).
+func craftedRun(t *testing.T, runID string, lat map[int][3]float64) string {
+	t.Helper()
+	dir := t.TempDir()
+	var cases, rows []string
+	for m := 1; m <= 8; m++ {
+		l, ok := lat[m]
+		if !ok {
+			continue
+		}
+		args := fmt.Sprintf(`{"m": %d, "n": 64, "k": 64, "a": {"dtype": "fp32"}, "b": {"dtype": "fp32"}, "out": "fp32"}`, m)
+		cases = append(cases, fmt.Sprintf(`{"testlist": "t", "shape": {"type": "gemm", "args": %s, "sources": []}}`, args))
+		if l[0] < 0 {
+			rows = append(rows, fmt.Sprintf(`{"op": {"type": "gemm", "args": %s, "backend": "cpu", "sources": []}, "metrics": {}, "status": "error", "message": "boom", "testlist": "t"}`, args))
+			continue
+		}
+		rows = append(rows, fmt.Sprintf(`{"op": {"type": "gemm", "args": %s, "backend": "cpu", "sources": []}, "metrics": {"latency_us": %g, "latency_min_us": %g, "latency_max_us": %g, "gflops": %g}, "status": "ok", "testlist": "t"}`,
+			args, l[0], l[1], l[2], 1e3/l[0]))
+	}
+	cell := `{"id": "s1", "runner": "local", "cluster": "local", "world_size": 1, "image": "", "backends": ["cpu"], "cases": [` + strings.Join(cases, ", ") + `]}`
+	os.WriteFile(filepath.Join(dir, "operatorx-manifest.json"), []byte(`{"version": 1, "include": [`+cell+`], "source_sha": "abc", "run_id": "`+runID+`"}`), 0o644)
+	sd := filepath.Join(dir, "shards", "s1")
+	os.MkdirAll(filepath.Join(sd, "results", "cpu", "local"), 0o755)
+	os.WriteFile(filepath.Join(sd, "execution.json"), []byte(`{"cell": `+cell+`, "source_sha": "abc", "run_id": "`+runID+`", "attempt": "1", "stage": "/nonexistent"}`), 0o644)
+	os.WriteFile(filepath.Join(sd, "status.json"), []byte(`{"exit_code": 0}`), 0o644)
+	os.WriteFile(filepath.Join(sd, "results", "cpu", "local", "r.json"), []byte(`{"run": {"id": "x"}, "rows": [`+strings.Join(rows, ", ")+`]}`), 0o644)
+	return dir
+}
+
+func TestCompareCommand(t *testing.T) {
+	base := craftedRun(t, "100", map[int][3]float64{1: {100, 98, 102}, 2: {100, 98, 102}, 3: {100, 90, 110}, 4: {100, 98, 102}, 5: {100, 98, 102}})
+	nw := craftedRun(t, "101", map[int][3]float64{1: {120, 118, 122}, 2: {80, 79, 81}, 3: {104, 95, 112}, 4: {-1}, 6: {10, 9, 11}})
+	js := filepath.Join(t.TempDir(), "out", "compare.json")
+
+	r := runOpx(t, "compare", base, nw, "--json", js)
+	if r.code != 0 {
+		t.Fatalf("compare without --fail-on-regression: exit %d %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"### Regressions (worst first) (1)", "| t gemm m=1 n=64 k=64 a=fp32 b=fp32 out=fp32 | cpu | local | 1 | latency_us | 100.0 µs | 120.0 µs | -20.00 % | min–max |",
+		"### Broken: ok in base, not ok now (1)", "| boom |", "### Improvements (best first) (1)", "### Only in base (missing from new) (1)", "### Only in new (1)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	var doc struct {
+		Base, New struct {
+			RunID string `json:"run_id"`
+		}
+		Counts map[string]int
+		Cases  []struct{ Class, Key string }
+	}
+	b, err := os.ReadFile(js)
+	if err != nil || json.Unmarshal(b, &doc) != nil {
+		t.Fatalf("--json: %v %s", err, b)
+	}
+	if doc.Base.RunID != "100" || doc.New.RunID != "101" || len(doc.Cases) != 6 || doc.Counts["ambiguous"] != 1 || doc.Cases[0].Class != "slower" {
+		t.Errorf("json: %+v", doc)
+	}
+
+	if r := runOpx(t, "compare", base, nw, "--fail-on-regression", "30"); r.code != 1 || !strings.Contains(r.stderr, "1 case(s) regressed by 30 % or more, or broke") {
+		t.Errorf("a broken case fails any threshold: exit %d %q", r.code, r.stderr)
+	}
+	// without the broken case, the threshold decides
+	nw2 := craftedRun(t, "102", map[int][3]float64{1: {120, 118, 122}, 2: {80, 79, 81}, 3: {104, 95, 112}, 4: {100, 98, 102}, 5: {100, 98, 102}})
+	if r := runOpx(t, "compare", base, nw2, "--fail-on-regression", "30"); r.code != 0 {
+		t.Errorf("20 %% regression under a 30 %% threshold: exit %d %s", r.code, r.stderr)
+	}
+	if r := runOpx(t, "compare", base, nw2, "--fail-on-regression", "15"); r.code != 1 {
+		t.Errorf("20 %% regression over a 15 %% threshold: exit %d", r.code)
+	}
+
+	// bad input: one line, exit 1 or 2
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"compare", base}, 2, "accepts 2 arg(s)"},
+		{[]string{"compare", base, filepath.Join(base, "nope")}, 1, "new: run directory " + filepath.Join(base, "nope") + ": not found"},
+		{[]string{"compare", t.TempDir(), nw}, 1, "no operatorx-manifest.json in it; pass --manifest"},
+		{[]string{"compare", base, nw, "--fail-on-regression", "-1"}, 2, "--fail-on-regression must be a percentage >= 0"},
+		{[]string{"compare", base, nw, "--same", "9", "--no-spread", "3"}, 2, "need 0 <= --same <= --no-spread"},
+	} {
+		r := runOpx(t, c.args...)
+		if r.code != c.code || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 1 {
+			t.Errorf("%v: exit %d %q, want %d %q", c.args, r.code, r.stderr, c.code, c.want)
+		}
+	}
+}
+
+func TestReportCommand(t *testing.T) {
+	dir := craftedRun(t, "100", map[int][3]float64{1: {100, 98, 102}, 2: {-1}})
+	r := runOpx(t, "report", dir)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != filepath.Join(dir, "report.html") {
+		t.Fatalf("report: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	page, _ := os.ReadFile(filepath.Join(dir, "report.html"))
+	for _, want := range []string{"incomplete: 0 of 1 shards succeeded", "100.0 µs", "boom"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	// a broken results file: one line naming it, and the old page is left as it was
+	os.WriteFile(filepath.Join(dir, "shards", "s1", "results", "cpu", "local", "r.json"), []byte(`{"rows": [`), 0o644)
+	r = runOpx(t, "report", dir)
+	if r.code != 1 || !strings.Contains(r.stderr, "r.json") || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+		t.Errorf("broken results: exit %d %q", r.code, r.stderr)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, "report.html")); string(after) != string(page) {
+		t.Error("a failed report replaced the previous page")
+	}
+}

@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/semianalysis/opx/internal/summary"
+)
+
+// progress is opx run's account of a sweep. On a terminal it redraws one status line —
+// phase, shards done of N (and running), cases done of M, elapsed — a few times a second;
+// otherwise (CI logs) it writes plain lines: each shard's start, phases and end.
+type progress struct {
+	mu          sync.Mutex
+	w           io.Writer
+	tty         bool
+	start       time.Time
+	shards      int
+	cases       int
+	done        int
+	doneCases   int
+	phase       string
+	running     map[string]*shardProgress
+	stop        chan struct{}
+	stopped     chan struct{}
+	lineWritten bool
+}
+
+type shardProgress struct {
+	index, cases int
+	out          string // the shard's output directory (execution.json names the stage)
+	stage        string
+}
+
+func newProgress(w io.Writer, tty bool, shards, cases int) *progress {
+	p := &progress{w: w, tty: tty, start: time.Now(), shards: shards, cases: cases, phase: "plan",
+		running: map[string]*shardProgress{}, stop: make(chan struct{}), stopped: make(chan struct{})}
+	if tty {
+		go p.loop()
+	} else {
+		close(p.stopped)
+	}
+	return p
+}
+
+func (p *progress) loop() {
+	defer close(p.stopped)
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			p.mu.Lock()
+			p.draw()
+			p.mu.Unlock()
+		}
+	}
+}
+
+// draw writes the status line; p.mu is held.
+func (p *progress) draw() {
+	if p.shards == 0 {
+		return // still planning
+	}
+	casesNow := p.doneCases
+	for _, s := range p.running {
+		if s.stage == "" {
+			s.stage = stageOf(s.out)
+		}
+		if s.stage != "" {
+			casesNow += min(s.cases, summary.RowsIn(filepath.Join(s.stage, "results")))
+		}
+	}
+	line := fmt.Sprintf("opx run: [%s] shard %d/%d", p.phase, min(p.done+len(p.running), p.shards), p.shards)
+	if len(p.running) > 1 {
+		line += fmt.Sprintf(" (%d running)", len(p.running))
+	}
+	line += fmt.Sprintf(" · case %d/%d · %s", casesNow, p.cases, elapsed(time.Since(p.start)))
+	fmt.Fprintf(p.w, "\r\x1b[2K%s", line)
+	p.lineWritten = true
+}
+
+// stageOf reads the stage path execute recorded in out/execution.json.
+func stageOf(out string) string {
+	b, err := os.ReadFile(filepath.Join(out, "execution.json"))
+	if err != nil {
+		return ""
+	}
+	i := bytes.LastIndex(b, []byte(`"stage": "`))
+	if i < 0 {
+		return ""
+	}
+	rest := b[i+len(`"stage": "`):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	return string(rest[:j])
+}
+
+func elapsed(d time.Duration) string {
+	s := int(d.Seconds())
+	return fmt.Sprintf("%d:%02d", s/60, s%60)
+}
+
+// logf writes a plain line; on a terminal it clears the status line first.
+func (p *progress) logf(format string, a ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty && p.lineWritten {
+		fmt.Fprint(p.w, "\r\x1b[2K")
+	}
+	fmt.Fprintf(p.w, "opx run: "+format+"\n", a...)
+	if p.tty {
+		p.draw()
+	}
+}
+
+func (p *progress) setPhase(phase string) {
+	p.mu.Lock()
+	p.phase = phase
+	p.mu.Unlock()
+}
+
+func (p *progress) shardStarted(id string, index, cases int, out string) {
+	p.mu.Lock()
+	p.running[id] = &shardProgress{index: index, cases: cases, out: out}
+	p.phase = "execute"
+	p.mu.Unlock()
+	p.logf("shard %d/%d %s: started (%d cases)", index, p.shards, id, cases)
+}
+
+// shardPhase is called with each "[operatorx] phase=X" line a shard prints.
+func (p *progress) shardPhase(id, phase string) {
+	p.mu.Lock()
+	p.phase = phase
+	s := p.running[id]
+	p.mu.Unlock()
+	if !p.tty && s != nil {
+		p.logf("shard %d/%d %s: %s", s.index, p.shards, id, phase)
+	}
+}
+
+func (p *progress) shardDone(id string, rows int, state string, took time.Duration) {
+	p.mu.Lock()
+	s := p.running[id]
+	delete(p.running, id)
+	p.done++
+	if s != nil {
+		p.doneCases += min(rows, s.cases)
+	}
+	done := p.done
+	p.mu.Unlock()
+	idx := 0
+	if s != nil {
+		idx = s.index
+	}
+	p.logf("shard %d/%d %s: %s in %.1f s (%d/%d finished)", idx, p.shards, id, state, took.Seconds(), done, p.shards)
+}
+
+// finish stops the status line and leaves the terminal on a fresh line.
+func (p *progress) finish() {
+	p.mu.Lock()
+	tty := p.tty
+	p.mu.Unlock()
+	if tty {
+		close(p.stop)
+	}
+	<-p.stopped
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty && p.lineWritten {
+		fmt.Fprint(p.w, "\r\x1b[2K")
+		p.lineWritten = false
+	}
+	p.tty = false // what follows is plain lines
+}
+
+// phaseWriter turns a shard's stdout into phase events (execute prints
+// "[operatorx] phase=X" at each step) and drops the rest: opx run's stdout is the table.
+type phaseWriter struct {
+	buf []byte
+	fn  func(string)
+}
+
+func (w *phaseWriter) Write(b []byte) (int, error) {
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		line := string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+		if ph, ok := strings.CutPrefix(line, "[operatorx] phase="); ok {
+			w.fn(strings.TrimSpace(ph))
+		}
+	}
+	if len(w.buf) > 4096 {
+		w.buf = w.buf[len(w.buf)-4096:]
+	}
+	return len(b), nil
+}

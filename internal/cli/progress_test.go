@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPhaseWriterSplitsLines(t *testing.T) {
+	var got []string
+	w := &phaseWriter{fn: func(p string) { got = append(got, p) }}
+	for _, chunk := range []string{"[operatorx] phase=allo", "cation\nnoise\n[operatorx] phase=bench", "mark\n[operatorx] phase=cleanup"} {
+		w.Write([]byte(chunk))
+	}
+	if strings.Join(got, ",") != "allocation,benchmark" {
+		t.Fatalf("phases %q (an unterminated line waits for its newline)", got)
+	}
+}
+
+// On a terminal the status line counts the rows a running shard's rank 0 has
+// checkpointed into its stage; off a terminal only plain lines are written.
+func TestProgressStatusLine(t *testing.T) {
+	dir := t.TempDir()
+	stage := filepath.Join(dir, "stage")
+	out := filepath.Join(dir, "out")
+	os.MkdirAll(filepath.Join(stage, "results", "cpu", "local"), 0o755)
+	os.MkdirAll(out, 0o755)
+	os.WriteFile(filepath.Join(out, "execution.json"), []byte(`{"cell": {}, "stage": "`+stage+`"}`), 0o644)
+	os.WriteFile(filepath.Join(stage, "results", "cpu", "local", "r.json"), []byte(`{"rows": [{"status": "ok"}, {"status": "unsupported"}]}`), 0o644)
+
+	var tty bytes.Buffer
+	p := newProgress(&tty, true, 0, 0)
+	p.mu.Lock()
+	p.shards, p.cases = 3, 9
+	p.mu.Unlock()
+	p.shardStarted("s1", 1, 4, out)
+	p.shardPhase("s1", "benchmark")
+	p.mu.Lock()
+	p.draw()
+	p.mu.Unlock()
+	p.shardDone("s1", 4, "done", time.Second)
+	p.finish()
+	s := tty.String()
+	for _, want := range []string{"\r\x1b[2Kopx run: [benchmark] shard 1/3 · case 2/9 · 0:00", "shard 1/3 s1: started (4 cases)\n",
+		"shard 1/3 s1: done in 1.0 s (1/3 finished)\n", "[benchmark] shard 1/3 · case 4/9"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("terminal output lacks %q:\n%q", want, s)
+		}
+	}
+	if !strings.HasSuffix(s, "\r\x1b[2K") {
+		t.Errorf("finish must clear the status line: %q", s[max(0, len(s)-40):])
+	}
+
+	var plain bytes.Buffer
+	p = newProgress(&plain, false, 3, 9)
+	p.shardStarted("s1", 1, 4, out)
+	p.shardPhase("s1", "allocation")
+	p.shardDone("s1", 4, "done", time.Second)
+	p.finish()
+	if want := "opx run: shard 1/3 s1: started (4 cases)\nopx run: shard 1/3 s1: allocation\nopx run: shard 1/3 s1: done in 1.0 s (1/3 finished)\n"; plain.String() != want {
+		t.Errorf("plain output %q, want %q", plain.String(), want)
+	}
+}

@@ -1,0 +1,384 @@
+// Package compare is `opx compare BASE NEW`: two runs' rows joined on the stable case
+// key (testlist, op type and args, backend, world size, cluster), each case classed
+// faster / slower / same / ambiguous from its headline metric and the spread the harness
+// measured, so that noise is not reported as a regression.
+//
+// The rule, per metric with a direction (results.DirectionOf):
+//   - the change g is the relative improvement: (base-new)/base for latency,
+//     (new-base)/base for throughput; |g| below Options.Same is "same".
+//   - when both rows carry a spread (IQR of samples, else min–max, results.Row.Spread):
+//     disjoint intervals are faster or slower; overlapping ones with |g| ≥ Same are
+//     "ambiguous" (a shift inside the noise).
+//   - when either lacks a spread the noise is unknown: |g| ≥ Options.NoSpread is faster or
+//     slower, between Same and NoSpread is ambiguous.
+//
+// Status changes are classes of their own: ok → not ok is "broken", not ok → ok "fixed",
+// neither ok "unmeasured"; a case in one run only is "only-base" or "only-new".
+package compare
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/semianalysis/opx/internal/results"
+)
+
+// Classes, in the order the summary lists them.
+const (
+	Slower     = "slower"
+	Broken     = "broken"
+	Faster     = "faster"
+	Fixed      = "fixed"
+	Ambiguous  = "ambiguous"
+	Same       = "same"
+	Unmeasured = "unmeasured"
+	OnlyBase   = "only-base"
+	OnlyNew    = "only-new"
+)
+
+var classOrder = []string{Slower, Broken, Faster, Fixed, Ambiguous, Same, Unmeasured, OnlyBase, OnlyNew}
+
+// Options are the thresholds, as fractions (0.02 = 2 %).
+type Options struct {
+	Same     float64 `json:"same"`      // changes smaller than this are "same"
+	NoSpread float64 `json:"no_spread"` // without spreads, changes at least this large are faster/slower
+}
+
+// DefaultOptions: 2 % and 5 %.
+var DefaultOptions = Options{Same: 0.02, NoSpread: 0.05}
+
+// Metric is one metric's comparison.
+type Metric struct {
+	Name      string  `json:"name"`
+	Direction string  `json:"direction"`
+	Base      float64 `json:"base"`
+	New       float64 `json:"new"`
+	Change    float64 `json:"change_pct"` // relative improvement, percent; negative is worse
+	Class     string  `json:"class"`
+	Noise     string  `json:"noise"`
+	BaseLo    float64 `json:"base_lo,omitempty"`
+	BaseHi    float64 `json:"base_hi,omitempty"`
+	NewLo     float64 `json:"new_lo,omitempty"`
+	NewHi     float64 `json:"new_hi,omitempty"`
+}
+
+// Case is one case key's comparison.
+type Case struct {
+	Key        string   `json:"key"`
+	Testlist   string   `json:"testlist"`
+	OpType     string   `json:"op_type"`
+	Args       string   `json:"args"`
+	Backend    string   `json:"backend"`
+	Cluster    string   `json:"cluster"`
+	WorldSize  int      `json:"world_size"`
+	BaseStatus string   `json:"base_status,omitempty"`
+	NewStatus  string   `json:"new_status,omitempty"`
+	NewMessage string   `json:"new_message,omitempty"`
+	Class      string   `json:"class"`
+	Primary    *Metric  `json:"primary,omitempty"`
+	Metrics    []Metric `json:"metrics,omitempty"`
+}
+
+// Side names a run.
+type Side struct {
+	Dir       string `json:"dir"`
+	RunID     string `json:"run_id"`
+	SourceSHA string `json:"source_sha"`
+	Rows      int    `json:"rows"`
+	Duplicate int    `json:"duplicate_keys"`
+}
+
+// Result is the whole comparison.
+type Result struct {
+	Base    Side           `json:"base"`
+	New     Side           `json:"new"`
+	Options Options        `json:"thresholds"`
+	Counts  map[string]int `json:"counts"`
+	Cases   []Case         `json:"cases"`
+}
+
+// Compare joins and classes two runs' rows.
+func Compare(base, nw *results.Run, opt Options) *Result {
+	res := &Result{Options: opt, Counts: map[string]int{}}
+	bm, bdup := index(base.Rows)
+	nm, ndup := index(nw.Rows)
+	res.Base = Side{base.Dir, base.RunID, base.SourceSHA, len(base.Rows), bdup}
+	res.New = Side{nw.Dir, nw.RunID, nw.SourceSHA, len(nw.Rows), ndup}
+	keys := map[string]bool{}
+	for k := range bm {
+		keys[k] = true
+	}
+	for k := range nm {
+		keys[k] = true
+	}
+	for k := range keys {
+		b, n := bm[k], nm[k]
+		ref := b
+		if ref == nil {
+			ref = n
+		}
+		c := Case{Key: k, Testlist: ref.Testlist, OpType: ref.OpType, Args: ref.ArgsLabel, Backend: ref.Backend,
+			Cluster: ref.Cluster, WorldSize: ref.WorldSize}
+		if b != nil {
+			c.BaseStatus = b.Status
+		}
+		if n != nil {
+			c.NewStatus, c.NewMessage = n.Status, n.Message
+		}
+		switch {
+		case n == nil:
+			c.Class = OnlyBase
+		case b == nil:
+			c.Class = OnlyNew
+		case b.Status == "ok" && n.Status != "ok":
+			c.Class = Broken
+		case b.Status != "ok" && n.Status == "ok":
+			c.Class = Fixed
+		case b.Status != "ok":
+			c.Class = Unmeasured
+		default:
+			classify(&c, b, n, opt)
+		}
+		res.Counts[c.Class]++
+		res.Cases = append(res.Cases, c)
+	}
+	sort.Slice(res.Cases, func(i, j int) bool {
+		a, b := res.Cases[i], res.Cases[j]
+		if ra, rb := rank(a.Class), rank(b.Class); ra != rb {
+			return ra < rb
+		}
+		if a.Primary != nil && b.Primary != nil && a.Primary.Change != b.Primary.Change {
+			if a.Class == Faster {
+				return a.Primary.Change > b.Primary.Change // best improvement first
+			}
+			return a.Primary.Change < b.Primary.Change // worst regression first
+		}
+		return a.Key < b.Key
+	})
+	return res
+}
+
+func rank(class string) int {
+	for i, c := range classOrder {
+		if c == class {
+			return i
+		}
+	}
+	return len(classOrder)
+}
+
+// index maps case keys to rows; a key seen twice keeps the last row (a retried op).
+func index(rows []results.Row) (map[string]*results.Row, int) {
+	m := make(map[string]*results.Row, len(rows))
+	dup := 0
+	for i := range rows {
+		k := rows[i].Key()
+		if _, ok := m[k]; ok {
+			dup++
+		}
+		m[k] = &rows[i]
+	}
+	return m, dup
+}
+
+func classify(c *Case, b, n *results.Row, opt Options) {
+	names := map[string]bool{}
+	var order []string
+	for _, k := range append(append([]string(nil), b.MetricOrder...), n.MetricOrder...) {
+		if !names[k] && results.DirectionOf(k) != results.Neutral {
+			names[k] = true
+			order = append(order, k)
+		}
+	}
+	for _, k := range order {
+		bv, ok1 := b.Metrics[k]
+		nv, ok2 := n.Metrics[k]
+		if !ok1 || !ok2 || bv <= 0 {
+			continue
+		}
+		c.Metrics = append(c.Metrics, metric(k, bv, nv, b, n, opt))
+	}
+	prim, ok := b.Primary()
+	if ok {
+		for i := range c.Metrics {
+			if c.Metrics[i].Name == prim {
+				c.Primary = &c.Metrics[i]
+			}
+		}
+	}
+	if c.Primary == nil && len(c.Metrics) > 0 {
+		c.Primary = &c.Metrics[0]
+	}
+	if c.Primary == nil {
+		c.Class = Unmeasured
+		return
+	}
+	c.Class = c.Primary.Class
+}
+
+func metric(name string, bv, nv float64, b, n *results.Row, opt Options) Metric {
+	dir := results.DirectionOf(name)
+	m := Metric{Name: name, Direction: dir.String(), Base: bv, New: nv}
+	g := (nv - bv) / bv
+	if dir == results.Lower {
+		g = (bv - nv) / bv
+	}
+	m.Change = round(g * 100)
+	better, worse := Faster, Slower
+	bl, bh, bhow, bok := b.Spread(name)
+	nl, nh, nhow, nok := n.Spread(name)
+	switch {
+	case math.Abs(g) < opt.Same:
+		m.Class = Same
+		m.Noise = "change below " + pct(opt.Same)
+	case bok && nok:
+		m.BaseLo, m.BaseHi, m.NewLo, m.NewHi = bl, bh, nl, nh
+		m.Noise = bhow
+		if nhow != bhow {
+			m.Noise = bhow + " / " + nhow
+		}
+		disjoint := nh < bl || nl > bh
+		switch {
+		case !disjoint:
+			m.Class = Ambiguous
+			m.Noise += ": intervals overlap"
+		case g > 0:
+			m.Class = better
+		default:
+			m.Class = worse
+		}
+	default:
+		m.Noise = "no spread recorded"
+		switch {
+		case math.Abs(g) < opt.NoSpread:
+			m.Class = Ambiguous
+		case g > 0:
+			m.Class = better
+		default:
+			m.Class = worse
+		}
+	}
+	return m
+}
+
+func round(x float64) float64 { return math.Round(x*100) / 100 }
+
+func pct(f float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", f*100), "0"), ".") + " %"
+}
+
+// Regressions are the cases that fail --fail-on-regression PCT: slower by at least pct
+// percent on the headline metric, or broken (ok before, not ok now).
+func (r *Result) Regressions(pctLimit float64) []Case {
+	var out []Case
+	for _, c := range r.Cases {
+		if c.Class == Broken || (c.Class == Slower && c.Primary != nil && -c.Primary.Change >= pctLimit) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Markdown writes the summary for a GitHub step summary: counts, then regressions worst
+// first, broken cases, improvements, ambiguous ones, and cases in one run only.
+func (r *Result) Markdown(w io.Writer) {
+	fmt.Fprintf(w, "## opx compare\n\n")
+	fmt.Fprintf(w, "Base: `%s` (run %s, %s) · New: `%s` (run %s, %s)\n\n", r.Base.Dir, r.Base.RunID, short(r.Base.SourceSHA),
+		r.New.Dir, r.New.RunID, short(r.New.SourceSHA))
+	var parts []string
+	for _, c := range classOrder {
+		if n := r.Counts[c]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, c))
+		}
+	}
+	if len(parts) == 0 {
+		parts = []string{"no cases"}
+	}
+	fmt.Fprintf(w, "**%d cases:** %s. Same = change below %s; faster/slower = outside both runs' spread (%s without a spread).\n",
+		len(r.Cases), strings.Join(parts, ", "), pct(r.Options.Same), pct(r.Options.NoSpread))
+	r.table(w, "Regressions (worst first)", Slower, false)
+	r.statusTable(w, "Broken: ok in base, not ok now", Broken)
+	r.table(w, "Improvements (best first)", Faster, false)
+	r.statusTable(w, "Fixed: not ok in base, ok now", Fixed)
+	r.table(w, "Ambiguous: moved, but within the noise", Ambiguous, true)
+	r.statusTable(w, "Only in base (missing from new)", OnlyBase)
+	r.statusTable(w, "Only in new", OnlyNew)
+}
+
+func (r *Result) pick(class string) []Case {
+	var out []Case
+	for _, c := range r.Cases {
+		if c.Class == class {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (r *Result) table(w io.Writer, title, class string, folded bool) {
+	cs := r.pick(class)
+	if len(cs) == 0 {
+		return
+	}
+	if folded {
+		fmt.Fprintf(w, "\n<details><summary>%s (%d)</summary>\n\n", title, len(cs))
+	} else {
+		fmt.Fprintf(w, "\n### %s (%d)\n\n", title, len(cs))
+	}
+	fmt.Fprintln(w, "| Case | Backend | Cluster | WS | Metric | Base | New | Change | Noise |")
+	fmt.Fprintln(w, "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | --- |")
+	for _, c := range cs {
+		p := c.Primary
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %s | %s | %+.2f %% | %s |\n", cell(c.Testlist+" "+c.OpType+" "+c.Args),
+			cell(c.Backend), cell(c.Cluster), c.WorldSize, p.Name, results.Format(p.Name, p.Base), results.Format(p.Name, p.New),
+			p.Change, cell(p.Noise))
+	}
+	if folded {
+		fmt.Fprintln(w, "\n</details>")
+	}
+}
+
+func (r *Result) statusTable(w io.Writer, title, class string) {
+	cs := r.pick(class)
+	if len(cs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n### %s (%d)\n\n", title, len(cs))
+	fmt.Fprintln(w, "| Case | Backend | Cluster | WS | Base status | New status | Message |")
+	fmt.Fprintln(w, "| --- | --- | --- | ---: | --- | --- | --- |")
+	for _, c := range cs {
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %s | %s |\n", cell(c.Testlist+" "+c.OpType+" "+c.Args), cell(c.Backend),
+			cell(c.Cluster), c.WorldSize, dash(c.BaseStatus), dash(c.NewStatus), cell(trunc(c.NewMessage, 160)))
+	}
+}
+
+// cell escapes a markdown table cell.
+func cell(s string) string {
+	s = strings.ReplaceAll(s, "|", `\|`)
+	s = strings.ReplaceAll(s, "\n", " ")
+	return s
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func trunc(s string, n int) string {
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

@@ -1,0 +1,147 @@
+package compare
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/results"
+)
+
+// row builds a crafted result row: m is the gemm size (the case), metrics in order.
+func row(m int, backend, status string, kv ...any) results.Row {
+	args := pyjson.Obj("m", m, "n", 64, "k", 64)
+	key, _ := pyjson.Marshal(args, pyjson.Identity)
+	r := results.Row{Testlist: "t", OpType: "gemm", Args: args, ArgsKey: string(key), ArgsLabel: results.Label(args),
+		Backend: backend, Cluster: "h200", WorldSize: 1, Status: status,
+		Metrics: map[string]float64{}, Samples: map[string][]float64{}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		k := kv[i].(string)
+		switch v := kv[i+1].(type) {
+		case float64:
+			r.Metrics[k] = v
+			r.MetricOrder = append(r.MetricOrder, k)
+		case []float64:
+			r.Samples[k] = v
+		}
+	}
+	return r
+}
+
+func lat(m int, med, lo, hi float64) results.Row {
+	return row(m, "vllm", "ok", "latency_us", med, "latency_min_us", lo, "latency_max_us", hi)
+}
+
+func byArgs(t *testing.T, r *Result, m string) Case {
+	t.Helper()
+	for _, c := range r.Cases {
+		if strings.HasPrefix(c.Args, "m="+m+" ") {
+			return c
+		}
+	}
+	t.Fatalf("no case m=%s in %+v", m, r.Cases)
+	return Case{}
+}
+
+func TestCompareClassesCraftedRuns(t *testing.T) {
+	base := &results.Run{Dir: "base", RunID: "1", Rows: []results.Row{
+		lat(1, 100, 98, 102), // regression: new interval entirely above
+		lat(2, 100, 98, 102), // improvement
+		lat(3, 100, 90, 110), // noise: moved 5 % inside the spread
+		lat(4, 100, 99, 101), // same: 1 % change
+		lat(5, 100, 98, 102), // only in base
+		lat(7, 100, 98, 102), // broken in new
+		row(8, "vllm", "ok", "gflops", 500.0, "gflops_samples", []float64{490, 495, 500, 505, 510}), // throughput regression
+		row(9, "vllm", "ok", "tflops", 100.0, "latency_us", 10.0),                                   // no spread: latency is primary
+		row(10, "vllm", "ok", "gbps", 100.0),                                                        // no spread, 3 % move: ambiguous
+	}}
+	nw := &results.Run{Dir: "new", RunID: "2", Rows: []results.Row{
+		lat(1, 130, 127, 133),
+		lat(2, 70, 69, 71),
+		lat(3, 105, 92, 112),
+		lat(4, 101, 100, 102),
+		lat(6, 50, 49, 51), // only in new
+		row(7, "vllm", "error", "latency_us", 1.0),
+		row(8, "vllm", "ok", "gflops", 400.0, "gflops_samples", []float64{390, 395, 400, 405, 410}),
+		row(9, "vllm", "ok", "tflops", 110.0, "latency_us", 9.0),
+		row(10, "vllm", "ok", "gbps", 97.0),
+	}}
+	r := Compare(base, nw, DefaultOptions)
+	want := map[string]string{"1": Slower, "2": Faster, "3": Ambiguous, "4": Same, "5": OnlyBase, "6": OnlyNew,
+		"7": Broken, "8": Slower, "9": Faster, "10": Ambiguous}
+	for m, class := range want {
+		if c := byArgs(t, r, m); c.Class != class {
+			t.Errorf("m=%s: class %s, want %s (%+v)", m, c.Class, class, c.Primary)
+		}
+	}
+	if c := byArgs(t, r, "1"); c.Primary.Change != -30 || c.Primary.Direction != "lower" {
+		t.Errorf("m=1 change %+v, want -30 %% on a lower-is-better metric", c.Primary)
+	}
+	if c := byArgs(t, r, "8"); c.Primary.Name != "gflops" || c.Primary.Direction != "higher" || c.Primary.Change != -20 ||
+		!strings.Contains(c.Primary.Noise, "IQR of 5 samples") {
+		t.Errorf("m=8: %+v, want gflops higher-is-better -20 %% from sample IQR", c.Primary)
+	}
+	if c := byArgs(t, r, "9"); c.Primary.Name != "latency_us" || c.Primary.Noise != "no spread recorded" {
+		t.Errorf("m=9 primary %+v, want latency_us without spread", c.Primary)
+	}
+	// regressions worst first: m=1 (-30 %) before m=8 (-20 %)
+	if r.Cases[0].Args[:3] != "m=1" || r.Cases[1].Args[:3] != "m=8" {
+		t.Errorf("order: %s, %s", r.Cases[0].Args, r.Cases[1].Args)
+	}
+	if got := len(r.Regressions(25)); got != 2 { // m=1 and the broken m=7
+		t.Errorf("regressions over 25 %%: %d, want 2", got)
+	}
+	if got := len(r.Regressions(10)); got != 3 {
+		t.Errorf("regressions over 10 %%: %d, want 3", got)
+	}
+	var md bytes.Buffer
+	r.Markdown(&md)
+	out := md.String()
+	for _, s := range []string{"### Regressions (worst first) (2)", "| t gemm m=1 n=64 k=64 | vllm | h200 | 1 | latency_us | 100.0 µs | 130.0 µs | -30.00 % |",
+		"### Broken: ok in base, not ok now (1)", "### Only in base (missing from new) (1)", "### Only in new (1)",
+		"<details><summary>Ambiguous", "**10 cases:** 2 slower, 1 broken, 2 faster, 2 ambiguous, 1 same, 1 only-base, 1 only-new"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("markdown lacks %q:\n%s", s, out)
+		}
+	}
+	if strings.Index(out, "Regressions") > strings.Index(out, "Improvements") {
+		t.Error("regressions must come before improvements")
+	}
+}
+
+func TestCompareKeyIncludesBackendClusterWorldSize(t *testing.T) {
+	a := lat(1, 100, 99, 101)
+	b := lat(1, 50, 49, 51)
+	b.Backend = "sglang"
+	c := lat(1, 50, 49, 51)
+	c.WorldSize = 2
+	d := lat(1, 50, 49, 51)
+	d.Cluster = "b200"
+	r := Compare(&results.Run{Rows: []results.Row{a}}, &results.Run{Rows: []results.Row{b, c, d}}, DefaultOptions)
+	if r.Counts[OnlyBase] != 1 || r.Counts[OnlyNew] != 3 {
+		t.Fatalf("counts %v: a different backend, world size or cluster is a different case", r.Counts)
+	}
+}
+
+func TestCompareDuplicateKeysKeepLastRow(t *testing.T) {
+	base := &results.Run{Rows: []results.Row{lat(1, 100, 99, 101)}}
+	nw := &results.Run{Rows: []results.Row{lat(1, 300, 299, 301), lat(1, 100, 99, 101)}}
+	r := Compare(base, nw, DefaultOptions)
+	if r.New.Duplicate != 1 || r.Cases[0].Class != Same {
+		t.Fatalf("dup %d class %s", r.New.Duplicate, r.Cases[0].Class)
+	}
+}
+
+func TestDirectionOf(t *testing.T) {
+	for name, want := range map[string]results.Direction{
+		"latency_us": results.Lower, "time_ms": results.Lower, "kernel_ns": results.Lower, "latency_p50_us": results.Neutral,
+		"latency_min_us": results.Neutral, "latency_max_us": results.Neutral, "gflops": results.Higher,
+		"tflops": results.Higher, "bandwidth_gbps": results.Higher, "tokens_per_s": results.Higher,
+		"iterations": results.Neutral, "threads": results.Neutral, "gflops_samples": results.Neutral,
+	} {
+		if got := results.DirectionOf(name); got != want {
+			t.Errorf("%s: %s, want %s", name, got, want)
+		}
+	}
+}

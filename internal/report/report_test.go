@@ -1,0 +1,219 @@
+package report
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/semianalysis/opx/internal/results"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/report.golden.html")
+
+func write(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func gemm(m int, dtype string) string {
+	return fmt.Sprintf(`{"type": "gemm", "args": {"m": %d, "n": 4096, "k": 4096, "a": {"dtype": "%s"}, "b": {"dtype": "%s"}, "out": "bf16"}, "sources": []}`, m, dtype, dtype)
+}
+
+// Fixture writes a crafted run: shard A (h200, vllm, success, attempts 1 and 2 — the
+// newer wins), shard B (b200, sglang, failed with error rows, one message carrying HTML),
+// shard C (missing). Exported to the cli tests through testdata only; here it is built.
+func fixture(t *testing.T) string {
+	dir := t.TempDir()
+	cell := func(id, cluster, backend string) string {
+		return fmt.Sprintf(`{"id": "%s", "runner": "cluster:%s", "cluster": "%s", "nodes": 1, "gpus_per_node": 8, "world_size": 1,
+ "image": "vllm/vllm-openai:v0.11", "mode": "timing", "backends": ["%s"], "offset": 0,
+ "cases": [{"testlist": "gemm_perf", "shape": %s}, {"testlist": "gemm_perf", "shape": %s}, {"testlist": "gemm_perf", "shape": %s}],
+ "digest": "sha256:%s", "import_uri": ""}`, id, cluster, cluster, backend, gemm(64, "bf16"), gemm(256, "bf16"), gemm(64, "fp8"),
+			strings.Repeat(id[:1], 64))
+	}
+	write(t, filepath.Join(dir, "operatorx-manifest.json"), fmt.Sprintf(`{"version": 1, "excluded_shapes": 0, "include": [%s, %s, %s],
+ "source_sha": "0123456789abcdef0123456789abcdef01234567", "run_id": "9001"}`,
+		cell("a-shard", "h200", "vllm"), cell("b-shard", "b200", "sglang"), cell("c-shard", "mi355x", "vllm")))
+	shard := func(sub, id, cluster, backend, attempt string, exit int, rows string) {
+		d := filepath.Join(dir, sub)
+		write(t, filepath.Join(d, "execution.json"), fmt.Sprintf(`{"cell": %s, "source_sha": "0123456789abcdef0123456789abcdef01234567",
+ "run_id": "9001", "attempt": "%s", "stage": "/tmp/.operatorx-0/9001-%s-%s-x"}`, cell(id, cluster, backend), attempt, attempt, id))
+		write(t, filepath.Join(d, "status.json"), fmt.Sprintf(`{"exit_code": %d}`, exit))
+		write(t, filepath.Join(d, "results", "vllm", cluster, "r.json"), fmt.Sprintf(`{"schema_version": "1",
+ "run": {"id": "20261201T000000Z-%s-abcde", "cluster": "%s", "operatorx_version": "0.4.0", "hostname": "%s-node-01",
+ "software": {"torch": "2.9.0", "%s": "0.11.0"}, "env": {}}, "rows": [%s]}`, cluster, cluster, cluster, backend, rows))
+	}
+	ok := func(m int, dtype, backend string, lat, lo, hi, tflops float64) string {
+		return fmt.Sprintf(`{"op": {"type": "gemm", "args": {"m": %d, "n": 4096, "k": 4096, "a": {"dtype": "%s"}, "b": {"dtype": "%s"}, "out": "bf16"}, "backend": "%s", "sources": []},
+ "metrics": {"latency_us": %g, "latency_min_us": %g, "latency_max_us": %g, "tflops": %g}, "status": "ok", "testlist": "gemm_perf"}`,
+			m, dtype, dtype, backend, lat, lo, hi, tflops)
+	}
+	bad := func(m int, dtype, backend, status, msg string) string {
+		return fmt.Sprintf(`{"op": {"type": "gemm", "args": {"m": %d, "n": 4096, "k": 4096, "a": {"dtype": "%s"}, "b": {"dtype": "%s"}, "out": "bf16"}, "backend": "%s", "sources": []},
+ "metrics": {}, "status": "%s", "message": %q, "testlist": "gemm_perf"}`, m, dtype, dtype, backend, status, msg)
+	}
+	shard("a1", "a-shard", "h200", "vllm", "1", 1, bad(64, "bf16", "vllm", "error", "stale attempt"))
+	shard("a2", "a-shard", "h200", "vllm", "2", 0, strings.Join([]string{ok(64, "bf16", "vllm", 41.5, 40.9, 43.2, 829.1),
+		ok(256, "bf16", "vllm", 120.25, 118, 125.5, 1143.2), bad(64, "fp8", "vllm", "unsupported", "vllm has no fp8 gemm on this image")}, ", "))
+	shard("b1", "b-shard", "b200", "sglang", "1", 1, strings.Join([]string{ok(64, "bf16", "sglang", 30.1, 29.5, 31.0, 1141.6),
+		bad(256, "bf16", "sglang", "error", "RuntimeError: CUDA error: <out of memory> & more | tb: x.py:1"),
+		bad(64, "fp8", "sglang", "error", "RuntimeError: CUDA error: <out of memory> & more | tb: x.py:1")}, ", "))
+	return dir
+}
+
+func render(t *testing.T, dir string) []byte {
+	t.Helper()
+	run, err := results.Load(filepath.Join(dir, "operatorx-manifest.json"), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Write(&b, run); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestReportGolden(t *testing.T) {
+	got := render(t, fixture(t))
+	golden := filepath.Join("testdata", "report.golden.html")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/report -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("report differs from %s; inspect and rerun with -update if the change is intended", golden)
+	}
+}
+
+func TestReportContent(t *testing.T) {
+	page := string(render(t, fixture(t)))
+	for _, s := range []string{
+		"incomplete: 1 of 3 shards succeeded",
+		`<span class="badge missing">missing</span>`,
+		"41.50 µs", "40.90 µs – 43.20 µs", "829.1 TFLOP/s", // units on every number
+		"vllm on h200 ×1", "sglang on b200 ×1", // series across backends and hardware
+		"RuntimeError: CUDA error: &lt;out of memory&gt; &amp; more", // grouped, escaped
+		"vllm has no fp8 gemm on this image",
+		"0123456789abcdef0123456789abcdef01234567", "sha256:" + strings.Repeat("a", 64), "h200-node-01", "20261201T000000Z-b200-abcde",
+		"<svg class=\"chart\"",
+		"default-src 'none'",
+	} {
+		if !strings.Contains(page, s) {
+			t.Errorf("page lacks %q", s)
+		}
+	}
+	if strings.Contains(page, "stale attempt") {
+		t.Error("the older attempt's rows leaked into the page")
+	}
+	if n := strings.Count(page, "<td class=\"n\">2</td><td><pre>RuntimeError"); n != 1 {
+		t.Errorf("the two identical errors must be one group of 2 (%d)", n)
+	}
+	for _, re := range []string{`(?i)<link\b`, `(?i)\bsrc="http`, `(?i)href="http`, `(?i)@import`, `url\(`} {
+		if regexp.MustCompile(re).MatchString(page) {
+			t.Errorf("page refers outside itself: %s", re)
+		}
+	}
+	if strings.Contains(page, "ZgotmplZ") {
+		t.Error("html/template rejected a value (ZgotmplZ)")
+	}
+}
+
+// chromium finds Debian's headless browser; scripts/test.sh installs it and sets
+// OPX_REQUIRE_CHROMIUM so a CI run cannot skip these tests silently.
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("OPX_REQUIRE_CHROMIUM") != "" {
+		t.Fatal("chromium not found and OPX_REQUIRE_CHROMIUM is set")
+	}
+	t.Skip("chromium not installed (scripts/test.sh installs it)")
+	return ""
+}
+
+// openInChromium loads page in headless Chromium, returns the DOM after scripts ran and
+// the console lines it logged, and leaves a screenshot at shot.
+func openInChromium(t *testing.T, bin, page, shot string) (dom string, console []string) {
+	t.Helper()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0", "--hide-scrollbars"}
+	run := func(extra ...string) (string, string) {
+		cmd := exec.Command(bin, append(append(append([]string(nil), base...), extra...), "file://"+page)...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("chromium %v: %v\n%s", extra, err, errb.String())
+		}
+		return out.String(), errb.String()
+	}
+	dom, log1 := run("--dump-dom")
+	_, log2 := run("--screenshot="+shot, "--window-size=1280,2200")
+	for _, l := range strings.Split(log1+"\n"+log2, "\n") {
+		if strings.Contains(l, ":CONSOLE") {
+			console = append(console, l)
+		}
+	}
+	return dom, console
+}
+
+func TestReportInHeadlessChromium(t *testing.T) {
+	bin := chromium(t)
+	dir := fixture(t)
+	page := filepath.Join(dir, "report.html")
+	if err := os.WriteFile(page, render(t, dir), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(dir, "report.png")
+	dom, console := openInChromium(t, bin, page, shot)
+	if len(console) > 0 {
+		t.Errorf("console messages:\n%s", strings.Join(console, "\n"))
+	}
+	if !strings.Contains(dom, `data-ready="1"`) {
+		t.Error("the page's script did not run to the end")
+	}
+	if !strings.Contains(dom, "incomplete: 1 of 3 shards succeeded") || !strings.Contains(dom, "<svg") {
+		t.Error("rendered DOM lacks the verdict or the charts")
+	}
+	png, err := os.ReadFile(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(png) < 10_000 || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("screenshot is not a rendered page (%d bytes)", len(png))
+	}
+	if d := os.Getenv("OPX_REPORT_SHOT_DIR"); d != "" { // keep it for a look
+		_ = os.WriteFile(filepath.Join(d, "report.png"), png, 0o644)
+	}
+}
+
+// The console check can fail: a page with a script error is caught.
+func TestHeadlessChromiumCatchesConsoleErrors(t *testing.T) {
+	bin := chromium(t)
+	page := filepath.Join(t.TempDir(), "broken.html")
+	if err := os.WriteFile(page, []byte(`<!doctype html><title>x</title><p>x</p><script>nosuchfunction();</script>`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, console := openInChromium(t, bin, page, filepath.Join(t.TempDir(), "x.png"))
+	if len(console) == 0 || !strings.Contains(strings.Join(console, "\n"), "nosuchfunction") {
+		t.Fatalf("a script error went unnoticed: %q", console)
+	}
+}

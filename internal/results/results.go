@@ -1,0 +1,311 @@
+// Package results reads what a run measured: the shards summarize chose (the newest
+// attempt of each), their cells from execution.json, and every row of their results files
+// with its metrics and the provenance the harness recorded. It is what `opx report` and
+// `opx compare` work from, so both see exactly the shards summarize counted.
+package results
+
+import (
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/shard"
+	"github.com/semianalysis/opx/internal/summary"
+)
+
+// Run is one run's artifacts, read.
+type Run struct {
+	Dir, Manifest    string
+	RunID, SourceSHA string
+	Summary          *summary.Report
+	Shards           []Shard // manifest order
+	Rows             []Row   // shard order, then file and row order
+}
+
+// Shard is a manifest cell with what its chosen execution recorded.
+type Shard struct {
+	summary.Shard
+	Runner, Cluster, Image, Digest, Mode string
+	WorldSize, Nodes, GPUsPerNode        int
+	Backends                             []string
+	ExitCode                             string // status.json exit_code as written, "" when absent
+	Hosts, Versions                      []string
+	Software                             map[string]string
+	Runs                                 []string // results run ids
+}
+
+// Row is one result row with the shard facts that make up its case key.
+type Row struct {
+	Shard, Testlist, OpType, Backend, Cluster, Runner string
+	WorldSize                                         int
+	Args                                              *pyjson.Object
+	ArgsKey, ArgsLabel                                string
+	Status, Message                                   string
+	Metrics                                           map[string]float64
+	Samples                                           map[string][]float64 // metrics given as number lists
+	MetricOrder                                       []string
+}
+
+// Key is the stable case key: the same case in two runs has the same key.
+func (r *Row) Key() string {
+	return strings.Join([]string{r.Testlist, r.OpType, r.ArgsKey, r.Backend, "ws=" + strconv.Itoa(r.WorldSize), r.Cluster}, " | ")
+}
+
+// Case is the row's case without backend and cluster: what the report lines up across
+// backends and hardware.
+func (r *Row) Case() string { return r.Testlist + " | " + r.OpType + " " + r.ArgsLabel }
+
+// Series is the backend/hardware column a row belongs to.
+func (r *Row) Series() string {
+	return fmt.Sprintf("%s on %s ×%d", r.Backend, r.Cluster, r.WorldSize)
+}
+
+// FindManifest returns dir/operatorx-manifest.json, or the only file of that name under
+// dir (a workflow's downloaded artifacts keep it one level down).
+func FindManifest(dir string) (string, error) {
+	p := filepath.Join(dir, "operatorx-manifest.json")
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	var found []string
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == "operatorx-manifest.json" {
+			found = append(found, path)
+		}
+		return nil
+	})
+	switch len(found) {
+	case 0:
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return "", fmt.Errorf("run directory %s: not found", dir)
+		}
+		return "", fmt.Errorf("%s: no operatorx-manifest.json in it; pass --manifest", dir)
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("%s: %d manifests in it (%s, %s, ...); pass --manifest", dir, len(found), found[0], found[1])
+}
+
+// Load reads a run: summarize's choice of shards, then their cells and rows.
+func Load(manifest, artifacts string) (*Run, error) {
+	rep, err := summary.Summarize(manifest, artifacts)
+	if err != nil {
+		return nil, err
+	}
+	run := &Run{Dir: artifacts, Manifest: manifest, Summary: rep}
+	for _, s := range rep.Shards {
+		sh := Shard{Shard: s, Software: map[string]string{}}
+		if s.Dir != "" {
+			if err := readShard(&sh, run); err != nil {
+				return nil, err
+			}
+		}
+		run.Shards = append(run.Shards, sh)
+	}
+	return run, nil
+}
+
+func readShard(sh *Shard, run *Run) error {
+	ex, err := shard.ReadExecution(filepath.Join(sh.Dir, "execution.json"))
+	if err != nil {
+		return err
+	}
+	run.RunID, run.SourceSHA = ex.RunID, ex.SourceSHA
+	c := ex.Cell
+	sh.Runner, _ = c.String("runner")
+	sh.Cluster, _ = c.String("cluster")
+	sh.Image, _ = c.String("image")
+	sh.Digest, _ = c.String("digest")
+	sh.Mode, _ = c.String("mode")
+	sh.WorldSize, sh.Nodes, sh.GPUsPerNode = intOf(c, "world_size"), intOf(c, "nodes"), intOf(c, "gpus_per_node")
+	if bs, ok := c.Array("backends"); ok {
+		for _, b := range bs {
+			if s, ok := b.(string); ok {
+				sh.Backends = append(sh.Backends, s)
+			}
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(sh.Dir, "status.json")); err == nil {
+		if v, err := pyjson.Parse(b); err == nil {
+			if o, ok := v.(*pyjson.Object); ok {
+				if x, ok := o.Get("exit_code"); ok {
+					sh.ExitCode = scalar(x)
+				}
+			}
+		}
+	}
+	resDir := filepath.Join(sh.Dir, "results")
+	var paths []string
+	_ = filepath.WalkDir(resDir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(d.Name(), ".json") {
+			paths = append(paths, path)
+		}
+		return nil
+	})
+	sort.Strings(paths) // WalkDir is lexical already; say so
+	hosts, versions := map[string]bool{}, map[string]bool{}
+	for _, p := range paths {
+		if err := readResults(p, sh, run, hosts, versions); err != nil {
+			return err
+		}
+	}
+	sh.Hosts, sh.Versions = keys(hosts), keys(versions)
+	return nil
+}
+
+func readResults(path string, sh *Shard, run *Run, hosts, versions map[string]bool) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	v, err := pyjson.Parse(b)
+	if err != nil {
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	doc, ok := v.(*pyjson.Object)
+	if !ok {
+		return fmt.Errorf("%s: a results file is a JSON object", path)
+	}
+	rows, ok := doc.Array("rows")
+	if !ok {
+		return fmt.Errorf("%s: results file has no \"rows\" list", path)
+	}
+	if r, ok := doc.Object("run"); ok {
+		if s, ok := r.String("id"); ok {
+			sh.Runs = append(sh.Runs, s)
+		}
+		if s, ok := r.String("hostname"); ok && s != "" {
+			hosts[s] = true
+		}
+		if s, ok := r.String("operatorx_version"); ok && s != "" {
+			versions[s] = true
+		}
+		if sw, ok := r.Object("software"); ok {
+			for _, m := range sw.Members() {
+				sh.Software[m.Key] = scalar(m.Value)
+			}
+		}
+	}
+	for i, rv := range rows {
+		ro, ok := rv.(*pyjson.Object)
+		if !ok {
+			return fmt.Errorf("%s: rows[%d] is not an object", path, i)
+		}
+		row := Row{Shard: sh.ID, Cluster: sh.Cluster, Runner: sh.Runner, WorldSize: sh.WorldSize,
+			Metrics: map[string]float64{}, Samples: map[string][]float64{}}
+		row.Status, _ = ro.String("status")
+		row.Message, _ = ro.String("message")
+		row.Testlist, _ = ro.String("testlist")
+		op, _ := ro.Object("op")
+		row.OpType, _ = op.String("type")
+		row.Backend, _ = op.String("backend")
+		row.Args, _ = op.Object("args")
+		if row.Args == nil {
+			row.Args = pyjson.NewObject()
+		}
+		kb, err := pyjson.Marshal(row.Args, pyjson.Identity)
+		if err != nil {
+			return fmt.Errorf("%s: rows[%d].op.args: %v", path, i, err)
+		}
+		row.ArgsKey, row.ArgsLabel = string(kb), Label(row.Args)
+		if ms, ok := ro.Object("metrics"); ok {
+			for _, m := range ms.Members() {
+				if f, ok := number(m.Value); ok {
+					row.Metrics[m.Key] = f
+					row.MetricOrder = append(row.MetricOrder, m.Key)
+				} else if xs, ok := m.Value.([]pyjson.Value); ok {
+					var fs []float64
+					for _, x := range xs {
+						if f, ok := number(x); ok {
+							fs = append(fs, f)
+						}
+					}
+					if len(fs) > 0 {
+						row.Samples[m.Key] = fs
+					}
+				}
+			}
+		}
+		run.Rows = append(run.Rows, row)
+	}
+	return nil
+}
+
+// Label is the args in their order, flattened: "m=128 n=128 k=128 a=fp32 out=fp32".
+// A nested object with one "dtype" is shown as its dtype.
+func Label(o *pyjson.Object) string {
+	var parts []string
+	var walk func(prefix string, o *pyjson.Object)
+	walk = func(prefix string, o *pyjson.Object) {
+		for _, m := range o.Members() {
+			k := prefix + m.Key
+			switch x := m.Value.(type) {
+			case *pyjson.Object:
+				if d, ok := x.String("dtype"); ok && x.Len() == 1 {
+					parts = append(parts, k+"="+d)
+				} else {
+					walk(k+".", x)
+				}
+			default:
+				parts = append(parts, k+"="+scalar(x))
+			}
+		}
+	}
+	walk("", o)
+	return strings.Join(parts, " ")
+}
+
+func scalar(v pyjson.Value) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case nil:
+		return "null"
+	case bool:
+		return strconv.FormatBool(x)
+	case pyjson.Int:
+		return string(x)
+	case float64:
+		return pyjson.FloatRepr(x)
+	}
+	b, err := pyjson.Marshal(v, pyjson.Default)
+	if err != nil {
+		return "?"
+	}
+	return string(b)
+}
+
+func number(v pyjson.Value) (float64, bool) {
+	switch x := v.(type) {
+	case pyjson.Int:
+		f, err := strconv.ParseFloat(string(x), 64)
+		return f, err == nil
+	case float64:
+		return x, !math.IsNaN(x) && !math.IsInf(x, 0)
+	}
+	return 0, false
+}
+
+func intOf(o *pyjson.Object, k string) int {
+	v, _ := o.Get(k)
+	if i, ok := v.(pyjson.Int); ok {
+		n, _ := i.Int64()
+		return int(n)
+	}
+	return 0
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
