@@ -173,7 +173,7 @@ func newRoot(ctx context.Context, env Env) *cobra.Command {
 		SilenceUsage:  true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &UsageError{err} })
-	root.AddCommand(newVersionCmd(env), newPlanCmd(env), newExecuteCmd(env), newFinalizeCmd(env), newRecoverCmd(env), newRankCmd(env), newBenchCmd(env), newImportCmd(env), newSummarizeCmd(env), newReportCmd(env), newCompareCmd(env), newRunCmd(env))
+	root.AddCommand(newVersionCmd(env), newPlanCmd(env), newExecuteCmd(env), newFinalizeCmd(env), newRecoverCmd(env), newRankCmd(env), newBenchCmd(env), newImportCmd(env), newSummarizeCmd(env), newReportCmd(env), newCompareCmd(env), newRunCmd(env), newDoctorCmd(env))
 	return root
 }
 

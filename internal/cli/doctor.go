@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/semianalysis/opx/internal/doctor"
+)
+
+func newDoctorCmd(env Env) *cobra.Command {
+	var runner, platformConfig, amd64, arm64 string
+	var minFree float64
+	c := &cobra.Command{
+		Use:   "doctor --runner LABEL",
+		Short: "Check this submit host has everything a runner's shards need",
+		Long: `Check, before any GPU node is allocated, what a shard of --runner will need on this host:
+the platform entry (gpus_per_node, image_platform, partition, container mode); salloc,
+srun, scancel, squeue and sinfo on PATH, the controller answering and the partition
+known; for pyxis runners, srun accepting --container-image, enroot and its version
+(4.0 or newer imports digest-pinned URIs; older ones only by tag), unsquashfs and the
+enroot cache; the shared storage root execute will stage under, writable and with
+--min-free-gib free; and the opx binary for the runner's architecture.
+
+Prints a table of findings and, for each problem, what to do. Exit 1 when something
+required is missing; warnings alone exit 0.`,
+		Example: `  opx doctor --runner cluster:h200-dgxc
+  opx doctor --runner cluster:my-cluster --platform-config platforms.json`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if minFree < 0 {
+				return &UsageError{errors.New("--min-free-gib must be >= 0")}
+			}
+			reg, src, err := loadRegistry(platformConfig, env)
+			if err != nil {
+				return err
+			}
+			r, ok := reg.Runner(runner)
+			entry, ok2 := reg.Entry(runner)
+			if !ok || !ok2 {
+				return fmt.Errorf("unknown runner %s: %s has no entry for it", runner, src)
+			}
+			fs := doctor.Run(c.Context(), doctor.Options{Runner: r, Entry: entry, Getenv: env.getenv, Environ: env.environ(),
+				MinFree: uint64(minFree * (1 << 30)),
+				Binary:  func(ip string) (string, error) { return stagedBinary(ip, amd64, arm64) }})
+			doctor.Write(env.Stdout, runner, fs)
+			if doctor.Failed(fs) {
+				return &ExitError{Code: 1}
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&runner, "runner", "", "the runner label to check (required)")
+	f.StringVar(&platformConfig, "platform-config", "", "platform overlay JSON (default: the embedded one)")
+	f.Float64Var(&minFree, "min-free-gib", 20, "free space the storage root needs, GiB")
+	f.StringVar(&amd64, "opx-binary", "", "the linux/amd64 opx binary execute would stage")
+	f.StringVar(&arm64, "opx-binary-arm64", "", "the linux/arm64 opx binary execute would stage")
+	_ = c.MarkFlagRequired("runner")
+	return c
+}

@@ -1,0 +1,387 @@
+// Package doctor is `opx doctor --runner LABEL`: on a submit host, check everything a
+// shard of that runner will need before a GPU node is allocated — the Slurm commands and
+// the controller, the partition, pyxis and enroot (and which import path enroot's version
+// allows), unsquashfs, the shared storage root (writable, free space), the enroot cache,
+// the platform entry, and the opx binary for the runner's architecture. Each finding says
+// what to do about it.
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/semianalysis/opx/internal/platform"
+	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/shard"
+)
+
+// Status of a finding.
+type Status string
+
+const (
+	OK   Status = "ok"
+	Warn Status = "warn"
+	Fail Status = "FAIL"
+	Skip Status = "skip"
+)
+
+// Finding is one check's result.
+type Finding struct {
+	Check, Detail, Fix string
+	Status             Status
+}
+
+// Options are the host facts doctor reads; tests point them at fakes and temp dirs.
+type Options struct {
+	Runner   platform.Runner
+	Entry    *pyjson.Object
+	Getenv   func(string) string
+	Environ  []string      // the environment commands run with (PATH decides what is found)
+	Timeout  time.Duration // per command (default 15 s)
+	MinFree  uint64        // bytes of free space the storage root needs (default 20 GiB)
+	Binary   func(imagePlatform string) (string, error)
+	LookPath func(string) (string, error) // default: exec.LookPath on Environ's PATH
+}
+
+// Run checks the host and returns the findings in a stable order.
+func Run(ctx context.Context, o Options) []Finding {
+	if o.Timeout == 0 {
+		o.Timeout = 15 * time.Second
+	}
+	if o.MinFree == 0 {
+		o.MinFree = 20 << 30
+	}
+	if o.LookPath == nil {
+		o.LookPath = lookPathIn(o.Environ)
+	}
+	d := &doc{o: o, ctx: ctx}
+	d.entry()
+	local := o.Runner.Label == platform.Local
+	mode := platform.ContainerMode(o.Runner.Label, o.Entry)
+	if local {
+		d.add(Finding{Check: "slurm", Status: Skip, Detail: "the local runner runs ranks as processes on this machine"})
+	} else {
+		d.slurm()
+	}
+	if mode == "pyxis" {
+		d.pyxis()
+		d.enroot()
+		d.tool("unsquashfs", "unsquashfs", "checks every imported squash (squashfs-tools)", "install squashfs-tools on the submit host and the compute nodes")
+	} else {
+		d.add(Finding{Check: "containers", Status: Skip, Detail: "container mode none: no pyxis, enroot or unsquashfs needed"})
+	}
+	d.storage(local)
+	d.binary()
+	return d.out
+}
+
+type doc struct {
+	o   Options
+	ctx context.Context
+	out []Finding
+}
+
+func (d *doc) add(f Finding) { d.out = append(d.out, f) }
+
+func lookPathIn(environ []string) func(string) (string, error) {
+	path := os.Getenv("PATH")
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	return func(name string) (string, error) {
+		for _, dir := range filepath.SplitList(path) {
+			if dir == "" {
+				dir = "."
+			}
+			p := filepath.Join(dir, name)
+			if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+				return p, nil
+			}
+		}
+		return "", fmt.Errorf("%s not found on PATH", name)
+	}
+}
+
+// output runs a command with the options' environment and timeout.
+func (d *doc) output(argv ...string) (string, error) {
+	p, err := d.o.LookPath(argv[0])
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, d.o.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p, argv[1:]...)
+	cmd.Env = d.o.Environ
+	cmd.WaitDelay = time.Second
+	b, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		return string(b), fmt.Errorf("%s did not answer within %s", strings.Join(argv, " "), d.o.Timeout)
+	}
+	if err != nil {
+		return string(b), fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, firstLine(string(b)))
+	}
+	return string(b), nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+func (d *doc) tool(check, name, why, fix string) bool {
+	p, err := d.o.LookPath(name)
+	if err != nil {
+		d.add(Finding{Check: check, Status: Fail, Detail: name + " not found on PATH; it " + why, Fix: fix})
+		return false
+	}
+	d.add(Finding{Check: check, Status: OK, Detail: p})
+	return true
+}
+
+// entry checks the platform entry has what execute reads.
+func (d *doc) entry() {
+	e := d.o.Entry
+	var missing []string
+	if _, ok := e.Get("gpus_per_node"); !ok {
+		missing = append(missing, "gpus_per_node")
+	} else if v, _ := e.Get("gpus_per_node"); !isInt(v) {
+		missing = append(missing, "gpus_per_node (an integer)")
+	}
+	if s, _ := e.String("image_platform"); s != "linux/amd64" && s != "linux/arm64" {
+		missing = append(missing, "image_platform (linux/amd64 or linux/arm64)")
+	}
+	op := platform.Operator(e)
+	if d.o.Runner.Label != platform.Local {
+		if s, _ := op.String("partition"); s == "" {
+			missing = append(missing, "operator.partition")
+		}
+	}
+	if m := platform.ContainerMode(d.o.Runner.Label, e); m != "pyxis" && m != "none" {
+		missing = append(missing, fmt.Sprintf("operator.container (%q is neither pyxis nor none)", m))
+	}
+	if len(missing) > 0 {
+		d.add(Finding{Check: "platform entry", Status: Fail, Detail: d.o.Runner.Label + " lacks " + strings.Join(missing, ", "),
+			Fix: "complete the entry in the platform config (--platform-config)"})
+		return
+	}
+	g, _ := e.Get("gpus_per_node")
+	ip, _ := e.String("image_platform")
+	part, _ := op.String("partition")
+	detail := fmt.Sprintf("%s: cluster %s, %v GPUs per node, %s, container %s", d.o.Runner.Label, d.o.Runner.Cluster, g, ip,
+		platform.ContainerMode(d.o.Runner.Label, e))
+	if part != "" {
+		detail += ", partition " + part
+	}
+	d.add(Finding{Check: "platform entry", Status: OK, Detail: detail})
+}
+
+func isInt(v pyjson.Value) bool { _, ok := v.(pyjson.Int); return ok }
+
+func (d *doc) slurm() {
+	all := true
+	for _, c := range []string{"salloc", "srun", "scancel", "squeue", "sinfo"} {
+		if _, err := d.o.LookPath(c); err != nil {
+			all = false
+			d.add(Finding{Check: "slurm: " + c, Status: Fail, Detail: c + " not found on PATH",
+				Fix: "run on the cluster's submit host, or add the Slurm client commands to PATH (Debian: slurm-client)"})
+		}
+	}
+	if !all {
+		return
+	}
+	d.add(Finding{Check: "slurm commands", Status: OK, Detail: "salloc, srun, scancel, squeue, sinfo on PATH"})
+	out, err := d.output("squeue", "-h", "-u", strconv.Itoa(os.Getuid()), "-o", "%A")
+	if err != nil {
+		d.add(Finding{Check: "slurm controller", Status: Fail, Detail: err.Error(),
+			Fix: "check SLURM_CONF and that slurmctld is up and reachable from this host (scontrol ping)"})
+		return
+	}
+	n := len(strings.Fields(out))
+	d.add(Finding{Check: "slurm controller", Status: OK, Detail: fmt.Sprintf("squeue answers; %d job(s) of this user", n)})
+	part, _ := platform.Operator(d.o.Entry).String("partition")
+	if part == "" {
+		return
+	}
+	out, err = d.output("sinfo", "-h", "-p", part, "-o", "%P %a %D %t")
+	if err != nil || strings.TrimSpace(out) == "" {
+		detail := "partition " + part + " not found"
+		if err != nil {
+			detail = err.Error()
+		}
+		d.add(Finding{Check: "slurm partition", Status: Fail, Detail: detail,
+			Fix: "set operator.partition in the platform config to a partition sinfo lists"})
+		return
+	}
+	d.add(Finding{Check: "slurm partition", Status: OK, Detail: strings.Join(strings.Fields(firstLine(out)), " ")})
+}
+
+func (d *doc) pyxis() {
+	out, err := d.output("srun", "--help")
+	switch {
+	case err != nil && !strings.Contains(out, "Usage"):
+		d.add(Finding{Check: "pyxis", Status: Fail, Detail: err.Error(), Fix: "srun must run on this host"})
+	case !strings.Contains(out, "--container-image"):
+		d.add(Finding{Check: "pyxis", Status: Fail, Detail: "srun --help lists no --container-image: the pyxis SPANK plugin is not loaded",
+			Fix: "install pyxis (plugstack.conf) on this cluster, or set operator.container to \"none\" for bare-metal runs"})
+	default:
+		d.add(Finding{Check: "pyxis", Status: OK, Detail: "srun accepts --container-image"})
+	}
+}
+
+var enrootVersion = regexp.MustCompile(`(\d+)\.(\d+)(?:\.(\d+))?`)
+
+func (d *doc) enroot() {
+	if _, err := d.o.LookPath("enroot"); err != nil {
+		d.add(Finding{Check: "enroot", Status: Fail, Detail: "enroot not found on PATH; opx import runs it on the node",
+			Fix: "install enroot (4.0 or newer) on the compute nodes and the submit host"})
+		return
+	}
+	out, err := d.output("enroot", "version")
+	m := enrootVersion.FindStringSubmatch(out)
+	if err != nil || m == nil {
+		d.add(Finding{Check: "enroot", Status: Fail, Detail: "enroot version gave no version: " + firstLine(out), Fix: "reinstall enroot"})
+		return
+	}
+	major, _ := strconv.Atoi(m[1])
+	v := m[0]
+	if major >= 4 {
+		d.add(Finding{Check: "enroot", Status: OK, Detail: "enroot " + v + ": imports by tag, and by digest-pinned URI (image@sha256:…) when a plan pinned one"})
+	} else {
+		d.add(Finding{Check: "enroot", Status: Warn, Detail: "enroot " + v + ": imports by tag only (then opx checks the digest); a shard whose plan pinned a digest (its tag moved or vanished) cannot import",
+			Fix: "upgrade enroot to 4.0 or newer for digest-pinned imports"})
+	}
+	cache := d.o.Getenv("ENROOT_CACHE_PATH")
+	how := "ENROOT_CACHE_PATH"
+	if cache == "" {
+		how = "enroot's default"
+		base := d.o.Getenv("XDG_CACHE_HOME")
+		if base == "" {
+			base = filepath.Join(d.o.Getenv("HOME"), ".cache")
+		}
+		cache = filepath.Join(base, "enroot")
+	}
+	d.space("enroot cache", cache, how, false)
+}
+
+// storage checks the stage base the runner's entry chooses (SharedBase), as execute will.
+func (d *doc) storage(local bool) {
+	base, err := shard.SharedBase(platform.Operator(d.o.Entry), d.o.Runner, d.o.Getenv)
+	if local && err != nil {
+		base, err = filepath.Join(os.TempDir(), fmt.Sprintf(".operatorx-%d", os.Getuid())), nil
+	}
+	if err != nil {
+		d.add(Finding{Check: "storage root", Status: Fail, Detail: err.Error(),
+			Fix: "set operator.stage_dir (or storage_roots) in the platform config to a directory shared with the compute nodes"})
+		return
+	}
+	d.space("storage root", filepath.Dir(base), "stage base "+base, true)
+}
+
+// space checks a directory is writable (by making and removing a file) and has room.
+func (d *doc) space(check, dir, how string, required bool) {
+	bad := Warn
+	if required {
+		bad = Fail
+	}
+	probe := dir
+	for {
+		if _, err := os.Stat(probe); err == nil || probe == filepath.Dir(probe) {
+			break
+		}
+		probe = filepath.Dir(probe) // not created yet: the nearest existing parent decides
+	}
+	f, err := os.CreateTemp(probe, ".opx-doctor-*")
+	if err != nil {
+		d.add(Finding{Check: check, Status: bad, Detail: fmt.Sprintf("%s (%s) is not writable: %v", dir, how, errors.Unwrap(err)),
+			Fix: "make it writable for this account, or point the platform config / environment elsewhere"})
+		return
+	}
+	f.Close()
+	os.Remove(f.Name())
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(probe, &st); err != nil {
+		d.add(Finding{Check: check, Status: bad, Detail: err.Error()})
+		return
+	}
+	free := st.Bavail * uint64(st.Bsize)
+	detail := fmt.Sprintf("%s (%s): writable, %.1f GiB free", dir, how, float64(free)/(1<<30))
+	if free < d.o.MinFree {
+		d.add(Finding{Check: check, Status: bad, Detail: detail + fmt.Sprintf(", under the %.0f GiB a sweep's images and stages need", float64(d.o.MinFree)/(1<<30)),
+			Fix: "free space there (old .operatorx-*/containers/*.sqsh are safe to delete when no job runs)"})
+		return
+	}
+	d.add(Finding{Check: check, Status: OK, Detail: detail})
+}
+
+func (d *doc) binary() {
+	ip, _ := d.o.Entry.String("image_platform")
+	if d.o.Binary == nil || ip == "" {
+		return
+	}
+	p, err := d.o.Binary(ip)
+	if err != nil {
+		d.add(Finding{Check: "opx binary", Status: Fail, Detail: err.Error(), Fix: "build both with scripts/release.sh and keep them side by side"})
+		return
+	}
+	d.add(Finding{Check: "opx binary", Status: OK, Detail: fmt.Sprintf("%s for %s shards", p, ip)})
+}
+
+// Failed reports whether any finding is a failure.
+func Failed(fs []Finding) bool {
+	for _, f := range fs {
+		if f.Status == Fail {
+			return true
+		}
+	}
+	return false
+}
+
+// Write prints the findings as an aligned table, then what to do for each one not ok.
+func Write(w io.Writer, runner string, fs []Finding) {
+	fmt.Fprintf(w, "opx doctor: %s\n\n", runner)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tSTATUS\tDETAIL")
+	for _, f := range fs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Check, f.Status, f.Detail)
+	}
+	tw.Flush()
+	var todo []string
+	for _, f := range fs {
+		if (f.Status == Fail || f.Status == Warn) && f.Fix != "" {
+			todo = append(todo, fmt.Sprintf("  - %s (%s): %s", f.Check, f.Status, f.Fix))
+		}
+	}
+	if len(todo) > 0 {
+		fmt.Fprintf(w, "\nWhat to do:\n%s\n", strings.Join(todo, "\n"))
+	}
+	n := 0
+	for _, f := range fs {
+		if f.Status == Fail {
+			n++
+		}
+	}
+	if n == 0 {
+		fmt.Fprintf(w, "\nready: nothing required is missing\n")
+	} else {
+		fmt.Fprintf(w, "\nnot ready: %d required check(s) failed\n", n)
+	}
+}
