@@ -10,9 +10,10 @@ command -v go >/dev/null || { echo "test.sh: go is not installed (need go 1.26)"
 
 # Debian packages the tests use: python3 for the differential tests against the seed; a
 # real Slurm (slurmctld, slurmd, munge) for execute/finalize/recover; squashfs-tools;
-# headless Chromium, which opens opx report's page.
+# headless Chromium, which opens opx report's page; shellcheck, which actionlint runs over
+# the workflow's scripts.
 declare -A pkg_of=([python3]=python3 [slurmctld]=slurmctld [slurmd]=slurmd [salloc]=slurm-client
-                   [munged]=munge [mksquashfs]=squashfs-tools [chromium]=chromium)
+                   [munged]=munge [mksquashfs]=squashfs-tools [chromium]=chromium [shellcheck]=shellcheck)
 missing=()
 for cmd in "${!pkg_of[@]}"; do command -v "$cmd" >/dev/null || missing+=("${pkg_of[$cmd]}"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -78,7 +78,7 @@ func stagedBinary(imagePlatform, amd64, arm64 string) (string, error) {
 		}
 		p := filepath.Join(filepath.Dir(self), "opx-linux-arm64")
 		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("this runner needs the linux/arm64 opx binary: put opx-linux-arm64 beside %s or pass --opx-binary-arm64 (make release builds it)", self)
+			return "", fmt.Errorf("this runner needs the linux/arm64 opx binary: put opx-linux-arm64 beside %s or pass --opx-binary-arm64 (scripts/release.sh builds it)", self)
 		}
 		return p, nil
 	default:
