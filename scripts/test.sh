@@ -26,7 +26,7 @@ fi
 slurm_dir=$(mktemp -d /tmp/opx-test-slurm.XXXXXX)
 trap 'scripts/local-slurm.sh stop "$slurm_dir" >/dev/null 2>&1 || true' EXIT
 OPX_TEST_SLURM_CONF=$(OPX_SLURMCTLD_PORT=16917 OPX_SLURMD_PORT=16918 scripts/local-slurm.sh start "$slurm_dir")
-export OPX_TEST_SLURM_CONF OPX_REQUIRE_SLURM=1 OPX_REQUIRE_CHROMIUM=1 SLURM_CONF=$OPX_TEST_SLURM_CONF
+export OPX_TEST_SLURM_CONF OPX_REQUIRE_SLURM=1 OPX_REQUIRE_CHROMIUM=1 OPX_REQUIRE_SHELLCHECK=1 SLURM_CONF=$OPX_TEST_SLURM_CONF
 
 unformatted=$(gofmt -l cmd internal)
 if [ -n "$unformatted" ]; then echo "test.sh: not gofmt-ed: $unformatted" >&2; exit 1; fi

@@ -18,7 +18,7 @@ const workflowPath = "../../.github/workflows/operatorx-sweep.yml"
 // actionlint (pinned in tools/go.mod, not in the product's) over the workflow; with
 // shellcheck on PATH (scripts/test.sh installs it) it lints every run: script too.
 func TestWorkflowActionlint(t *testing.T) {
-	if _, err := exec.LookPath("shellcheck"); err != nil && os.Getenv("OPX_REQUIRE_SLURM") != "" {
+	if _, err := exec.LookPath("shellcheck"); err != nil && os.Getenv("OPX_REQUIRE_SHELLCHECK") != "" {
 		t.Fatal("shellcheck not found; scripts/test.sh installs it")
 	}
 	cmd := exec.Command("go", "tool", "actionlint", "-color=false", "../.github/workflows/operatorx-sweep.yml")
