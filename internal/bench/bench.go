@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -97,8 +98,11 @@ func Run(ctx context.Context, o Options, progress func(i, n int, desc string)) (
 		if err != nil {
 			return Summary{}, err
 		}
-		for _, s := range shapes {
+		for i, s := range shapes {
 			so := s.(*pyjson.Object)
+			if err := checkSources(n, i, so); err != nil {
+				return Summary{}, err
+			}
 			args, _ := so.Object("args")
 			par, _ := args.Object("parallel")
 			if string(pyjson.MustMarshal(recipes.Normalize(par), pyjson.Identity)) != splitKey {
@@ -202,6 +206,27 @@ func Run(ctx context.Context, o Options, progress func(i, n int, desc string)) (
 		return sum, fmt.Errorf("strict: %d ok, %d unsupported, %d error row(s)", sum.OK, sum.Unsupported, sum.Error)
 	}
 	return sum, nil
+}
+
+var sourceRe = regexp.MustCompile(`^[^/\s]+/[^/\s]+/[^/\s]+$`)
+
+// checkSources is the harness's check of a testlist entry (seed-spec §8.1).
+func checkSources(list string, i int, shape *pyjson.Object) error {
+	if shape.Has("name") {
+		return fmt.Errorf("%s[%d]: 'name' is gone; the role is the last part of each source", list, i)
+	}
+	bad := fmt.Errorf("%s[%d]: every testlist entry needs a 'sources' list of '<org>/<model>/<role>' strings (empty for a shape from no model)", list, i)
+	v, ok := shape.Get("sources")
+	srcs, isList := v.([]pyjson.Value)
+	if !ok || !isList {
+		return bad
+	}
+	for _, x := range srcs {
+		if str, ok := x.(string); !ok || !sourceRe.MatchString(str) {
+			return bad
+		}
+	}
+	return nil
 }
 
 func describe(typ string, args *pyjson.Object) string {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/bench"
 	"github.com/semianalysis/opx/internal/proc"
+	"github.com/semianalysis/opx/internal/pyjson"
 )
 
 // NCUMetrics is the seed's counter list (seed-spec §2.2), in order.
@@ -52,6 +54,18 @@ func runRank(ctx context.Context, env Env) error {
 		if env.getenv(k) == "" {
 			return fmt.Errorf("required rank input missing: %s", k)
 		}
+	}
+	// beyond the seed: numbers, and a rank inside the world, before anything is created
+	var nums [3]int
+	for i, k := range []string{"SLURM_PROCID", "SLURM_LOCALID", "WORLD_SIZE"} {
+		n, err := strconv.Atoi(env.getenv(k))
+		if err != nil || n < 0 {
+			return fmt.Errorf("%s=%s is not a non-negative integer", k, pyjson.Repr(env.getenv(k)))
+		}
+		nums[i] = n
+	}
+	if nums[2] < 1 || nums[0] >= nums[2] {
+		return fmt.Errorf("SLURM_PROCID=%d is outside WORLD_SIZE=%d", nums[0], nums[2])
 	}
 	root := env.getenv("OPX_STAGE")
 	if root == "" {

@@ -120,7 +120,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 	}
 	var ue *UsageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
-		fmt.Fprintf(env.Stderr, "opx: %s\nRun 'opx %s --help' for usage.\n", oneLine(err.Error()), commandName(root, args))
+		fmt.Fprintf(env.Stderr, "opx: %s (see 'opx %s--help')\n", oneLine(err.Error()), commandName(root, args))
 		return 2
 	}
 	fmt.Fprintf(env.Stderr, "opx: %s\n", oneLine(err.Error()))
@@ -136,7 +136,7 @@ func commandName(root *cobra.Command, args []string) string {
 	if err != nil || c == root {
 		return ""
 	}
-	return strings.TrimPrefix(c.CommandPath(), "opx ")
+	return strings.TrimPrefix(c.CommandPath(), "opx ") + " "
 }
 
 // isCobraUsage recognises cobra's and pflag's own argument errors.

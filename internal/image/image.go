@@ -24,6 +24,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/plan"
 	"github.com/semianalysis/opx/internal/proc"
+	"github.com/semianalysis/opx/internal/pyjson"
 )
 
 // Options are import's flags and surroundings.
@@ -91,6 +92,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	if o.Image == "" || o.Digest == "" {
 		return Result{}, errors.New("import needs --image and --digest")
+	}
+	if !plan.ValidDigest(o.Digest) {
+		return Result{}, fmt.Errorf("--digest %s is not a sha256:<64 hex> manifest digest", pyjson.Repr(o.Digest))
 	}
 	if err := os.MkdirAll(o.Cache, 0o700); err != nil {
 		return Result{}, err

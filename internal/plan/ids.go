@@ -97,3 +97,17 @@ func RegistryReference(image string) (host, repository, tag string) {
 	}
 	return "registry-1.docker.io", "library/" + name, tag
 }
+
+// ValidDigest reports whether d is a sha256 manifest digest: "sha256:" and 64 lowercase hex.
+func ValidDigest(d string) bool {
+	h, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(h) != 64 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -150,6 +150,12 @@ func Execute(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	o.Binary = binary
+	if img, _ := cell.String("image"); img != "" && platform.ContainerMode(label, entry) == "pyxis" {
+		// beyond the seed: refuse before allocating, not on the node after the wait
+		if d, _ := cell.String("digest"); !plan.ValidDigest(d) {
+			return fmt.Errorf("shard %s in %s has no image digest for %s (digest %s); plan resolves one: plan again", o.Shard, o.Manifest, img, pyjson.Repr(d))
+		}
+	}
 	base, err := SharedBase(profile, runner, o.Getenv)
 	if runner.Label == platform.Local && err != nil {
 		// the local runner stages under the system temp dir unless its entry says otherwise

@@ -1,0 +1,409 @@
+package cli
+
+// The bad-input catalogue: malformed or hostile inputs across every command. Each one
+// must exit non-zero with one line on stderr that names the problem and where, no panic
+// or stack trace, no half-written output (a pre-existing output file is left as it was,
+// no temporary file is left behind), and nothing of the user's deleted.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+type badCase struct {
+	name string
+	// setup returns the command line (in dir); files listed in keep must be unchanged
+	// afterwards and exist.
+	setup func(t *testing.T, dir string) (args []string, keep []string)
+	env   map[string]string
+	want  string // in the one stderr line
+}
+
+func writeFile(t *testing.T, path, body string) string {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const goodShape = `{"type": "gemm", "args": {"m": 64, "n": 64, "k": 64, "a": {"dtype": "fp32"}, "b": {"dtype": "fp32"}, "out": "fp32"}, "sources": []}`
+
+// planArgs is a valid local cpu plan into dir/out.json, with extra flags appended.
+func planArgs(dir string, extra ...string) []string {
+	return append([]string{"plan", "--runner", "local", "--backends", "cpu", "--testlists", "cpu_smoke", "--world-sizes", "1",
+		"--out", filepath.Join(dir, "out.json")}, extra...)
+}
+
+// existingOut puts a file the failed command must not touch where plan writes.
+func existingOut(t *testing.T, dir string) []string {
+	return []string{writeFile(t, filepath.Join(dir, "out.json"), `{"previous": "manifest"}`)}
+}
+
+// localManifest plans one local cpu shard; returns the manifest and the shard id.
+func localManifest(t *testing.T, dir string, platformConfig ...string) (string, string) {
+	t.Helper()
+	m := filepath.Join(dir, "m.json")
+	args := []string{"plan", "--runner", "local", "--backends", "cpu", "--testlists", "cpu_smoke", "--world-sizes", "1",
+		"--run-id", "9", "--attempt", "1", "--source-sha", "abc", "--out", m}
+	if len(platformConfig) > 0 {
+		args = []string{"plan", "--runner", "cluster:bad-stage", "--backends", "cpu", "--testlists", "cpu_smoke", "--world-sizes", "1",
+			"--run-id", "9", "--attempt", "1", "--source-sha", "abc", "--out", m, "--platform-config", platformConfig[0]}
+	}
+	r := runOpx(t, args...)
+	if r.code != 0 {
+		t.Fatalf("plan: %s", r.stderr)
+	}
+	id := r.stdout[strings.Index(r.stdout, `"id":"`)+6:]
+	return m, id[:strings.IndexByte(id, '"')]
+}
+
+func executeArgs(m, id, out string, extra ...string) []string {
+	return append([]string{"execute", "--manifest", m, "--shard", id, "--run-id", "9", "--attempt", "1", "--source-sha", "abc",
+		"--runner-name", "t", "--time-minutes", "5", "--cleanup-seconds", "5", "--output", out}, extra...)
+}
+
+// stagePlatform declares a container-less custom runner staging under root.
+func stagePlatform(t *testing.T, dir, root string) string {
+	return writeFile(t, filepath.Join(dir, "platforms.json"), `{"platforms": {"cluster:bad-stage": {"cluster": "bad_8x", "gpus_per_node": 8,
+	  "image_platform": "linux/amd64", "operator": {"container": "none", "partition": "debug", "stage_dir": "`+root+`"}}}}`)
+}
+
+// shardTree is a one-shard run for summarize/report/compare; mutate edits files after.
+func shardTree(t *testing.T, dir string) (manifest, artifacts string) {
+	run := craftedRun(t, "100", map[int][3]float64{1: {100, 98, 102}})
+	return filepath.Join(run, "operatorx-manifest.json"), run
+}
+
+func resultsFile(artifacts string) string {
+	return filepath.Join(artifacts, "shards", "s1", "results", "cpu", "local", "r.json")
+}
+
+func badInputs() []badCase {
+	tl := func(t *testing.T, dir, body string) string {
+		writeFile(t, filepath.Join(dir, "tl", "bad.json"), body)
+		return filepath.Join(dir, "tl")
+	}
+	plan := func(name, want string, extra func(t *testing.T, dir string) []string) badCase {
+		return badCase{name: "plan: " + name, want: want, setup: func(t *testing.T, dir string) ([]string, []string) {
+			keep := existingOut(t, dir)
+			return planArgs(dir, extra(t, dir)...), keep
+		}}
+	}
+	cases := []badCase{
+		plan("testlist with broken JSON", "bad.json: invalid JSON at line 1", func(t *testing.T, dir string) []string {
+			return []string{"--testlist-dir", tl(t, dir, `[{"type": "gemm",, }]`), "--testlists", "bad"}
+		}),
+		plan("truncated testlist", "bad.json: invalid JSON", func(t *testing.T, dir string) []string {
+			return []string{"--testlist-dir", tl(t, dir, "["+goodShape[:40]), "--testlists", "bad"}
+		}),
+		plan("testlist that is an object", "bad.json", func(t *testing.T, dir string) []string {
+			return []string{"--testlist-dir", tl(t, dir, `{"type": "gemm"}`), "--testlists", "bad"}
+		}),
+		plan("testlist entry whose args are a list", "bad", func(t *testing.T, dir string) []string {
+			return []string{"--testlist-dir", tl(t, dir, `[{"type": "gemm", "args": [1], "sources": []}]`), "--testlists", "bad"}
+		}),
+		plan("testlist name with ..", "../../etc/passwd", func(t *testing.T, dir string) []string {
+			return []string{"--testlists", "../../etc/passwd"}
+		}),
+		plan("testlist name with a slash", "a/b", func(t *testing.T, dir string) []string { return []string{"--testlists", "a/b"} }),
+		plan("testlist symlinked out of the directory", "bad", func(t *testing.T, dir string) []string {
+			d := filepath.Join(dir, "tl")
+			os.MkdirAll(d, 0o755)
+			os.Symlink("/etc/hostname", filepath.Join(d, "bad.json"))
+			return []string{"--testlist-dir", d, "--testlists", "bad"}
+		}),
+		plan("unknown testlist", "unknown testlist", func(t *testing.T, dir string) []string { return []string{"--testlists", "nosuch"} }),
+		plan("unknown runner", "cluster:nosuch", func(t *testing.T, dir string) []string { return []string{"--runner", "cluster:nosuch"} }),
+		plan("unknown backend", "nosuch", func(t *testing.T, dir string) []string { return []string{"--backends", "nosuch"} }),
+		plan("world size 3", "world sizes must be selected from 1,2,4,8", func(t *testing.T, dir string) []string { return []string{"--world-sizes", "3"} }),
+		plan("world size not a number", "x", func(t *testing.T, dir string) []string { return []string{"--world-sizes", "x"} }),
+		plan("chunk size 0", "chunk", func(t *testing.T, dir string) []string { return []string{"--chunk-size", "0"} }),
+		plan("unknown mode", "mode", func(t *testing.T, dir string) []string { return []string{"--mode", "fast"} }),
+		plan("containers.toml broken", "c.toml", func(t *testing.T, dir string) []string {
+			return []string{"--containers", writeFile(t, filepath.Join(dir, "c.toml"), "[nvidia.vllm\nimage = ")}
+		}),
+		plan("containers.toml with a number for an image", "c.toml", func(t *testing.T, dir string) []string {
+			return []string{"--containers", writeFile(t, filepath.Join(dir, "c.toml"), "[nvidia.vllm]\nimage = 1\n")}
+		}),
+		plan("containers.toml missing", "c.toml", func(t *testing.T, dir string) []string {
+			return []string{"--containers", filepath.Join(dir, "c.toml")}
+		}),
+		plan("platform config broken", "p.json", func(t *testing.T, dir string) []string {
+			return []string{"--platform-config", writeFile(t, filepath.Join(dir, "p.json"), `{"platforms": {`)}
+		}),
+		plan("custom runner without a cluster", "cluster:mine", func(t *testing.T, dir string) []string {
+			return []string{"--platform-config", writeFile(t, filepath.Join(dir, "p.json"), `{"platforms": {"cluster:mine": {"gpus_per_node": 8}}}`), "--runner", "cluster:mine"}
+		}),
+		plan("recipes broken", "r.json", func(t *testing.T, dir string) []string {
+			return []string{"--recipes", writeFile(t, filepath.Join(dir, "r.json"), `{"recipes": [}`)}
+		}),
+		{name: "plan: --out under a regular file", want: "file: not a directory", setup: func(t *testing.T, dir string) ([]string, []string) {
+			f := writeFile(t, filepath.Join(dir, "file"), "x")
+			return planArgs(dir, "--out", filepath.Join(f, "out.json")), []string{f}
+		}},
+	}
+	cases = append(cases,
+		badCase{name: "execute: manifest missing", want: "nosuch.json", setup: func(t *testing.T, dir string) ([]string, []string) {
+			return executeArgs(filepath.Join(dir, "nosuch.json"), "x", filepath.Join(dir, "out")), nil
+		}},
+		badCase{name: "execute: manifest with broken JSON", want: "m.json: invalid JSON", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m := writeFile(t, filepath.Join(dir, "m.json"), `{"include": [`)
+			return executeArgs(m, "x", filepath.Join(dir, "out")), []string{m}
+		}},
+		badCase{name: "execute: shard id with ..", want: "invalid shard", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, _ := localManifest(t, dir)
+			return executeArgs(m, "../../etc", filepath.Join(dir, "out")), []string{m}
+		}},
+		badCase{name: "execute: run id with a slash", want: "invalid run id", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, id := localManifest(t, dir)
+			a := executeArgs(m, id, filepath.Join(dir, "out"))
+			a[6] = "9/../../x"
+			return a, []string{m}
+		}},
+		badCase{name: "execute: attempt with ..", want: "invalid attempt", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, id := localManifest(t, dir)
+			a := executeArgs(m, id, filepath.Join(dir, "out"))
+			a[8] = ".."
+			return a, []string{m}
+		}},
+		badCase{name: "execute: source SHA differs from the manifest", want: "manifest source/run mismatch", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, id := localManifest(t, dir)
+			a := executeArgs(m, id, filepath.Join(dir, "out"))
+			a[10] = "def"
+			return a, []string{m}
+		}},
+		badCase{name: "execute: shard not in the manifest", want: "is not in", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, _ := localManifest(t, dir)
+			return executeArgs(m, "local-0000000000000000", filepath.Join(dir, "out")), []string{m}
+		}},
+		badCase{name: "execute: output directory already there", want: "out", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, id := localManifest(t, dir)
+			keep := writeFile(t, filepath.Join(dir, "out", "mine.txt"), "user data")
+			return executeArgs(m, id, filepath.Join(dir, "out")), []string{m, keep}
+		}},
+		badCase{name: "execute: runner missing from the platform config", want: "cluster:bad-stage", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, id := localManifest(t, dir, stagePlatform(t, dir, dir))
+			return executeArgs(m, id, filepath.Join(dir, "out")), []string{m}
+		}},
+		badCase{name: "execute: symlinked stage base", want: "unsafe shared OperatorX stage directory", setup: func(t *testing.T, dir string) ([]string, []string) {
+			root := filepath.Join(dir, "shared")
+			os.MkdirAll(filepath.Join(dir, "elsewhere"), 0o700)
+			os.MkdirAll(root, 0o755)
+			os.Symlink(filepath.Join(dir, "elsewhere"), filepath.Join(root, fmt.Sprintf(".operatorx-%d", os.Getuid())))
+			cfg := stagePlatform(t, dir, root)
+			m, id := localManifest(t, dir, cfg)
+			return executeArgs(m, id, filepath.Join(dir, "out"), "--platform-config", cfg), []string{m}
+		}},
+		badCase{name: "execute: group-writable stage base", want: "unsafe shared OperatorX stage directory", setup: func(t *testing.T, dir string) ([]string, []string) {
+			root := filepath.Join(dir, "shared")
+			base := filepath.Join(root, fmt.Sprintf(".operatorx-%d", os.Getuid()))
+			os.MkdirAll(base, 0o700)
+			os.Chmod(base, 0o770)
+			cfg := stagePlatform(t, dir, root)
+			m, id := localManifest(t, dir, cfg)
+			return executeArgs(m, id, filepath.Join(dir, "out"), "--platform-config", cfg), []string{m}
+		}},
+		badCase{name: "execute: pyxis shard without a digest", want: "has no image digest for vllm/vllm-openai:v0.11.0", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m := writeFile(t, filepath.Join(dir, "m.json"), `{"version": 1, "include": [{"id": "h100-0000000000000000", "runner": "cluster:h100-dsxe", "cluster": "h100_dsxe_8x",
+			  "nodes": 1, "gpus_per_node": 8, "image_platform": "linux/amd64", "world_size": 1, "image": "vllm/vllm-openai:v0.11.0", "mode": "timing",
+			  "backends": ["vllm"], "offset": 0, "cases": [{"testlist": "t", "shape": `+goodShape+`}], "parallel": {"dcp": 1, "dp": 1, "ep": 1, "tp": 1},
+			  "digest": "", "import_uri": ""}], "source_sha": "abc", "run_id": "9", "attempt": "1"}`)
+			return executeArgs(m, "h100-0000000000000000", filepath.Join(dir, "out")), []string{m}
+		}},
+		badCase{name: "finalize: stage outside the stage base", want: "refusing unsafe stage cleanup", setup: func(t *testing.T, dir string) ([]string, []string) {
+			precious := writeFile(t, filepath.Join(dir, "precious", "results", "data.json"), `{"rows": []}`)
+			writeFile(t, filepath.Join(dir, "out", "execution.json"), `{"cell": {"id": "x", "runner": "local"}, "source_sha": "a", "run_id": "9", "attempt": "1", "stage": "`+filepath.Join(dir, "precious")+`"}`)
+			return []string{"finalize", "--output", filepath.Join(dir, "out"), "--cleanup-seconds", "5"}, []string{precious}
+		}},
+		badCase{name: "finalize: execution.json broken", want: "execution.json", setup: func(t *testing.T, dir string) ([]string, []string) {
+			e := writeFile(t, filepath.Join(dir, "out", "execution.json"), `{"cell": `)
+			return []string{"finalize", "--output", filepath.Join(dir, "out"), "--cleanup-seconds", "5"}, []string{e}
+		}},
+		badCase{name: "finalize: cleanup timeout 0", want: "cleanup", setup: func(t *testing.T, dir string) ([]string, []string) {
+			os.MkdirAll(filepath.Join(dir, "out"), 0o755)
+			return []string{"finalize", "--output", filepath.Join(dir, "out"), "--cleanup-seconds", "0"}, nil
+		}},
+		badCase{name: "recover: artifacts directory missing", want: "nosuch", setup: func(t *testing.T, dir string) ([]string, []string) {
+			os.MkdirAll(filepath.Join(dir, "shared"), 0o755)
+			return []string{"recover", "--artifacts", filepath.Join(dir, "nosuch"), "--run-id", "9", "--runner", "cluster:bad-stage",
+				"--platform-config", stagePlatform(t, dir, filepath.Join(dir, "shared")), "--cleanup-seconds", "5"}, nil
+		}},
+		badCase{name: "recover: unknown runner", want: "cluster:nosuch", setup: func(t *testing.T, dir string) ([]string, []string) {
+			return []string{"recover", "--artifacts", dir, "--run-id", "9", "--runner", "cluster:nosuch", "--cleanup-seconds", "5"}, nil
+		}},
+		badCase{name: "import: architecture mismatch", want: "linux/ppc64le", setup: func(t *testing.T, dir string) ([]string, []string) {
+			return []string{"import", "--cache", filepath.Join(dir, "cache"), "--image", "vllm/vllm-openai:v1", "--digest", "sha256:" + strings.Repeat("a", 64), "--image-platform", "linux/ppc64le"}, nil
+		}},
+		badCase{name: "import: digest that is not sha256", want: "--digest 'md5:abc' is not a sha256", setup: func(t *testing.T, dir string) ([]string, []string) {
+			return []string{"import", "--cache", filepath.Join(dir, "cache"), "--image", "vllm/vllm-openai:v1", "--digest", "md5:abc", "--image-platform", "linux/amd64"}, nil
+		}},
+		badCase{name: "rank: no Slurm rank variables", want: "SLURM_PROCID", env: map[string]string{"SLURM_PROCID": "", "SLURM_LOCALID": "", "WORLD_SIZE": ""},
+			setup: func(t *testing.T, dir string) ([]string, []string) { return []string{"rank"}, nil }},
+		badCase{name: "rank: rank outside the world", want: "SLURM_PROCID=5 is outside WORLD_SIZE=2", env: map[string]string{"SLURM_PROCID": "5", "SLURM_LOCALID": "5", "WORLD_SIZE": "2", "SLURM_JOB_ID": "7"},
+			setup: func(t *testing.T, dir string) ([]string, []string) { return []string{"rank"}, nil }},
+		badCase{name: "rank: WORLD_SIZE not a number", want: "WORLD_SIZE='two' is not a non-negative integer", env: map[string]string{"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "WORLD_SIZE": "two", "SLURM_JOB_ID": "7"},
+			setup: func(t *testing.T, dir string) ([]string, []string) { return []string{"rank"}, nil }},
+		badCase{name: "bench: testlist entry with a number for sources", want: "bad[0]: every testlist entry needs a 'sources' list", env: map[string]string{"OPERATORX_CLUSTER": "local"},
+			setup: func(t *testing.T, dir string) ([]string, []string) {
+				writeFile(t, filepath.Join(dir, "tl", "bad.json"), `[{"type": "gemm", "args": {}, "sources": 3}]`)
+				return []string{"bench", "--strict", "--testlist-dir", filepath.Join(dir, "tl"), "--testlists", "bad", "--results-dir", filepath.Join(dir, "res")}, nil
+			}},
+		badCase{name: "bench: unknown testlist", want: "unknown testlist", env: map[string]string{"OPERATORX_CLUSTER": "local"},
+			setup: func(t *testing.T, dir string) ([]string, []string) {
+				return []string{"bench", "--testlists", "nosuch", "--results-dir", filepath.Join(dir, "res")}, nil
+			}},
+		badCase{name: "bench: OPERATORX_PARALLEL not JSON", want: "OPERATORX_PARALLEL", env: map[string]string{"OPERATORX_CLUSTER": "local", "OPERATORX_PARALLEL": "{tp: 2"},
+			setup: func(t *testing.T, dir string) ([]string, []string) {
+				return []string{"bench", "--testlists", "cpu_smoke", "--results-dir", filepath.Join(dir, "res")}, nil
+			}},
+		badCase{name: "summarize: results without rows", want: `r.json: results file has no "rows" list`, setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, a := shardTree(t, dir)
+			writeFile(t, resultsFile(a), `{"run": {}}`)
+			return []string{"summarize", "--manifest", m, "--artifacts", a, "--out", filepath.Join(dir, "out.json")}, existingOut(t, dir)
+		}},
+		badCase{name: "summarize: results with broken JSON", want: "r.json: not a results file", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, a := shardTree(t, dir)
+			writeFile(t, resultsFile(a), `{"rows": [{"status": "ok"}`)
+			return []string{"summarize", "--manifest", m, "--artifacts", a, "--out", filepath.Join(dir, "out.json")}, existingOut(t, dir)
+		}},
+		badCase{name: "summarize: invalid row status", want: "invalid result status: great", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, a := shardTree(t, dir)
+			writeFile(t, resultsFile(a), `{"rows": [{"status": "great"}]}`)
+			return []string{"summarize", "--manifest", m, "--artifacts", a, "--out", filepath.Join(dir, "out.json")}, existingOut(t, dir)
+		}},
+		badCase{name: "summarize: manifest without include", want: "include", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m := writeFile(t, filepath.Join(dir, "m.json"), `{"run_id": "1", "source_sha": "a"}`)
+			os.MkdirAll(filepath.Join(dir, "a"), 0o755)
+			return []string{"summarize", "--manifest", m, "--artifacts", filepath.Join(dir, "a"), "--out", filepath.Join(dir, "out.json")}, existingOut(t, dir)
+		}},
+		badCase{name: "summarize: artifacts of another run", want: "artifact provenance does not match the requested run", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, a := shardTree(t, dir)
+			p := filepath.Join(a, "shards", "s1", "execution.json")
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, bytes.Replace(b, []byte(`"run_id": "100"`), []byte(`"run_id": "101"`), 1), 0o644)
+			return []string{"summarize", "--manifest", m, "--artifacts", a, "--out", filepath.Join(dir, "out.json")}, existingOut(t, dir)
+		}},
+		badCase{name: "summarize: status.json broken", want: "status.json: not a status file", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, a := shardTree(t, dir)
+			writeFile(t, filepath.Join(a, "shards", "s1", "status.json"), `{"exit_code": `)
+			return []string{"summarize", "--manifest", m, "--artifacts", a, "--out", filepath.Join(dir, "out.json")}, existingOut(t, dir)
+		}},
+		badCase{name: "summarize: attempt that is not a number", want: "attempt 'one' is not an integer", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, a := shardTree(t, dir)
+			p := filepath.Join(a, "shards", "s1", "execution.json")
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, bytes.Replace(b, []byte(`"attempt": "1"`), []byte(`"attempt": "one"`), 1), 0o644)
+			return []string{"summarize", "--manifest", m, "--artifacts", a, "--out", filepath.Join(dir, "out.json")}, existingOut(t, dir)
+		}},
+		badCase{name: "report: directory without a manifest", want: "no operatorx-manifest.json in it", setup: func(t *testing.T, dir string) ([]string, []string) {
+			return []string{"report", dir}, nil
+		}},
+		badCase{name: "report: rows that are not objects", want: "r.json: not a results file: expected an object at byte 10", setup: func(t *testing.T, dir string) ([]string, []string) {
+			_, a := shardTree(t, dir)
+			writeFile(t, resultsFile(a), `{"rows": [1]}`)
+			return []string{"report", a, "--out", filepath.Join(dir, "out.json")}, existingOut(t, dir)
+		}},
+		badCase{name: "report: manifest truncated", want: "operatorx-manifest.json: invalid JSON", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, a := shardTree(t, dir)
+			b, _ := os.ReadFile(m)
+			os.WriteFile(m, b[:len(b)/2], 0o644)
+			return []string{"report", a, "--out", filepath.Join(dir, "out.json")}, existingOut(t, dir)
+		}},
+		badCase{name: "compare: NEW missing", want: "new: run directory", setup: func(t *testing.T, dir string) ([]string, []string) {
+			_, a := shardTree(t, dir)
+			return []string{"compare", a, filepath.Join(dir, "nosuch")}, nil
+		}},
+		badCase{name: "compare: BASE results broken", want: "base: ", setup: func(t *testing.T, dir string) ([]string, []string) {
+			_, a := shardTree(t, dir)
+			_, b := shardTree(t, dir)
+			writeFile(t, resultsFile(a), `{"rows": [{"status": "ok", "op": {"args": {"m": 1}}}`)
+			return []string{"compare", a, b, "--json", filepath.Join(dir, "out.json")}, existingOut(t, dir)
+		}},
+		badCase{name: "doctor: unknown runner", want: "unknown runner cluster:nosuch", setup: func(t *testing.T, dir string) ([]string, []string) {
+			return []string{"doctor", "--runner", "cluster:nosuch"}, nil
+		}},
+	)
+	return cases
+}
+
+func TestBadInputCatalogue(t *testing.T) {
+	cases := badInputs()
+	clean := 0
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args, keep := c.setup(t, dir)
+			before := map[string][]byte{}
+			for _, k := range keep {
+				b, err := os.ReadFile(k)
+				if err != nil {
+					t.Fatalf("setup: %v", err)
+				}
+				before[k] = b
+			}
+			var out, errb bytes.Buffer
+			getenv := func(k string) string {
+				if v, ok := c.env[k]; ok {
+					return v
+				}
+				return os.Getenv(k)
+			}
+			environ := func() []string {
+				var env []string
+				for _, kv := range os.Environ() {
+					if _, ok := c.env[kv[:strings.IndexByte(kv, '=')]]; !ok {
+						env = append(env, kv)
+					}
+				}
+				for k, v := range c.env {
+					if v != "" {
+						env = append(env, k+"="+v)
+					}
+				}
+				return env
+			}
+			code := Main(context.Background(), args, Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: getenv, Environ: environ})
+			msg := strings.TrimSpace(errb.String())
+			ok := true
+			fail := func(format string, a ...any) { ok = false; t.Errorf(format, a...) }
+			if code == 0 {
+				fail("exit 0")
+			}
+			if strings.Contains(msg, "\n") || msg == "" {
+				fail("want one line on stderr, got %q", msg)
+			}
+			if strings.Contains(msg, "panic") || strings.Contains(msg, "goroutine ") {
+				fail("panic: %q", msg)
+			}
+			if !strings.Contains(msg, c.want) {
+				fail("stderr %q does not name %q", msg, c.want)
+			}
+			for k, b := range before {
+				if after, err := os.ReadFile(k); err != nil || !bytes.Equal(after, b) {
+					fail("%s was changed or removed (%v)", k, err)
+				}
+			}
+			filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && strings.HasSuffix(p, ".tmp") {
+					fail("temporary file left behind: %s", p)
+				}
+				return nil
+			})
+			if ok {
+				clean++
+			}
+		})
+	}
+	t.Logf("%d bad inputs, %d answered cleanly", len(cases), clean)
+	if len(cases) < 40 {
+		t.Errorf("the catalogue has %d inputs; keep at least 40", len(cases))
+	}
+}
