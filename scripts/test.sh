@@ -38,8 +38,8 @@ FUZZTIME=${FUZZTIME:-5s}
 for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
   for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do
-    echo "fuzz $pkg $target ($FUZZTIME)"
-    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >/dev/null
+    out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1) || { echo "$out"; exit 1; }
+    echo "fuzz $pkg $target ($FUZZTIME): $(grep -o 'execs: [0-9]*' <<<"$out" | tail -1)"
   done
 done
 echo "test.sh: all tests passed"
