@@ -1,6 +1,7 @@
 package summary
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +15,8 @@ import (
 // the top-level object has no "rows" array.
 func skimStatuses(b []byte, fn func(status string) error) (hasRows bool, err error) {
 	s := skimmer{b: b}
-	err = s.obj(func(key string) error {
-		if key == "rows" && s.peek() == '[' {
+	err = s.obj(func(key []byte) error {
+		if string(key) == "rows" && s.peek() == '[' {
 			hasRows = true
 			return s.arr(func() error { return s.row(fn) })
 		}
@@ -59,6 +60,11 @@ func (s *skimmer) eat(c byte) bool {
 
 func (s *skimmer) ws() {
 	for s.i < len(s.b) {
+		// indented documents are mostly runs of spaces: eight at a time
+		if s.i+8 <= len(s.b) && binary.LittleEndian.Uint64(s.b[s.i:]) == 0x2020202020202020 {
+			s.i += 8
+			continue
+		}
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
 			s.i++
@@ -70,33 +76,48 @@ func (s *skimmer) ws() {
 
 // str reads a string (escapes decoded, as rare as they are here).
 func (s *skimmer) str() (string, error) {
-	if !s.eat('"') {
-		return "", s.fail("expected a string")
+	raw, err := s.strBytes()
+	return string(raw), err
+}
+
+// strBytes reads a string without allocating unless it has escapes: the bytes alias the
+// document and are valid until the next call.
+func (s *skimmer) strBytes() ([]byte, error) {
+	start := s.i + 1
+	escaped, err := s.strSpan()
+	if err != nil {
+		return nil, err
 	}
-	start := s.i
-	escaped := false
+	if escaped {
+		var v string
+		if err := json.Unmarshal(s.b[start-1:s.i], &v); err != nil {
+			return nil, s.fail("bad escape in a string")
+		}
+		return []byte(v), nil
+	}
+	return s.b[start : s.i-1], nil
+}
+
+// strSpan passes over a string and reports whether it had escapes.
+func (s *skimmer) strSpan() (escaped bool, err error) {
+	if !s.eat('"') {
+		return false, s.fail("expected a string")
+	}
 	for s.i < len(s.b) {
 		switch c := s.b[s.i]; {
 		case c == '"':
 			s.i++
-			if escaped {
-				var v string
-				if err := json.Unmarshal(s.b[start-1:s.i], &v); err != nil {
-					return "", s.fail("bad escape in a string")
-				}
-				return v, nil
-			}
-			return string(s.b[start : s.i-1]), nil
+			return escaped, nil
 		case c == '\\':
 			escaped = true
 			s.i += 2
 		case c < 0x20:
-			return "", s.fail("control character in a string")
+			return false, s.fail("control character in a string")
 		default:
 			s.i++
 		}
 	}
-	return "", errors.New("unterminated string")
+	return false, errors.New("unterminated string")
 }
 
 const maxDepth = 512
@@ -108,10 +129,14 @@ func (s *skimmer) skip(depth int) error {
 	}
 	switch c := s.peek(); {
 	case c == '"':
-		_, err := s.str()
+		start := s.i
+		escaped, err := s.strSpan()
+		if err == nil && escaped && !json.Valid(s.b[start:s.i]) {
+			return s.fail("bad escape in a string")
+		}
 		return err
 	case c == '{':
-		return s.obj(func(string) error { return s.skip(depth + 1) })
+		return s.obj(func([]byte) error { return s.skip(depth + 1) })
 	case c == '[':
 		return s.arr(func() error { return s.skip(depth + 1) })
 	case c == '-' || c >= '0' && c <= '9':
@@ -137,8 +162,8 @@ func (s *skimmer) skip(depth int) error {
 // row reads one row object and reports its status.
 func (s *skimmer) row(fn func(string) error) error {
 	status, found := "", false
-	err := s.obj(func(key string) error {
-		if key != "status" {
+	err := s.obj(func(key []byte) error {
+		if string(key) != "status" {
 			return s.skip(2)
 		}
 		found = true
@@ -177,7 +202,7 @@ func pyText(raw string) string {
 }
 
 // obj walks an object, calling fn positioned at each member's value; fn must consume it.
-func (s *skimmer) obj(fn func(key string) error) error {
+func (s *skimmer) obj(fn func(key []byte) error) error {
 	s.ws()
 	if !s.eat('{') {
 		return s.fail("expected an object")
@@ -188,7 +213,7 @@ func (s *skimmer) obj(fn func(key string) error) error {
 	}
 	for {
 		s.ws()
-		key, err := s.str()
+		key, err := s.strBytes()
 		if err != nil {
 			return err
 		}
@@ -260,8 +285,8 @@ func skimManifest(b []byte) (manifestInfo, error) {
 		}
 		return s.skip(1)
 	}
-	err := s.obj(func(key string) error {
-		switch key {
+	err := s.obj(func(key []byte) error {
+		switch string(key) {
 		case "run_id":
 			return strOr(&m.runID, &m.hasRun)
 		case "source_sha":
@@ -277,8 +302,8 @@ func skimManifest(b []byte) (manifestInfo, error) {
 					m.cells = append(m.cells, c)
 					return s.skip(1)
 				}
-				err := s.obj(func(k string) error {
-					switch k {
+				err := s.obj(func(k []byte) error {
+					switch string(k) {
 					case "id":
 						return strOr(&c.id, &c.hasID)
 					case "cases":

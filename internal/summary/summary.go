@@ -72,7 +72,19 @@ func Summarize(manifestPath, artifacts string) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", manifestPath, errors.Unwrap(err))
 	}
-	m, err := skimManifest(mb)
+	// the manifest is skimmed while the artifacts are walked: both are large
+	type skimmed struct {
+		m   manifestInfo
+		err error
+	}
+	mc := make(chan skimmed, 1)
+	go func() {
+		m, err := skimManifest(mb)
+		mc <- skimmed{m, err}
+	}()
+	latest, first, walkErr := walkExecutions(artifacts)
+	sk := <-mc
+	m, err := sk.m, sk.err
 	if err != nil {
 		// the full parser names line and column
 		if _, perr := catalog.Disk(manifestPath).ReadJSON(); perr != nil {
@@ -83,40 +95,13 @@ func Summarize(manifestPath, artifacts string) (*Report, error) {
 	if !m.hasRun || !m.hasSHA || !m.list {
 		return nil, fmt.Errorf("%s: a manifest needs string run_id and source_sha and an include list", manifestPath)
 	}
-	runID, sha := m.runID, m.sha
-	type found struct {
-		attempt int
-		dir     string
+	// the seed stops at the first execution.json whose provenance differs: when that is
+	// the first one, that error comes before any later one
+	if first != nil && (first.runID != m.runID || first.sha != m.sha) {
+		return nil, errors.New("artifact provenance does not match the requested run")
 	}
-	latest := map[string]found{}
-	if fi, err := os.Stat(artifacts); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("artifacts directory %s: not found", artifacts)
-	}
-	err = filepath.WalkDir(artifacts, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() || d.Name() != "execution.json" {
-			return nil
-		}
-		ex, err := shard.ReadExecution(path)
-		if err != nil {
-			return err
-		}
-		if ex.RunID != runID || ex.SourceSHA != sha {
-			return errors.New("artifact provenance does not match the requested run")
-		}
-		attempt, err := pyInt(ex.Attempt)
-		if err != nil {
-			return fmt.Errorf("%s: attempt %s is not an integer", path, pyjson.Repr(ex.Attempt))
-		}
-		if f, ok := latest[ex.ShardID]; !ok || attempt > f.attempt {
-			latest[ex.ShardID] = found{attempt, filepath.Dir(path)}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	if walkErr != nil {
+		return nil, walkErr
 	}
 	rep := &Report{Shards: make([]Shard, len(m.cells))}
 	for i, cell := range m.cells {
@@ -136,8 +121,9 @@ func Summarize(manifestPath, artifacts string) (*Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var buf []byte // one read buffer per worker
 			for i := range next {
-				errs[i] = settle(&rep.Shards[i])
+				errs[i] = settle(&rep.Shards[i], &buf)
 			}
 		}()
 	}
@@ -162,9 +148,57 @@ func Summarize(manifestPath, artifacts string) (*Report, error) {
 	return rep, nil
 }
 
+type found struct {
+	attempt    int
+	dir        string
+	runID, sha string
+}
+
+// walkExecutions finds every execution.json under artifacts and keeps the newest attempt
+// of each shard. Provenance is checked against the manifest afterwards; an execution of
+// another run anywhere in the tree fails the walk, as the seed's does.
+func walkExecutions(artifacts string) (map[string]found, *found, error) {
+	latest := map[string]found{}
+	if fi, err := os.Stat(artifacts); err != nil || !fi.IsDir() {
+		return nil, nil, fmt.Errorf("artifacts directory %s: not found", artifacts)
+	}
+	var first *found // the first execution seen: every other must share its provenance
+	mismatch := false
+	err := filepath.WalkDir(artifacts, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || d.Name() != "execution.json" {
+			return nil
+		}
+		ex, err := shard.ReadExecution(path)
+		if err != nil {
+			return err
+		}
+		if first == nil {
+			first = &found{runID: ex.RunID, sha: ex.SourceSHA}
+		} else if ex.RunID != first.runID || ex.SourceSHA != first.sha {
+			mismatch = true
+			return fs.SkipAll
+		}
+		attempt, err := pyInt(ex.Attempt)
+		if err != nil {
+			return fmt.Errorf("%s: attempt %s is not an integer", path, pyjson.Repr(ex.Attempt))
+		}
+		if f, ok := latest[ex.ShardID]; !ok || attempt > f.attempt {
+			latest[ex.ShardID] = found{attempt: attempt, dir: filepath.Dir(path), runID: ex.RunID, sha: ex.SourceSHA}
+		}
+		return nil
+	})
+	if mismatch {
+		return nil, first, errors.New("artifact provenance does not match the requested run")
+	}
+	return latest, first, err
+}
+
 // settle counts a found shard's rows and decides success or failure.
-func settle(s *Shard) error {
-	if err := countRows(s, filepath.Join(s.Dir, "results")); err != nil {
+func settle(s *Shard, buf *[]byte) error {
+	if err := countRows(s, filepath.Join(s.Dir, "results"), buf); err != nil {
 		return err
 	}
 	exit, err := exitCode(filepath.Join(s.Dir, "status.json"))
@@ -188,7 +222,7 @@ func pyInt(s string) (int, error) {
 }
 
 // countRows counts the rows of every *.json under dir (seed: rglob("*.json")).
-func countRows(s *Shard, dir string) error {
+func countRows(s *Shard, dir string, buf *[]byte) error {
 	if _, err := os.Stat(dir); err != nil {
 		return nil
 	}
@@ -199,7 +233,7 @@ func countRows(s *Shard, dir string) error {
 		if d.IsDir() || !strings.HasSuffix(d.Name(), ".json") {
 			return nil
 		}
-		b, err := os.ReadFile(path)
+		b, err := readInto(path, buf)
 		if err != nil {
 			return err
 		}
@@ -227,6 +261,37 @@ func countRows(s *Shard, dir string) error {
 		}
 		return nil
 	})
+}
+
+// readInto reads a whole file into *buf, growing it as needed: summarize reads hundreds
+// of results files and one buffer per worker spares the allocator and the GC.
+func readInto(path string, buf *[]byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if need := int(fi.Size()) + 1; cap(*buf) < need {
+		*buf = make([]byte, 0, need+need/4)
+	}
+	b := (*buf)[:0]
+	for {
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(b) == cap(b) { // the file grew since Stat
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // exitCode reports whether status.json exists and says exit_code 0.
