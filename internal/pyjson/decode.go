@@ -56,8 +56,12 @@ func Parse(data []byte) (Value, error) {
 }
 
 type parser struct {
-	data []byte
-	pos  int
+	data  []byte
+	pos   int
+	stack []Member // members of the objects being read, innermost last
+	// short strings seen before (keys, dtypes, testlist names), already boxed: a testlist
+	// repeats the same few thousand times
+	intern map[string]Value
 }
 
 func (p *parser) errorf(format string, args ...any) error {
@@ -119,12 +123,16 @@ func (p *parser) value(depth int) (Value, error) {
 
 func (p *parser) object(depth int) (Value, error) {
 	p.pos++ // {
-	o := &Object{members: make([]Member, 0, 4)}
+	o := &Object{}
 	p.skip()
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
 		p.pos++
 		return o, nil
 	}
+	// members collect on the parser's stack and are copied out once, at their exact size
+	base := len(p.stack)
+	defer func() { p.stack = p.stack[:base] }()
+	var idx map[string]int
 	for {
 		p.skip()
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
@@ -144,7 +152,33 @@ func (p *parser) object(depth int) (Value, error) {
 		if err != nil {
 			return nil, err
 		}
-		o.Set(k.(string), v)
+		key := k.(string)
+		// a repeated key keeps its place and takes the new value (Python dict semantics)
+		if idx != nil {
+			if i, ok := idx[key]; ok {
+				p.stack[i].Value = v
+			} else {
+				idx[key] = len(p.stack)
+				p.stack = append(p.stack, Member{key, v})
+			}
+		} else {
+			dup := false
+			for i := base; i < len(p.stack); i++ {
+				if p.stack[i].Key == key {
+					p.stack[i].Value, dup = v, true
+					break
+				}
+			}
+			if !dup {
+				p.stack = append(p.stack, Member{key, v})
+				if len(p.stack)-base >= indexAt { // large objects look keys up in a map
+					idx = make(map[string]int, 2*indexAt)
+					for i := base; i < len(p.stack); i++ {
+						idx[p.stack[i].Key] = i
+					}
+				}
+			}
+		}
 		p.skip()
 		if p.pos >= len(p.data) {
 			return nil, p.errorf("expecting ',' delimiter, found end of input")
@@ -154,6 +188,8 @@ func (p *parser) object(depth int) (Value, error) {
 			p.pos++
 		case '}':
 			p.pos++
+			o.members = append(make([]Member, 0, len(p.stack)-base), p.stack[base:]...)
+			o.reindex()
 			return o, nil
 		default:
 			return nil, p.errorf("expecting ',' delimiter")
@@ -253,9 +289,22 @@ func (p *parser) str() (Value, error) {
 	for i := p.pos; i < len(d); i++ {
 		c := d[i]
 		if c == '"' {
-			s := string(d[p.pos:i])
+			raw := d[p.pos:i]
 			p.pos = i + 1
-			return s, nil
+			if len(raw) > 32 {
+				return string(raw), nil
+			}
+			if v, ok := p.intern[string(raw)]; ok {
+				return v, nil
+			}
+			var v Value = string(raw)
+			if p.intern == nil {
+				p.intern = make(map[string]Value, 64)
+			}
+			if len(p.intern) < 8192 {
+				p.intern[v.(string)] = v
+			}
+			return v, nil
 		}
 		if c == '\\' || c < 0x20 {
 			break

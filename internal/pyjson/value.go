@@ -83,7 +83,7 @@ func (o *Object) reindex() {
 // Obj builds an object from alternating keys and values: Obj("a", 1, "b", "x").
 // Go ints are converted to Int.
 func Obj(kv ...any) *Object {
-	o := NewObject()
+	o := &Object{members: make([]Member, 0, len(kv)/2)}
 	for i := 0; i+1 < len(kv); i += 2 {
 		o.Set(kv[i].(string), From(kv[i+1]))
 	}
