@@ -14,7 +14,9 @@ import (
 	"html"
 	"html/template"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -394,20 +396,11 @@ func groups(rows []results.Row, status string) []msgGroup {
 	out := make([]msgGroup, 0, len(order))
 	for _, m := range order {
 		a := idx[m]
-		a.g.Shards = strings.Join(sorted(a.shards), ", ")
-		a.g.Backends = strings.Join(sorted(a.backends), ", ")
+		a.g.Shards = strings.Join(slices.Sorted(maps.Keys(a.shards)), ", ")
+		a.g.Backends = strings.Join(slices.Sorted(maps.Keys(a.backends)), ", ")
 		out = append(out, a.g)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Count > out[j].Count })
-	return out
-}
-
-func sorted(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 
@@ -443,7 +436,7 @@ func provenance(run *results.Run) ([]kv, []imageRow) {
 		}
 		images[k] = append(images[k], s.ID)
 	}
-	j := func(m map[string]bool) string { return dash(strings.Join(sorted(m), ", ")) }
+	j := func(m map[string]bool) string { return dash(strings.Join(slices.Sorted(maps.Keys(m)), ", ")) }
 	kvs := []kv{
 		{"Source SHA", dash(run.SourceSHA)},
 		{"Run id", dash(run.RunID)},

@@ -7,9 +7,11 @@ package results
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -155,7 +157,7 @@ func readShard(sh *Shard, run *Run) error {
 			return err
 		}
 	}
-	sh.Hosts, sh.Versions = keys(hosts), keys(versions)
+	sh.Hosts, sh.Versions = slices.Sorted(maps.Keys(hosts)), slices.Sorted(maps.Keys(versions))
 	return nil
 }
 
@@ -299,13 +301,4 @@ func intOf(o *pyjson.Object, k string) int {
 		return int(n)
 	}
 	return 0
-}
-
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
