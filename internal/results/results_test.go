@@ -1,0 +1,52 @@
+package results
+
+import (
+	"testing"
+
+	"github.com/semianalysis/opx/internal/pyjson"
+)
+
+func TestLabelFlattensArgsInOrder(t *testing.T) {
+	v, _ := pyjson.Parse([]byte(`{"m": 64, "n": 7168, "a": {"dtype": "fp8", "scale": {"dtype": "fp32", "group": [1, 128]}}, "out": "bf16", "parallel": {"tp": 2}}`))
+	if got := Label(v.(*pyjson.Object)); got != "m=64 n=7168 a.dtype=fp8 a.scale.dtype=fp32 a.scale.group=[1, 128] out=bf16 parallel.tp=2" {
+		t.Fatalf("label %q", got)
+	}
+}
+
+func TestSpread(t *testing.T) {
+	r := Row{Metrics: map[string]float64{"latency_us": 10, "latency_min_us": 9, "latency_max_us": 14, "tflops": 100},
+		Samples: map[string][]float64{}, MetricOrder: []string{"latency_us", "latency_min_us", "latency_max_us", "tflops"}}
+	if lo, hi, how, ok := r.Spread("latency_us"); !ok || lo != 9 || hi != 14 || how != "min–max" {
+		t.Errorf("min/max spread %v %v %q %v", lo, hi, how, ok)
+	}
+	// throughput computed from the latency takes its spread, inverted
+	if lo, hi, how, ok := r.Spread("tflops"); !ok || lo < 71.42 || lo > 71.43 || hi < 111.1 || hi > 111.12 || how != "min–max of latency_us" {
+		t.Errorf("derived spread %v %v %q %v", lo, hi, how, ok)
+	}
+	r.Samples["latency_us_samples"] = []float64{1, 2, 3, 4, 5, 100}
+	if lo, hi, how, ok := r.Spread("latency_us"); !ok || lo != 2.25 || hi != 4.75 || how != "IQR of 6 samples" {
+		t.Errorf("sample IQR %v %v %q %v", lo, hi, how, ok)
+	}
+	if _, _, _, ok := (&Row{Metrics: map[string]float64{"gbps": 1}}).Spread("gbps"); ok {
+		t.Error("a lone metric has no spread")
+	}
+	if p, _ := r.Primary(); p != "latency_us" {
+		t.Errorf("primary %s", p)
+	}
+}
+
+func TestFormatUnits(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		v    float64
+		want string
+	}{
+		{"latency_us", 41.5, "41.50 µs"}, {"latency_us", 1234.5, "1.234 ms"}, {"latency_us", 0.5, "500.0 ns"},
+		{"time_ms", 2500, "2.500 s"}, {"tflops", 829.1, "829.1 TFLOP/s"}, {"gflops", 12.38, "12.38 GFLOP/s"},
+		{"bandwidth_gbps", 3350, "3350 GB/s"}, {"sol_pct", 87.5, "87.50 %"}, {"iterations", 688, "688.0"},
+	} {
+		if got := Format(c.name, c.v); got != c.want {
+			t.Errorf("Format(%s, %v) = %q, want %q", c.name, c.v, got, c.want)
+		}
+	}
+}
