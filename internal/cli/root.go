@@ -162,7 +162,8 @@ Exit codes:
   1    an error (one line on stderr naming what is wrong and where)
   2    a usage error
   128+n  ended by signal n (130 SIGINT, 143 SIGTERM, 129 SIGHUP)
-  summarize exits 1 when coverage is incomplete.`
+  summarize and run exit 1 when coverage is incomplete, doctor when something required is
+  missing, compare --fail-on-regression when a case regressed or broke.`
 
 func newRoot(ctx context.Context, env Env) *cobra.Command {
 	root := &cobra.Command{

@@ -40,7 +40,7 @@ func newRunCmd(env Env) *cobra.Command {
 	o := &runOptions{plan: planOptions{runner: "local", backends: "cpu", testlists: "cpu_smoke", worldSizes: "1"}}
 	c := &cobra.Command{
 		Use:   "run",
-		Short: "Plan, execute every shard and summarize: one sweep end to end",
+		Short: "Plan, execute every shard, summarize and report: one sweep end to end",
 		Long:  runLong,
 		Example: `  go run ./cmd/opx run
   opx run --testlists cpu_smoke --world-sizes 1,2 --out /tmp/sweep
