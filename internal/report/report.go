@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/version"
@@ -34,10 +35,13 @@ var pageCSS string
 //go:embed report.js
 var pageJS string
 
-var tmpl = template.Must(template.New("page").Funcs(template.FuncMap{
-	"css": func() template.CSS { return template.CSS(pageCSS) },
-	"js":  func() template.JS { return template.JS(pageJS) },
-}).Parse(pageTemplate))
+// tmpl is parsed on first use: every other opx command starts without paying for it.
+var tmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("page").Funcs(template.FuncMap{
+		"css": func() template.CSS { return template.CSS(pageCSS) },
+		"js":  func() template.JS { return template.JS(pageJS) },
+	}).Parse(pageTemplate))
+})
 
 type page struct {
 	Title, RunID, SourceSHA, Verdict, VerdictClass, Generator string
@@ -102,7 +106,7 @@ var palette = []string{"#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#
 
 // Write renders the page for run.
 func Write(w io.Writer, run *results.Run) error {
-	return tmpl.Execute(w, build(run))
+	return tmpl().Execute(w, build(run))
 }
 
 func build(run *results.Run) *page {
