@@ -12,20 +12,35 @@ import (
 // skips every other value without building it — summarize reads hundreds of megabytes of
 // results and needs nothing else from them. It checks the structure it walks (brackets,
 // strings, separators) and reports the byte offset of what is wrong. hasRows is false when
-// the top-level object has no "rows" array.
+// the top-level object has no "rows" array. A repeated "rows" key counts with its last
+// value, as in Python, so statuses are reported once the whole document is read.
 func skimStatuses(b []byte, fn func(status string) error) (hasRows bool, err error) {
 	s := skimmer{b: b}
+	var statuses []string
+	collect := func(st string) error { statuses = append(statuses, st); return nil }
 	err = s.obj(func(key []byte) error {
-		if string(key) == "rows" && s.peek() == '[' {
-			hasRows = true
-			return s.arr(func() error { return s.row(fn) })
+		if string(key) != "rows" {
+			return s.skip(1)
 		}
-		return s.skip(1)
+		statuses, hasRows = statuses[:0], false
+		if s.peek() != '[' {
+			return s.skip(1)
+		}
+		hasRows = true
+		return s.arr(func() error { return s.row(collect) })
 	})
+	if err == nil {
+		err = s.end()
+	}
 	if err != nil {
 		return false, err
 	}
-	return hasRows, s.end()
+	for _, st := range statuses {
+		if err := fn(st); err != nil {
+			return hasRows, err
+		}
+	}
+	return hasRows, nil
 }
 
 type skimmer struct {
@@ -168,8 +183,17 @@ func (s *skimmer) row(fn func(string) error) error {
 		}
 		found = true
 		if s.peek() == '"' {
-			v, err := s.str()
-			status = v
+			v, err := s.strBytes()
+			switch string(v) { // the usual three without allocating
+			case "ok":
+				status = "ok"
+			case "unsupported":
+				status = "unsupported"
+			case "error":
+				status = "error"
+			default:
+				status = string(v)
+			}
 			return err
 		}
 		start := s.i
@@ -277,12 +301,14 @@ type manifestInfo struct {
 func skimManifest(b []byte) (manifestInfo, error) {
 	var m manifestInfo
 	s := skimmer{b: b}
+	// a repeated key counts with its last value, as in Python: a non-string one unsets it
 	strOr := func(dst *string, ok *bool) error {
 		if s.peek() == '"' {
 			v, err := s.str()
 			*dst, *ok = v, err == nil
 			return err
 		}
+		*dst, *ok = "", false
 		return s.skip(1)
 	}
 	err := s.obj(func(key []byte) error {
@@ -293,6 +319,7 @@ func skimManifest(b []byte) (manifestInfo, error) {
 			return strOr(&m.sha, &m.hasSHA)
 		case "include":
 			if s.peek() != '[' {
+				m.list, m.cells = false, m.cells[:0]
 				return s.skip(1)
 			}
 			m.list, m.cells = true, m.cells[:0]
@@ -308,6 +335,7 @@ func skimManifest(b []byte) (manifestInfo, error) {
 						return strOr(&c.id, &c.hasID)
 					case "cases":
 						if s.peek() != '[' {
+							c.hasCase, c.cases = false, 0
 							return s.skip(2)
 						}
 						c.hasCase, c.cases = true, 0

@@ -3,6 +3,7 @@ package summary
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -87,4 +88,23 @@ func FuzzSkimStatuses(f *testing.F) {
 			t.Fatalf("skimmer %q %v, encoding/json %q %v", got, has, want, wantRows)
 		}
 	})
+}
+
+// A repeated "rows" key counts with its last value (Python's json and encoding/json agree).
+func TestSkimRepeatedRows(t *testing.T) {
+	for doc, want := range map[string]string{
+		`{"rows": [{"status": "ok"}], "rows": [{"status": "error"}, {"status": "ok"}]}`: "error,ok",
+		`{"rows": [{"status": "ok"}], "rows": 5}`:                                       "no rows",
+		`{"rows": 5, "rows": [{"status": "unsupported"}]}`:                              "unsupported",
+	} {
+		var got []string
+		has, err := skimStatuses([]byte(doc), func(s string) error { got = append(got, s); return nil })
+		res := strings.Join(got, ",")
+		if !has {
+			res = "no rows"
+		}
+		if err != nil || res != want {
+			t.Errorf("%s: %q %v, want %q", doc, res, err, want)
+		}
+	}
 }
