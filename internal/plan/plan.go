@@ -176,6 +176,10 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 	excluded := int64(0)
 	lists := append([]Testlist(nil), sel.Testlists...)
 	sort.SliceStable(lists, func(i, j int) bool { return lists[i].Name < lists[j].Name })
+	// most shapes have no args.parallel: their split and its key are computed once
+	noSplit := recipes.Normalize(nil)
+	noSplitKey := string(pyjson.MustMarshal(noSplit, pyjson.Identity))
+	noSplitWS, _ := WorldSize(noSplit)
 	for _, tl := range dedupe(lists) {
 		for i, s := range tl.Shapes {
 			shape := s.(*pyjson.Object)
@@ -189,8 +193,13 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 			default:
 				return nil, fmt.Errorf("testlist %s: shape [%d]: args.parallel is %s, not an object", tl.Name, i, pyjson.TypeName(par))
 			}
-			split := recipes.Normalize(p)
-			ws, err := WorldSize(split)
+			split, splitKey, ws := noSplit, noSplitKey, noSplitWS
+			var err error
+			if p != nil {
+				split = recipes.Normalize(p)
+				splitKey = string(pyjson.MustMarshal(split, pyjson.Identity))
+				ws, err = WorldSize(split)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("testlist %s: shape [%d]: args.parallel: %v", tl.Name, i, err)
 			}
@@ -215,7 +224,7 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 					}
 				}
 			}
-			key := groupKey{split: string(pyjson.MustMarshal(split, pyjson.Identity)), state: "engine"}
+			key := groupKey{split: splitKey, state: "engine"}
 			if recipe != nil {
 				recipesSeen[recipe.Recipe] = recipe
 				key.recipe = recipe.Recipe

@@ -119,12 +119,21 @@ func (e *encoder) encode(v Value, depth int) error {
 			return nil
 		}
 		members := x.members
-		if opt.SortKeys && !slices.IsSortedFunc(members, byKey) {
+		if opt.SortKeys && !keysSorted(members) {
 			for len(b.scratch) <= depth {
 				b.scratch = append(b.scratch, nil)
 			}
 			members = append(b.scratch[depth][:0], members...)
-			slices.SortStableFunc(members, byKey)
+			if len(members) <= 12 {
+				// small objects (all of a testlist's): insertion sort, keys compared directly
+				for i := 1; i < len(members); i++ {
+					for j := i; j > 0 && members[j].Key < members[j-1].Key; j-- {
+						members[j], members[j-1] = members[j-1], members[j]
+					}
+				}
+			} else {
+				slices.SortStableFunc(members, byKey)
+			}
 			b.scratch[depth] = members
 		}
 		b.writeByte('{')
@@ -148,6 +157,15 @@ func (e *encoder) encode(v Value, depth int) error {
 }
 
 func byKey(a, b Member) int { return strings.Compare(a.Key, b.Key) }
+
+func keysSorted(m []Member) bool {
+	for i := 1; i < len(m); i++ {
+		if m[i].Key < m[i-1].Key {
+			return false
+		}
+	}
+	return true
+}
 
 // AppendMarshal appends v's encoding to buf (to reuse one buffer for many values).
 func AppendMarshal(buf []byte, v Value, opt Options) ([]byte, error) {
