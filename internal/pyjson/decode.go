@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"runtime"
 	"strconv"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -44,7 +46,13 @@ func Parse(data []byte) (Value, error) {
 	}
 	p := &parser{data: data}
 	p.skip()
-	v, err := p.value(0)
+	var v Value
+	var err error
+	if len(data) >= parallelFrom && p.pos < len(data) && data[p.pos] == '[' && runtime.GOMAXPROCS(0) > 1 {
+		v, err = p.splitArray()
+	} else {
+		v, err = p.value(0)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -199,33 +207,121 @@ func (p *parser) object(depth int) (Value, error) {
 
 func (p *parser) array(depth int) (Value, error) {
 	p.pos++ // [
-	out := []Value{}
 	p.skip()
 	if p.pos < len(p.data) && p.data[p.pos] == ']' {
 		p.pos++
-		return out, nil
+		return []Value{}, nil
 	}
+	out, _, err := p.elems(depth, -1)
+	return out, err
+}
+
+// elems reads an array's elements from one of them through the closing bracket. With
+// stop >= 0 it returns early, reached true, when an element would start exactly at stop.
+func (p *parser) elems(depth, stop int) ([]Value, bool, error) {
+	out := []Value{}
 	for {
 		p.skip()
+		if stop >= 0 {
+			if p.pos == stop {
+				return out, true, nil
+			}
+			if p.pos > stop {
+				stop = -1
+			}
+		}
 		v, err := p.value(depth + 1)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		out = append(out, v)
 		p.skip()
 		if p.pos >= len(p.data) {
-			return nil, p.errorf("expecting ',' delimiter, found end of input")
+			return nil, false, p.errorf("expecting ',' delimiter, found end of input")
 		}
 		switch p.data[p.pos] {
 		case ',':
 			p.pos++
 		case ']':
 			p.pos++
-			return out, nil
+			return out, false, nil
 		default:
-			return nil, p.errorf("expecting ',' delimiter")
+			return nil, false, p.errorf("expecting ',' delimiter")
 		}
 	}
+}
+
+// parallelFrom is the size from which a top-level array is read by two parsers at once.
+const parallelFrom = 256 << 10
+
+// splitArray reads a large top-level array (a testlist) in two halves at once. The second
+// half starts at a guessed element boundary past the middle ("}" "," "{"); the guess is
+// only used when the first parser, reading from the start, arrives at exactly that offset
+// as the start of an element — so the result, and any error, are the sequential parse's.
+func (p *parser) splitArray() (Value, error) {
+	c := guessBoundary(p.data, p.pos+(len(p.data)-p.pos)/2)
+	if c < 0 {
+		return p.value(0)
+	}
+	type half struct {
+		vals []Value
+		pos  int
+		err  error
+	}
+	second := make(chan half, 1)
+	go func() {
+		q := &parser{data: p.data, pos: c}
+		vals, _, err := q.elems(0, -1)
+		second <- half{vals, q.pos, err}
+	}()
+	p.pos++ // [
+	p.skip()
+	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
+		return []Value{}, nil
+	}
+	head, reached, err := p.elems(0, c)
+	if err != nil || !reached {
+		return head, err // the guess was not a boundary: head is the whole array
+	}
+	h := <-second
+	if h.err != nil { // report it as the sequential parse would
+		tail, _, err := p.elems(0, -1)
+		if err != nil {
+			return nil, err
+		}
+		return append(head, tail...), nil
+	}
+	p.pos = h.pos
+	splitsUsed.Add(1)
+	return append(head, h.vals...), nil
+}
+
+// splitsUsed counts parses whose second half was used (for the tests).
+var splitsUsed atomic.Int64
+
+// guessBoundary finds, from from on, a '{' preceded by '}' ',' (whitespace between).
+func guessBoundary(d []byte, from int) int {
+	ws := func(i int) int {
+		for i < len(d) && (d[i] == ' ' || d[i] == '\n' || d[i] == '\t' || d[i] == '\r') {
+			i++
+		}
+		return i
+	}
+	for i := from; i < len(d) && i < from+64<<10; {
+		j := bytes.IndexByte(d[i:], '}')
+		if j < 0 {
+			return -1
+		}
+		k := ws(i + j + 1)
+		if k < len(d) && d[k] == ',' {
+			if m := ws(k + 1); m < len(d) && d[m] == '{' {
+				return m
+			}
+		}
+		i += j + 1
+	}
+	return -1
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }

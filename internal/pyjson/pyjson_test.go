@@ -241,3 +241,61 @@ func TestDuplicateKeys(t *testing.T) {
 		}
 	}
 }
+
+func parseSequential(data []byte) (Value, error) {
+	p := &parser{data: data}
+	p.skip()
+	v, err := p.value(0)
+	if err == nil {
+		p.skip()
+		if p.pos != len(p.data) {
+			err = p.errorf("extra data after the document")
+		}
+	}
+	return v, err
+}
+
+// Large top-level arrays are read in two halves at once; the value, and any error with
+// its line and column, must be the sequential parse's — also when the guessed boundary
+// falls inside a string or a nested object.
+func TestSplitArrayMatchesSequential(t *testing.T) {
+	before := splitsUsed.Load()
+	for trial := 0; trial < 60; trial++ {
+		r := rand.New(rand.NewPCG(uint64(trial), 2))
+		var b strings.Builder
+		b.WriteString("[\n")
+		for i := 0; b.Len() < parallelFrom+parallelFrom/2; i++ {
+			if i > 0 {
+				b.WriteString(",\n")
+			}
+			switch r.IntN(6) {
+			case 0: // a string that looks like a boundary
+				fmt.Fprintf(&b, `{"s": "}, {\"x\": %d}, {", "n": [%d, {"a": {}}, {"b": []}]}`, i, i)
+			case 1: // nested objects in a list: "}, {" at depth 2
+				fmt.Fprintf(&b, `{"list": [{"a": %d}, {"b": %d}, {"c": [{}, {}]}]}`, i, i)
+			case 2:
+				fmt.Fprintf(&b, `[{"x": %d}, {"y": "z"}]`, i)
+			default:
+				fmt.Fprintf(&b, `{"type": "gemm", "args": {"m": %d, "n": 64, "a": {"dtype": "fp8"}}, "sources": []}`, i)
+			}
+		}
+		b.WriteString("\n]\n")
+		d := []byte(b.String())
+		if trial%3 != 0 { // damage one byte somewhere
+			d[r.IntN(len(d))] = "}{,:\"]x"[r.IntN(7)]
+		}
+		want, werr := parseSequential(d)
+		got, gerr := Parse(d)
+		if (werr == nil) != (gerr == nil) || werr != nil && werr.Error() != gerr.Error() {
+			t.Fatalf("trial %d: errors differ: sequential %v, split %v", trial, werr, gerr)
+		}
+		if werr == nil && !bytes.Equal(MustMarshal(want, Default), MustMarshal(got, Default)) {
+			t.Fatalf("trial %d: values differ", trial)
+		}
+	}
+	if n := splitsUsed.Load() - before; n < 5 {
+		t.Fatalf("the two-half path was taken %d times in 60 documents; the test does not exercise it", n)
+	} else {
+		t.Logf("two-half path taken in %d of 60 documents", n)
+	}
+}
