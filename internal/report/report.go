@@ -269,7 +269,7 @@ func opSections(rows []results.Row) []opSection {
 							if lo, hi, _, ok := r.Spread(name); ok {
 								cc.Spread = results.Format(name, lo) + " – " + results.Format(name, hi)
 							}
-							if DirectionLower(name) {
+							if isTime(name) {
 								lg.Bars = append(lg.Bars, bar{v, results.Format(name, v), palette[i%len(palette)]})
 							}
 						}
@@ -302,8 +302,8 @@ func opSections(rows []results.Row) []opSection {
 	return out
 }
 
-// DirectionLower reports whether a metric is a time (the latency chart's metric).
-func DirectionLower(name string) bool { return results.DirectionOf(name) == results.Lower }
+// isTime reports whether a metric is a time (the latency chart's metric).
+func isTime(name string) bool { return results.DirectionOf(name) == results.Lower }
 
 func throughputMetric(r *results.Row) string {
 	for _, k := range r.MetricOrder {

@@ -150,7 +150,7 @@ func readShard(sh *Shard, run *Run) error {
 		}
 		return nil
 	})
-	sort.Strings(paths) // WalkDir is lexical already; say so
+	sort.Strings(paths) // lexical order, as WalkDir gives it; kept explicit for the report's stable order
 	hosts, versions := map[string]bool{}, map[string]bool{}
 	for _, p := range paths {
 		if err := readResults(p, sh, run, hosts, versions); err != nil {
