@@ -387,3 +387,47 @@ func BenchmarkPlanEmbeddedCatalog(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEncodeManifest encodes the whole embedded catalog's plan as write_json does.
+func BenchmarkEncodeManifest(b *testing.B) {
+	g, err := platform.Load(catalog.Embedded("platforms.json"), platform.LocalDefaults{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tls := catalog.NewTestlists("")
+	var lists []Testlist
+	for _, n := range tls.Names() {
+		s, err := tls.Load(n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lists = append(lists, Testlist{n, s})
+	}
+	in := Inputs{Registry: g, Images: map[string]catalog.Image{"vllm": {Image: "v:1"}}}
+	sel := Selection{"cluster:h200-dgxc", []string{"vllm"}, lists, []int64{1, 2, 4, 8}, 100, "timing"}
+	res, err := Plan(sel, in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var buf []byte
+	b.ResetTimer()
+	for b.Loop() {
+		buf, err = pyjson.AppendMarshal(buf[:0], res, pyjson.File)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+// BenchmarkParseTestlists parses every embedded testlist.
+func BenchmarkParseTestlists(b *testing.B) {
+	tls := catalog.NewTestlists("")
+	for b.Loop() {
+		for _, n := range tls.Names() {
+			if _, err := tls.Load(n); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
