@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/semianalysis/opx/internal/shard"
 	"github.com/semianalysis/opx/internal/summary"
 )
 
@@ -88,22 +88,13 @@ func (p *progress) draw() {
 	p.lineWritten = true
 }
 
-// stageOf reads the stage path execute recorded in out/execution.json.
+// stageOf reads the stage path execute recorded in out/execution.json ("" until it is there).
 func stageOf(out string) string {
-	b, err := os.ReadFile(filepath.Join(out, "execution.json"))
+	ex, err := shard.ReadExecution(filepath.Join(out, "execution.json"))
 	if err != nil {
 		return ""
 	}
-	i := bytes.LastIndex(b, []byte(`"stage": "`))
-	if i < 0 {
-		return ""
-	}
-	rest := b[i+len(`"stage": "`):]
-	j := bytes.IndexByte(rest, '"')
-	if j < 0 {
-		return ""
-	}
-	return string(rest[:j])
+	return ex.Stage
 }
 
 func elapsed(d time.Duration) string {

@@ -28,7 +28,7 @@ func TestProgressStatusLine(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	os.MkdirAll(filepath.Join(stage, "results", "cpu", "local"), 0o755)
 	os.MkdirAll(out, 0o755)
-	os.WriteFile(filepath.Join(out, "execution.json"), []byte(`{"cell": {}, "stage": "`+stage+`"}`), 0o644)
+	os.WriteFile(filepath.Join(out, "execution.json"), []byte(`{"cell": {"id": "s1", "runner": "local"}, "source_sha": "a", "run_id": "1", "attempt": "1", "stage": "`+stage+`"}`), 0o644)
 	os.WriteFile(filepath.Join(stage, "results", "cpu", "local", "r.json"), []byte(`{"rows": [{"status": "ok"}, {"status": "unsupported"}]}`), 0o644)
 
 	var tty bytes.Buffer

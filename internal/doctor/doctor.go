@@ -81,7 +81,7 @@ func Run(ctx context.Context, o Options) []Finding {
 	} else {
 		d.add(Finding{Check: "containers", Status: Skip, Detail: "container mode none: no pyxis, enroot or unsquashfs needed"})
 	}
-	d.storage(local)
+	d.storage()
 	d.binary()
 	return d.out
 }
@@ -282,12 +282,9 @@ func (d *doc) enroot() {
 	d.space("enroot cache", cache, how, false)
 }
 
-// storage checks the stage base the runner's entry chooses (SharedBase), as execute will.
-func (d *doc) storage(local bool) {
-	base, err := shard.SharedBase(platform.Operator(d.o.Entry), d.o.Runner, d.o.Getenv)
-	if local && err != nil {
-		base, err = filepath.Join(os.TempDir(), fmt.Sprintf(".operatorx-%d", os.Getuid())), nil
-	}
+// storage checks the stage base the runner's entry chooses, as execute will.
+func (d *doc) storage() {
+	base, err := shard.StageBase(platform.Operator(d.o.Entry), d.o.Runner, d.o.Getenv)
 	if err != nil {
 		d.add(Finding{Check: "storage root", Status: Fail, Detail: err.Error(),
 			Fix: "set operator.stage_dir (or storage_roots) in the platform config to a directory shared with the compute nodes"})

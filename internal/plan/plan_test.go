@@ -364,7 +364,10 @@ func TestFinishFallbacks(t *testing.T) {
 }
 
 // BenchmarkPlanEmbeddedCatalog plans every embedded testlist on an NVIDIA runner.
-func BenchmarkPlanEmbeddedCatalog(b *testing.B) {
+// catalogSelection is the whole embedded catalog on cluster:h200-dgxc, vllm, world sizes
+// 1, 2, 4 and 8, in chunks of chunk.
+func catalogSelection(b *testing.B, chunk int64) (Selection, Inputs) {
+	b.Helper()
 	g, err := platform.Load(catalog.Embedded("platforms.json"), platform.LocalDefaults{})
 	if err != nil {
 		b.Fatal(err)
@@ -379,7 +382,11 @@ func BenchmarkPlanEmbeddedCatalog(b *testing.B) {
 		lists = append(lists, Testlist{n, s})
 	}
 	in := Inputs{Registry: g, Images: map[string]catalog.Image{"vllm": {Image: "v:1"}}}
-	sel := Selection{"cluster:h200-dgxc", []string{"vllm"}, lists, []int64{1, 2, 4, 8}, 500, "timing"}
+	return Selection{"cluster:h200-dgxc", []string{"vllm"}, lists, []int64{1, 2, 4, 8}, chunk, "timing"}, in
+}
+
+func BenchmarkPlanEmbeddedCatalog(b *testing.B) {
+	sel, in := catalogSelection(b, 500)
 	b.ResetTimer()
 	for b.Loop() {
 		if _, err := Plan(sel, in); err != nil {
@@ -390,22 +397,7 @@ func BenchmarkPlanEmbeddedCatalog(b *testing.B) {
 
 // BenchmarkEncodeManifest encodes the whole embedded catalog's plan as write_json does.
 func BenchmarkEncodeManifest(b *testing.B) {
-	g, err := platform.Load(catalog.Embedded("platforms.json"), platform.LocalDefaults{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	tls := catalog.NewTestlists("")
-	var lists []Testlist
-	for _, n := range tls.Names() {
-		s, err := tls.Load(n)
-		if err != nil {
-			b.Fatal(err)
-		}
-		lists = append(lists, Testlist{n, s})
-	}
-	in := Inputs{Registry: g, Images: map[string]catalog.Image{"vllm": {Image: "v:1"}}}
-	sel := Selection{"cluster:h200-dgxc", []string{"vllm"}, lists, []int64{1, 2, 4, 8}, 100, "timing"}
-	res, err := Plan(sel, in)
+	res, err := Plan(catalogSelection(b, 100))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -156,11 +156,7 @@ func Execute(ctx context.Context, o Options) (err error) {
 			return fmt.Errorf("shard %s in %s has no image digest for %s (digest %s); plan resolves one: plan again", o.Shard, o.Manifest, img, pyjson.Repr(d))
 		}
 	}
-	base, err := SharedBase(profile, runner, o.Getenv)
-	if runner.Label == platform.Local && err != nil {
-		// the local runner stages under the system temp dir unless its entry says otherwise
-		base, err = filepath.Join(os.TempDir(), fmt.Sprintf(".operatorx-%d", os.Getuid())), nil
-	}
+	base, err := StageBase(profile, runner, o.Getenv)
 	if err != nil {
 		return err
 	}

@@ -149,6 +149,16 @@ func copyFile(src, dst string) error {
 	return os.Rename(tmp, dst)
 }
 
+// StageBase is where execute stages a shard: SharedBase, except that the local runner
+// stages under the system temp dir unless its entry says otherwise.
+func StageBase(profile *pyjson.Object, runner platform.Runner, getenv func(string) string) (string, error) {
+	base, err := SharedBase(profile, runner, getenv)
+	if runner.Label == platform.Local && err != nil {
+		return filepath.Join(os.TempDir(), fmt.Sprintf(".operatorx-%d", os.Getuid())), nil
+	}
+	return base, err
+}
+
 // SharedBase is the seed's shared_base (seed-spec §3.8): <first usable root>/.operatorx-<uid>.
 func SharedBase(profile *pyjson.Object, runner platform.Runner, getenv func(string) string) (string, error) {
 	var roots []string
