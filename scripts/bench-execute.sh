@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 runs=${1:-10}
 work=$(mktemp -d /tmp/opx-bench-exec.XXXXXX); trap 'rm -rf "$work"' EXIT
 SLURM_CONF=$(scripts/local-slurm.sh start "${OPX_SLURM_DIR:-/tmp/opx-slurm}"); export SLURM_CONF
-go build -o "$work/opx" ./cmd/opx
+# built as scripts/release.sh builds it: static, trimmed, stripped
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/opx" ./cmd/opx
 mkdir -p "$work/tl" "$work/shared"
 cat > "$work/tl/tiny.json" <<'JSON'
 [{"type": "gemm", "args": {"m": 64, "n": 64, "k": 64, "a": {"dtype": "fp64"}, "b": {"dtype": "fp64"}, "out": "fp64"}, "sources": []}]

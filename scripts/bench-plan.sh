@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 runs=${1:-10}
 shared=${OPX_SHARED:-../shared}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-go build -o "$work/opx" ./cmd/opx
+# built as scripts/release.sh builds it: static, trimmed, stripped
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/opx" ./cmd/opx
 mkdir -p "$work/ref"
 cp -r internal/catalog/data/testlists "$work/ref/testlists"
 cp internal/catalog/data/platforms.json internal/catalog/data/platform_config.json "$work/"

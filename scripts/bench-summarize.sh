@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 runs=${1:-5}
 shared=${OPX_SHARED:-../shared}
 work=${OPX_BENCH_DIR:-$(mktemp -d)}; [ -n "${OPX_BENCH_DIR:-}" ] || trap 'rm -rf "$work"' EXIT
-go build -o "$work/opx" ./cmd/opx
+# built as scripts/release.sh builds it: static, trimmed, stripped
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/opx" ./cmd/opx
 mkdir -p "$work/ref"
 "$shared/seed/seedtree" "$work/ref" "$work/seed" >/dev/null
 python3 - "$work" <<'PY'

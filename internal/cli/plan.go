@@ -98,7 +98,7 @@ func loadRegistry(path string, env Env) (*platform.Registry, string, error) {
 	if path != "" {
 		src = catalog.Disk(path)
 	}
-	g, err := platform.Load(src, platform.LocalDefaults{GPUs: localGPUs()})
+	g, err := platform.Load(src, platform.LocalDefaults{CountGPUs: localGPUs})
 	return g, src.Name, err
 }
 

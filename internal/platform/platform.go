@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/pyjson"
@@ -86,6 +87,7 @@ type Registry struct {
 	entries map[string]*pyjson.Object
 	runners map[string]Runner
 	order   []string
+	local   func() *pyjson.Object // builds the local runner's entry on first use
 }
 
 // Runner returns the runner for label, built in or declared by the config.
@@ -96,6 +98,9 @@ func (g *Registry) Runner(label string) (Runner, bool) {
 
 // Entry returns the merged platform entry for label.
 func (g *Registry) Entry(label string) (*pyjson.Object, bool) {
+	if label == Local && g.local != nil {
+		return g.local(), true
+	}
 	e, ok := g.entries[label]
 	return e, ok
 }
@@ -125,7 +130,11 @@ func ContainerMode(label string, entry *pyjson.Object) string {
 
 // LocalDefaults describes this machine for the local runner.
 type LocalDefaults struct {
-	GPUs int // devices found (nvidia-smi -L / rocm-smi), at least 1
+	GPUs int // devices on this machine, at least 1 (when CountGPUs is nil)
+	// CountGPUs, when set, counts them (nvidia-smi -L / rocm-smi); it runs only when the
+	// local runner's entry is read and the overlay does not set its gpus_per_node, so
+	// planning for a cluster never execs a device tool on the submit host
+	CountGPUs func() int
 }
 
 // Load reads a platform overlay (seed-spec §3.9) and its "base", resolved relative to the
@@ -225,13 +234,19 @@ func Load(src catalog.Source, local LocalDefaults) (*Registry, error) {
 		g.order = append(g.order, label)
 	}
 	// the built-in local runner: this machine, no Slurm, no container (decisions §1)
-	gpus := max(local.GPUs, 1)
-	entry := pyjson.Obj("gpus_per_node", gpus, "image_platform", "linux/"+runtime.GOARCH,
-		"operator", pyjson.Obj("container", "none"))
-	if own, ok := platforms.Object(Local); ok {
-		entry = merge(entry, own)
-	}
-	g.entries[Local] = entry
+	own, _ := platforms.Object(Local)
+	g.local = sync.OnceValue(func() *pyjson.Object {
+		gpus := local.GPUs
+		if _, set := own.Get("gpus_per_node"); !set && local.CountGPUs != nil {
+			gpus = local.CountGPUs()
+		}
+		entry := pyjson.Obj("gpus_per_node", max(gpus, 1), "image_platform", "linux/"+runtime.GOARCH,
+			"operator", pyjson.Obj("container", "none"))
+		if own != nil {
+			entry = merge(entry, own)
+		}
+		return entry
+	})
 	g.runners[Local] = Runner{Label: Local, Cluster: "local", Profile: Local, Family: Local}
 	g.order = append(g.order, Local)
 	return g, nil

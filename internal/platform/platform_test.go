@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -49,6 +50,38 @@ func TestCustomRunner(t *testing.T) {
 	e, _ := g.Entry("cluster:test-local")
 	if ContainerMode(r.Label, e) != "none" {
 		t.Fatal("container mode")
+	}
+}
+
+// The local runner's device count is probed only when its entry is read, once, and not at
+// all when the overlay sets it: planning for a cluster never execs nvidia-smi.
+func TestLocalDevicesCountedLazily(t *testing.T) {
+	calls := 0
+	count := func() int { calls++; return 4 }
+	g, err := Load(catalog.Embedded("platforms.json"), LocalDefaults{CountGPUs: count})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.Entry("cluster:h200-dgxc"); !ok || calls != 0 {
+		t.Fatalf("cluster entry read: %d probes", calls)
+	}
+	for range 2 {
+		e, ok := g.Entry(Local)
+		if v, _ := e.Get("gpus_per_node"); !ok || fmt.Sprint(v) != "4" {
+			t.Fatalf("local gpus_per_node %v", v)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("%d probes, want 1", calls)
+	}
+	fs := fstest.MapFS{"p.json": {Data: []byte(`{"platforms": {"local": {"gpus_per_node": 2}}}`)}}
+	g, err = Load(catalog.Source{FS: fs, Path: "p.json", Name: "p.json"}, LocalDefaults{CountGPUs: count})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := g.Entry(Local)
+	if v, _ := e.Get("gpus_per_node"); fmt.Sprint(v) != "2" || calls != 1 {
+		t.Fatalf("overlay gpus_per_node %v, %d probes", v, calls)
 	}
 }
 
