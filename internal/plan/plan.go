@@ -171,7 +171,19 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 	}
 
 	type groupKey struct{ split, recipe, state string }
-	groups := map[groupKey][]pyjson.Value{}
+	// the kept shapes in testlist order, each with its group; the {"testlist", "shape"}
+	// cases are built together once all are known
+	type keptShape struct {
+		group int
+		list  pyjson.Value // the testlist's name
+		shape *pyjson.Object
+	}
+	total := 0
+	for _, tl := range sel.Testlists {
+		total += len(tl.Shapes)
+	}
+	kept := make([]keptShape, 0, total)
+	groupIDs := map[groupKey]int{}
 	recipesSeen := map[string]*recipes.Match{}
 	excluded := int64(0)
 	lists := append([]Testlist(nil), sel.Testlists...)
@@ -181,6 +193,7 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 	noSplitKey := string(pyjson.MustMarshal(noSplit, pyjson.Identity))
 	noSplitWS, _ := WorldSize(noSplit)
 	for _, tl := range dedupe(lists) {
+		var listName pyjson.Value = tl.Name
 		for i, s := range tl.Shapes {
 			shape := s.(*pyjson.Object)
 			args, _ := shape.Object("args")
@@ -233,8 +246,37 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 			if typ == "gemm" || typ == "moe" {
 				key.state = "layer"
 			}
-			groups[key] = append(groups[key], pyjson.Obj("testlist", tl.Name, "shape", shape))
+			g, ok := groupIDs[key]
+			if !ok {
+				g = len(groupIDs)
+				groupIDs[key] = g
+			}
+			kept = append(kept, keptShape{g, listName, shape})
 		}
+	}
+	caseObjs := pyjson.Records([]string{"testlist", "shape"}, len(kept), func(i, j int) pyjson.Value {
+		if j == 0 {
+			return kept[i].list
+		}
+		return kept[i].shape
+	})
+	// each group's cases in one backing array, in testlist order
+	sizes := make([]int, len(groupIDs))
+	for _, k := range kept {
+		sizes[k.group]++
+	}
+	backing := make([]pyjson.Value, 0, len(kept))
+	byGroup := make([][]pyjson.Value, len(groupIDs))
+	for g, n := range sizes {
+		byGroup[g] = backing[len(backing) : len(backing) : len(backing)+n]
+		backing = backing[:len(backing)+n]
+	}
+	for i, k := range kept {
+		byGroup[k.group] = append(byGroup[k.group], caseObjs[i])
+	}
+	groups := make(map[groupKey][]pyjson.Value, len(groupIDs))
+	for k, g := range groupIDs {
+		groups[k] = byGroup[g]
 	}
 	// image groups: sorted unique backends, each under its image
 	imageGroups := map[string][]string{}
@@ -319,7 +361,7 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 				"mode", sel.Mode,
 				"backends", s.backends,
 				"offset", off,
-				"cases", append([]pyjson.Value{}, s.cases[off:end]...),
+				"cases", s.cases[off:end:end], // shared, never appended to
 			)
 			for _, m := range s.extra.Members() {
 				cell.Set(m.Key, m.Value)

@@ -299,3 +299,33 @@ func TestSplitArrayMatchesSequential(t *testing.T) {
 		t.Logf("two-half path taken in %d of 60 documents", n)
 	}
 }
+
+// Records builds the objects Obj would, and one growing with Set leaves its neighbours alone.
+func TestRecords(t *testing.T) {
+	recs := Records([]string{"testlist", "shape"}, 3, func(i, j int) Value {
+		if j == 0 {
+			return "tl"
+		}
+		return NewInt(int64(i))
+	})
+	recs[0].(*Object).Set("extra", true)
+	got := string(MustMarshal(recs, Default))
+	want := `[{"testlist": "tl", "shape": 0, "extra": true}, {"testlist": "tl", "shape": 1}, {"testlist": "tl", "shape": 2}]`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	keys := make([]string, 13)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%02d", i)
+	}
+	big := Records(keys, 1, func(i, j int) Value { return NewInt(int64(j)) })[0].(*Object)
+	if v, ok := big.Get("k12"); !ok || v != Int("12") {
+		t.Fatalf("indexed lookup: %v %v", v, ok)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("repeated keys accepted")
+		}
+	}()
+	Records([]string{"a", "a"}, 1, func(int, int) Value { return nil })
+}

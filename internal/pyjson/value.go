@@ -110,6 +110,35 @@ func From(v any) Value {
 	}
 }
 
+// Records returns n objects (as values) with the same distinct keys, member j of object i
+// holding value(i, j). They are allocated together — a plan wraps thousands of shapes
+// this way — and, like any object, may grow with Set.
+func Records(keys []string, n int, value func(i, j int) Value) []Value {
+	for i := range keys {
+		for j := range i {
+			if keys[i] == keys[j] {
+				panic("pyjson.Records: repeated key " + keys[i])
+			}
+		}
+	}
+	k := len(keys)
+	objs := make([]Object, n)
+	members := make([]Member, n*k)
+	out := make([]Value, n)
+	for i := range objs {
+		m := members[i*k : (i+1)*k : (i+1)*k]
+		for j, key := range keys {
+			m[j] = Member{key, value(i, j)}
+		}
+		objs[i].members = m
+		if k >= indexAt {
+			objs[i].reindex()
+		}
+		out[i] = &objs[i]
+	}
+	return out
+}
+
 // Len is the number of members.
 func (o *Object) Len() int { return len(o.members) }
 
