@@ -18,24 +18,29 @@ cat > "$work/ref/containers.toml" <<'TOML'
 image = "vllm/vllm-openai:nightly@sha256:20a52b807cef7a3be15d2174d293b5642d437615b20b5930d78a927e709e6bb6"
 TOML
 "$shared/seed/seedtree" "$work/ref" "$work/seed" >/dev/null
-time_it() { # label, command...
-  local label=$1; shift
-  local start end
-  start=$(date +%s%N)
-  for _ in $(seq "$runs"); do "$@" >/dev/null; done
-  end=$(date +%s%N)
-  echo $(( (end - start) / runs / 1000 ))
-}
+now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$t"; } # no fork: bash's clock
+# side by side: each round runs the seed once, then opx once, so both see the same
+# machine; the medians are compared (a VM's timings drift and spike)
 bench() { # label, testlists, chunk size
   local args=(plan --runner cluster:h200-dgxc --backends vllm --testlists "$2"
       --world-sizes 1,2,4,8 --chunk-size "$3" --run-id 1 --attempt 1 --source-sha s
       --platform-config "$work/platforms.json")
-  local seed_us opx_us same
-  seed_us=$(time_it seed env PYTHONPATH="$work/seed" python3 -m operatorx.ci "${args[@]}" --out "$work/seed.json")
-  opx_us=$(time_it opx "$work/opx" "${args[@]}" --out "$work/opx.json" --testlist-dir "$work/ref/testlists" --containers "$work/ref/containers.toml")
+  local seed_t=() opx_t=() t0 t1 t2 same
+  for _ in $(seq "$runs"); do
+    t0=$(now_us)
+    PYTHONPATH="$work/seed" python3 -m operatorx.ci "${args[@]}" --out "$work/seed.json" >/dev/null
+    t1=$(now_us)
+    "$work/opx" "${args[@]}" --out "$work/opx.json" --testlist-dir "$work/ref/testlists" \
+        --containers "$work/ref/containers.toml" >/dev/null
+    t2=$(now_us)
+    seed_t+=($((t1 - t0))) opx_t+=($((t2 - t1)))
+  done
   cmp -s "$work/seed.json" "$work/opx.json" && same=identical || same=DIFFERENT
+  local seed_us opx_us
+  seed_us=$(printf '%s\n' "${seed_t[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  opx_us=$(printf '%s\n' "${opx_t[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
   awk -v l="$1" -v s="$seed_us" -v o="$opx_us" -v m="$same" -v r="$runs" \
-    'BEGIN { printf "%-34s seed %8.1f ms   opx %7.1f ms   %5.1fx   manifests %s (%d runs each)\n", l, s/1000, o/1000, s/o, m, r }'
+    'BEGIN { printf "%-34s seed %8.1f ms   opx %7.1f ms   %5.1fx   manifests %s (medians of %d runs each)\n", l, s/1000, o/1000, s/o, m, r }'
 }
 bench "one testlist (gemm_perf, 11 cases)" gemm_perf 500
 bench "smoke_parallel + gemm_perf_legacy" smoke_parallel,gemm_perf_legacy 1

@@ -122,8 +122,9 @@ func ValidTestlistName(name string) bool {
 
 // Testlists reads testlists from a directory (the embedded one when dir is empty).
 type Testlists struct {
-	dir fs.FS
-	loc string // for messages
+	dir  fs.FS
+	disk string // the directory, when on disk
+	loc  string // for messages
 }
 
 // NewTestlists returns the testlist directory dir, or the embedded catalog when dir is "".
@@ -131,7 +132,7 @@ func NewTestlists(dir string) Testlists {
 	if dir == "" {
 		return Testlists{dir: mustSub(Data, "testlists"), loc: "embedded testlists"}
 	}
-	return Testlists{dir: os.DirFS(dir), loc: dir}
+	return Testlists{dir: os.DirFS(dir), disk: dir, loc: dir}
 }
 
 // Names lists the available testlists, sorted.
@@ -154,10 +155,23 @@ func (t Testlists) Load(name string) ([]pyjson.Value, error) {
 		return nil, fmt.Errorf("invalid testlist name")
 	}
 	src := Source{FS: t.dir, Path: name + ".json", Name: filepath.Join(t.loc, name+".json")}
-	b, err := fs.ReadFile(t.dir, name+".json")
+	var b []byte
+	var err error
+	if t.disk != "" {
+		var release func()
+		if b, release, err = readFile(filepath.Join(t.disk, name+".json")); err == nil {
+			defer release() // the parsed values hold no part of b
+		}
+	} else {
+		b, err = fs.ReadFile(t.dir, name+".json")
+	}
 	if err != nil {
 		if os.IsNotExist(err) || strings.Contains(err.Error(), "file does not exist") {
 			return nil, fmt.Errorf("unknown testlist %q in %s; available: %s", name, t.loc, strings.Join(t.Names(), ", "))
+		}
+		var pe *fs.PathError
+		if errorsAs(err, &pe) {
+			err = pe.Err
 		}
 		return nil, fmt.Errorf("%s: %w", src.Name, err)
 	}

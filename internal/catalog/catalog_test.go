@@ -1,11 +1,16 @@
 package catalog
 
 import (
+	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/semianalysis/opx/internal/pyjson"
 )
 
 func TestEmbeddedCatalogLoads(t *testing.T) {
@@ -61,4 +66,46 @@ func FuzzContainers(f *testing.F) {
 			t.Fatalf("multi-line error: %q", err)
 		}
 	})
+}
+
+// A large testlist on disk is mapped, parses as the embedded copy does, and a file cut
+// short while mapped is a one-line error, not a crash (SIGBUS).
+func TestMappedTestlist(t *testing.T) {
+	dir := t.TempDir()
+	data, err := fs.ReadFile(Data, "testlists/gemm_legacy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) < mapFrom {
+		t.Fatalf("gemm_legacy is %d bytes, below the mapping threshold", len(data))
+	}
+	path := filepath.Join(dir, "big.json")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := NewTestlists(dir).Load("big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := NewTestlists("").Load("gemm_legacy")
+	if !bytes.Equal(pyjson.MustMarshal(got, pyjson.Default), pyjson.MustMarshal(want, pyjson.Default)) {
+		t.Fatal("mapped testlist parses differently")
+	}
+	b, release, err := readFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pyjson.Parse(b); !errors.Is(err, pyjson.ErrChanged) {
+		t.Fatalf("truncated mapped file: %v", err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "d.json"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewTestlists(dir).Load("d"); err == nil || strings.Count(err.Error(), "d.json") != 1 {
+		t.Fatalf("a directory as testlist: %v", err)
+	}
 }

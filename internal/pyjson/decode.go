@@ -2,10 +2,13 @@ package pyjson
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 )
@@ -28,7 +31,12 @@ const maxDepth = 512
 // Int, numbers with a fraction or exponent become float64, and NaN, Infinity and
 // -Infinity are accepted. Invalid UTF-8, a byte-order mark and control characters inside
 // strings are errors, as they are for the seed.
-func Parse(data []byte) (Value, error) {
+//
+// data may be a file mapped into memory: if it shrinks while being read, the fault is
+// reported as ErrChanged instead of crashing the process.
+func Parse(data []byte) (v Value, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer recoverFault(&err)
 	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
 		return nil, &SyntaxError{"unexpected UTF-8 byte-order mark", 1, 1}
 	}
@@ -46,8 +54,6 @@ func Parse(data []byte) (Value, error) {
 	}
 	p := &parser{data: data}
 	p.skip()
-	var v Value
-	var err error
 	if len(data) >= parallelFrom && p.pos < len(data) && data[p.pos] == '[' && runtime.GOMAXPROCS(0) > 1 {
 		v, err = p.splitArray()
 	} else {
@@ -63,13 +69,32 @@ func Parse(data []byte) (Value, error) {
 	return v, nil
 }
 
+// ErrChanged is Parse's error when its input, a mapped file, was cut short under it.
+var ErrChanged = errors.New("the file changed while it was read")
+
+// recoverFault turns a memory fault while reading a mapped input into ErrChanged; any
+// other panic goes on.
+func recoverFault(err *error) {
+	if r := recover(); r != nil {
+		if _, fault := r.(interface{ Addr() uintptr }); fault {
+			*err = ErrChanged
+			return
+		}
+		panic(r)
+	}
+}
+
 type parser struct {
 	data  []byte
 	pos   int
 	stack []Member // members of the objects being read, innermost last
 	// short strings seen before (keys, dtypes, testlist names), already boxed: a testlist
 	// repeats the same few thousand times
-	intern map[string]Value
+	intern       map[string]Value
+	recent, ints [128]struct {
+		s string
+		v Value
+	}
 }
 
 func (p *parser) errorf(format string, args ...any) error {
@@ -251,53 +276,105 @@ func (p *parser) elems(depth, stop int) ([]Value, bool, error) {
 	}
 }
 
-// parallelFrom is the size from which a top-level array is read by two parsers at once.
-const parallelFrom = 256 << 10
+// parallelFrom is the size from which a top-level array is read by several parsers at once.
+const parallelFrom = 128 << 10
 
-// splitArray reads a large top-level array (a testlist) in two halves at once. The second
-// half starts at a guessed element boundary past the middle ("}" "," "{"); the guess is
-// only used when the first parser, reading from the start, arrives at exactly that offset
+// chunkBytes is about how much of such an array one parser reads at a time.
+const chunkBytes = 48 << 10
+
+// splitArray reads a large top-level array (a testlist) in chunks, on every core. Each
+// chunk but the first starts at a guessed element boundary ("}" "," "{"); chunk k's
+// parse is used only when chunk k-1's, itself validated, arrived at exactly that offset
 // as the start of an element — so the result, and any error, are the sequential parse's.
+// Parsers take chunks as they finish, so the cores stay busy to the end.
 func (p *parser) splitArray() (Value, error) {
-	c := guessBoundary(p.data, p.pos+(len(p.data)-p.pos)/2)
-	if c < 0 {
-		return p.value(0)
-	}
-	type half struct {
-		vals []Value
-		pos  int
-		err  error
-	}
-	second := make(chan half, 1)
-	go func() {
-		q := &parser{data: p.data, pos: c}
-		vals, _, err := q.elems(0, -1)
-		second <- half{vals, q.pos, err}
-	}()
 	p.pos++ // [
 	p.skip()
 	if p.pos < len(p.data) && p.data[p.pos] == ']' {
 		p.pos++
 		return []Value{}, nil
 	}
-	head, reached, err := p.elems(0, c)
-	if err != nil || !reached {
-		return head, err // the guess was not a boundary: head is the whole array
-	}
-	h := <-second
-	if h.err != nil { // report it as the sequential parse would
-		tail, _, err := p.elems(0, -1)
-		if err != nil {
-			return nil, err
+	starts := []int{p.pos}
+	n := (len(p.data) - p.pos) / chunkBytes
+	for k := 1; k < n; k++ {
+		c := guessBoundary(p.data, p.pos+k*(len(p.data)-p.pos)/n)
+		if c > starts[len(starts)-1] {
+			starts = append(starts, c)
 		}
-		return append(head, tail...), nil
 	}
-	p.pos = h.pos
-	splitsUsed.Add(1)
-	return append(head, h.vals...), nil
+	if len(starts) == 1 {
+		out, _, err := p.elems(0, -1)
+		return out, err
+	}
+	type chunk struct {
+		vals    []Value
+		end     int  // where its parser stopped
+		reached bool // it stopped exactly at the next chunk's start
+		err     error
+	}
+	chunks := make([]chunk, len(starts))
+	var next atomic.Int64
+	work := func(q *parser) {
+		for k := int(next.Add(1) - 1); k < len(starts); k = int(next.Add(1) - 1) {
+			stop := -1
+			if k+1 < len(starts) {
+				stop = starts[k+1]
+			}
+			q.pos = starts[k]
+			c := &chunks[k]
+			c.vals, c.reached, c.err = q.elems(0, stop)
+			c.end = q.pos
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(starts))
+	var wg sync.WaitGroup
+	var faulted atomic.Bool
+	for range workers - 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+			var err error
+			defer func() { // a fault here is reported through the chunks it left unread
+				if recoverFault(&err); err != nil {
+					faulted.Store(true)
+				}
+			}()
+			work(&parser{data: p.data})
+		}()
+	}
+	work(p)
+	wg.Wait()
+	if faulted.Load() {
+		return nil, ErrChanged
+	}
+	total := 0
+	for _, c := range chunks {
+		total += len(c.vals)
+	}
+	out := make([]Value, 0, total)
+	for k, c := range chunks {
+		if c.err != nil { // from a known element start: as the sequential parse reports it
+			p.pos = starts[k]
+			tail, _, err := p.elems(0, -1)
+			if err != nil {
+				return nil, err
+			}
+			return append(out, tail...), nil
+		}
+		out = append(out, c.vals...)
+		p.pos = c.end
+		if !c.reached { // the array ended here: the next start was no boundary, or none
+			break
+		}
+		if k+1 < len(chunks) {
+			splitsUsed.Add(1)
+		}
+	}
+	return out, nil
 }
 
-// splitsUsed counts parses whose second half was used (for the tests).
+// splitsUsed counts chunks of a split parse that were used beyond the first (for the tests).
 var splitsUsed atomic.Int64
 
 // guessBoundary finds, from from on, a '{' preceded by '}' ',' (whitespace between).
@@ -363,13 +440,22 @@ func (p *parser) number() (Value, error) {
 			p.pos = q
 		}
 	}
-	text := string(d[start:p.pos])
 	if !isFloat {
-		if text == "-0" {
-			text = "0"
+		raw := d[start:p.pos]
+		if string(raw) == "-0" {
+			raw = raw[1:]
 		}
-		return Int(text), nil
+		// shapes repeat their sizes: a direct-mapped cache of boxed integers
+		slot := &p.ints[(len(raw)*131+int(raw[0])*31+int(raw[len(raw)/2])*7+int(raw[len(raw)-1]))%len(p.ints)]
+		if slot.v != nil && slot.s == string(raw) {
+			return slot.v, nil
+		}
+		text := string(raw)
+		var v Value = Int(text)
+		slot.s, slot.v = text, v
+		return v, nil
 	}
+	text := string(d[start:p.pos])
 	f, err := strconv.ParseFloat(text, 64)
 	if err != nil && !math.IsInf(f, 0) {
 		return nil, p.errorf("bad number %q", text)
@@ -387,19 +473,26 @@ func (p *parser) str() (Value, error) {
 		if c == '"' {
 			raw := d[p.pos:i]
 			p.pos = i + 1
-			if len(raw) > 32 {
+			if len(raw) > 32 || len(raw) == 0 {
 				return string(raw), nil
 			}
-			if v, ok := p.intern[string(raw)]; ok {
-				return v, nil
+			// a direct-mapped cache in front of the map: a testlist's keys and dtypes
+			// come back every few strings
+			slot := &p.recent[(len(raw)*131+int(raw[0])*31+int(raw[len(raw)/2])*7+int(raw[len(raw)-1]))%len(p.recent)]
+			if slot.s == string(raw) && slot.v != nil {
+				return slot.v, nil
 			}
-			var v Value = string(raw)
-			if p.intern == nil {
-				p.intern = make(map[string]Value, 64)
+			v, ok := p.intern[string(raw)]
+			if !ok {
+				v = string(raw)
+				if p.intern == nil {
+					p.intern = make(map[string]Value, 64)
+				}
+				if len(p.intern) < 8192 {
+					p.intern[v.(string)] = v
+				}
 			}
-			if len(p.intern) < 8192 {
-				p.intern[v.(string)] = v
-			}
+			slot.s, slot.v = v.(string), v
 			return v, nil
 		}
 		if c == '\\' || c < 0x20 {

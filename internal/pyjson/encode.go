@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode"
 )
 
@@ -102,6 +104,14 @@ func (e *encoder) encode(v Value, depth int) error {
 			return nil
 		}
 		b.writeByte('[')
+		if b.w != nil && len(x) >= parallelItems && runtime.GOMAXPROCS(0) > 1 && composite(x) {
+			if err := b.encodeItems(x, depth); err != nil {
+				return err
+			}
+			b.newline(depth)
+			b.writeByte(']')
+			return nil
+		}
 		for i, e := range x {
 			if i > 0 {
 				b.writeString(opt.ItemSep)
@@ -155,6 +165,84 @@ func (e *encoder) encode(v Value, depth int) error {
 	}
 	return nil
 }
+
+// parallelItems is the length from which a streamed array of objects or arrays (a
+// manifest's cells) has its items encoded on every core.
+const parallelItems = 4
+
+func composite(x []Value) bool {
+	for _, v := range x {
+		switch v.(type) {
+		case *Object, []Value:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// encodeItems encodes the items of x, with their separators and indentation, on every
+// core: each worker encodes whole items into buffers of its own, and b writes them out
+// in order as they complete. Buffers are recycled, so memory stays a few items' worth.
+func (b *encoder) encodeItems(x []Value, depth int) error {
+	type piece struct {
+		buf []byte
+		err error
+	}
+	workers := runtime.GOMAXPROCS(0)
+	done := make([]chan piece, len(x))
+	for i := range done {
+		done[i] = make(chan piece, 1)
+	}
+	// a worker takes a buffer before an item, so the item b waits for always has one
+	free := make(chan []byte, 2*workers)
+	for range 2 * workers {
+		free <- nil
+	}
+	itemsInParallel.Add(1)
+	var next atomic.Int64
+	for range workers {
+		go func() {
+			e := &encoder{opt: b.opt}
+			for {
+				buf := <-free
+				i := int(next.Add(1) - 1)
+				if i >= len(x) {
+					free <- buf
+					return
+				}
+				e.buf = buf[:0]
+				if i > 0 {
+					e.writeString(e.opt.ItemSep)
+				}
+				e.newline(depth + 1)
+				err := e.encode(x[i], depth+1)
+				done[i] <- piece{e.buf, err}
+			}
+		}()
+	}
+	var err error
+	for i := range x { // every piece is taken, even after an error, so no worker is left blocked
+		p := <-done[i]
+		if err == nil {
+			err = p.err
+		}
+		if err == nil {
+			err = b.flush()
+		}
+		if err == nil {
+			_, err = b.w.Write(p.buf)
+			if err != nil {
+				b.err = err
+			}
+		}
+		free <- p.buf
+	}
+	return err
+}
+
+// itemsInParallel counts arrays encoded by encodeItems (for the tests).
+var itemsInParallel atomic.Int64
 
 func byKey(a, b Member) int { return strings.Compare(a.Key, b.Key) }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os/exec"
@@ -255,8 +256,8 @@ func parseSequential(data []byte) (Value, error) {
 	return v, err
 }
 
-// Large top-level arrays are read in two halves at once; the value, and any error with
-// its line and column, must be the sequential parse's — also when the guessed boundary
+// Large top-level arrays are read in chunks on every core; the value, and any error with
+// its line and column, must be the sequential parse's — also when a guessed boundary
 // falls inside a string or a nested object.
 func TestSplitArrayMatchesSequential(t *testing.T) {
 	before := splitsUsed.Load()
@@ -264,7 +265,8 @@ func TestSplitArrayMatchesSequential(t *testing.T) {
 		r := rand.New(rand.NewPCG(uint64(trial), 2))
 		var b strings.Builder
 		b.WriteString("[\n")
-		for i := 0; b.Len() < parallelFrom+parallelFrom/2; i++ {
+		size := parallelFrom + r.IntN(3*parallelFrom) // 3 to 13 chunks
+		for i := 0; b.Len() < size; i++ {
 			if i > 0 {
 				b.WriteString(",\n")
 			}
@@ -293,10 +295,10 @@ func TestSplitArrayMatchesSequential(t *testing.T) {
 			t.Fatalf("trial %d: values differ", trial)
 		}
 	}
-	if n := splitsUsed.Load() - before; n < 5 {
-		t.Fatalf("the two-half path was taken %d times in 60 documents; the test does not exercise it", n)
+	if n := splitsUsed.Load() - before; n < 20 {
+		t.Fatalf("%d chunks beyond the first used in 60 documents; the test does not exercise them", n)
 	} else {
-		t.Logf("two-half path taken in %d of 60 documents", n)
+		t.Logf("%d chunks beyond the first used in 60 documents", n)
 	}
 }
 
@@ -328,4 +330,52 @@ func TestRecords(t *testing.T) {
 		}
 	}()
 	Records([]string{"a", "a"}, 1, func(int, int) Value { return nil })
+}
+
+type failAfter struct {
+	n   int
+	out bytes.Buffer
+}
+
+func (f *failAfter) Write(b []byte) (int, error) {
+	if f.out.Len()+len(b) > f.n {
+		return 0, fmt.Errorf("disk full")
+	}
+	return f.out.Write(b)
+}
+
+// A streamed array of objects is encoded on every core and written in order: the bytes
+// are Marshal's in every mode; an unencodable item or a failing writer is an error, once.
+func TestEncodeItemsInParallel(t *testing.T) {
+	var cells []Value
+	for i := range 37 {
+		cases := make([]Value, i%5)
+		for j := range cases {
+			cases[j] = Obj("testlist", "tl", "shape", Obj("m", i*j, "dtype", "fp8\u00e9"))
+		}
+		cells = append(cells, Obj("id", fmt.Sprint("c", i), "cases", cases, "n", []Value{NewInt(int64(i))}))
+	}
+	doc := Obj("version", 1, "include", cells, "tail", []Value{Obj(), []Value{}, Obj("a", 1), Obj("b", 2)})
+	before := itemsInParallel.Load()
+	for _, opt := range []Options{File, Default, Identity, Compact} {
+		var got bytes.Buffer
+		if err := Encode(&got, doc, opt); err != nil {
+			t.Fatal(err)
+		}
+		if want := MustMarshal(doc, opt); !bytes.Equal(got.Bytes(), want) {
+			t.Fatalf("%+v: streamed encoding differs from Marshal", opt)
+		}
+	}
+	if n := itemsInParallel.Load() - before; n < 8 { // include and tail, in four modes
+		t.Fatalf("%d arrays encoded in parallel, want 8", n)
+	}
+	bad := append(append([]Value{}, cells[:20]...), Obj("x", struct{}{}))
+	bad = append(bad, cells[20:]...)
+	if err := Encode(io.Discard, Obj("include", bad), File); err == nil || !strings.Contains(err.Error(), "cannot encode") {
+		t.Fatalf("unencodable item: %v", err)
+	}
+	w := &failAfter{n: 3000}
+	if err := Encode(w, doc, File); err == nil || err.Error() != "disk full" {
+		t.Fatalf("failing writer: %v", err)
+	}
 }
