@@ -46,6 +46,7 @@ type encoder struct {
 	buf     []byte
 	indents []string
 	scratch [][]Member // per depth: sorted copies of members (sort_keys)
+	seqs    [64]*keySeq
 	w       io.Writer  // when set, buf is flushed to w as it fills
 	err     error
 }
@@ -129,21 +130,31 @@ func (e *encoder) encode(v Value, depth int) error {
 			return nil
 		}
 		members := x.members
+		if len(members) <= smallObject {
+			// most objects (all of a testlist's) repeat a few key sequences: their order
+			// and quoted keys are worked out once
+			k := b.keysOf(members)
+			b.writeByte('{')
+			for i, at := range k.order {
+				if i > 0 {
+					b.writeString(opt.ItemSep)
+				}
+				b.newline(depth + 1)
+				b.buf = append(b.buf, k.quoted[i]...)
+				if err := b.encode(members[at].Value, depth+1); err != nil {
+					return err
+				}
+			}
+			b.newline(depth)
+			b.writeByte('}')
+			return nil
+		}
 		if opt.SortKeys && !keysSorted(members) {
 			for len(b.scratch) <= depth {
 				b.scratch = append(b.scratch, nil)
 			}
 			members = append(b.scratch[depth][:0], members...)
-			if len(members) <= 12 {
-				// small objects (all of a testlist's): insertion sort, keys compared directly
-				for i := 1; i < len(members); i++ {
-					for j := i; j > 0 && members[j].Key < members[j-1].Key; j-- {
-						members[j], members[j-1] = members[j-1], members[j]
-					}
-				}
-			} else {
-				slices.SortStableFunc(members, byKey)
-			}
+			slices.SortStableFunc(members, byKey)
 			b.scratch[depth] = members
 		}
 		b.writeByte('{')
@@ -243,6 +254,60 @@ func (b *encoder) encodeItems(x []Value, depth int) error {
 
 // itemsInParallel counts arrays encoded by encodeItems (for the tests).
 var itemsInParallel atomic.Int64
+
+// smallObject is the size up to which an object's key order and quoted keys are
+// remembered per key sequence.
+const smallObject = 12
+
+// keySeq is what an encoder remembers of one sequence of keys: the order to write them
+// in (sorted under sort_keys) and each key quoted, with the key separator.
+type keySeq struct {
+	keys   []string
+	order  []int
+	quoted [][]byte
+}
+
+// keysOf returns the key sequence of m, from the encoder's cache when the last object
+// in its slot had the same keys (interned strings compare by pointer first). A miss
+// builds new slices, so an object being written keeps its own even when a nested one
+// takes the slot.
+func (b *encoder) keysOf(m []Member) *keySeq {
+	first, last := m[0].Key, m[len(m)-1].Key
+	h := len(m)*31 + len(first)*7 + len(last)
+	if first != "" {
+		h += int(first[0])
+	}
+	slot := &b.seqs[h%len(b.seqs)]
+	if k := *slot; k != nil && len(k.keys) == len(m) {
+		hit := true
+		for i := range m {
+			if k.keys[i] != m[i].Key {
+				hit = false
+				break
+			}
+		}
+		if hit {
+			return k
+		}
+	}
+	k := &keySeq{keys: make([]string, len(m)), order: make([]int, len(m)), quoted: make([][]byte, len(m))}
+	for i := range m {
+		k.keys[i], k.order[i] = m[i].Key, i
+	}
+	if b.opt.SortKeys {
+		o := k.order
+		for i := 1; i < len(o); i++ {
+			for j := i; j > 0 && m[o[j]].Key < m[o[j-1]].Key; j-- {
+				o[j], o[j-1] = o[j-1], o[j]
+			}
+		}
+	}
+	for i, at := range k.order {
+		k.quoted[i] = append(appendString(nil, m[at].Key), b.opt.KeySep...)
+	}
+	*slot = k
+	return k
+}
 
 func byKey(a, b Member) int { return strings.Compare(a.Key, b.Key) }
 

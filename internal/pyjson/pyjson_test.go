@@ -152,6 +152,9 @@ func TestDifferentialPython(t *testing.T) {
 	for range 400 {
 		docs = append(docs, randomValue(r, 0))
 	}
+	for range 20 { // long arrays of objects that repeat and permute a few keys (the encoder's key cache)
+		docs = append(docs, repeatedKeys(r))
+	}
 	script := `
 import json, sys
 for line in sys.stdin:
@@ -188,6 +191,32 @@ for line in sys.stdin:
 			}
 		}
 	}
+}
+
+// repeatedKeys is an array of objects drawn from a few keys in varying orders, nested.
+func repeatedKeys(r *rand.Rand) string {
+	pool := []string{"a", "b", "type", "args", "m", "n", "k", "dtype_a", "testlist", "shape", "\u00e9", ""}
+	var obj func(depth int) string
+	obj = func(depth int) string {
+		keys := r.Perm(len(pool))[:1+r.IntN(5)]
+		if r.IntN(3) == 0 { // the same sequence as most of its neighbours
+			keys = []int{2, 3}
+		}
+		var parts []string
+		for _, k := range keys {
+			v := fmt.Sprint(r.IntN(100))
+			if depth < 3 && r.IntN(3) == 0 {
+				v = obj(depth + 1)
+			}
+			parts = append(parts, fmt.Sprintf("%q: %s", pool[k], v))
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	var items []string
+	for range 300 {
+		items = append(items, obj(0))
+	}
+	return "[" + strings.Join(items, ", ") + "]"
 }
 
 // FuzzRoundTrip checks that anything Parse accepts re-encodes to a document that parses
