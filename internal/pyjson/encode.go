@@ -47,7 +47,7 @@ type encoder struct {
 	indents []string
 	scratch [][]Member // per depth: sorted copies of members (sort_keys)
 	seqs    [64]*keySeq
-	w       io.Writer  // when set, buf is flushed to w as it fills
+	w       io.Writer // when set, buf is flushed to w as it fills
 	err     error
 }
 
