@@ -192,6 +192,8 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 	noSplit := recipes.Normalize(nil)
 	noSplitKey := string(pyjson.MustMarshal(noSplit, pyjson.Identity))
 	noSplitWS, _ := WorldSize(noSplit)
+	noSplitIn := inWorldSizes(noSplitWS, sel.WorldSizes)
+	lastKey, lastGroup := groupKey{}, -1 // consecutive shapes mostly share a group
 	for _, tl := range dedupe(lists) {
 		var listName pyjson.Value = tl.Name
 		for i, s := range tl.Shapes {
@@ -206,17 +208,17 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 			default:
 				return nil, fmt.Errorf("testlist %s: shape [%d]: args.parallel is %s, not an object", tl.Name, i, pyjson.TypeName(par))
 			}
-			split, splitKey, ws := noSplit, noSplitKey, noSplitWS
-			var err error
+			split, splitKey, wanted := noSplit, noSplitKey, noSplitIn
 			if p != nil {
 				split = recipes.Normalize(p)
 				splitKey = string(pyjson.MustMarshal(split, pyjson.Identity))
-				ws, err = WorldSize(split)
+				ws, err := WorldSize(split)
+				if err != nil {
+					return nil, fmt.Errorf("testlist %s: shape [%d]: args.parallel: %v", tl.Name, i, err)
+				}
+				wanted = inWorldSizes(ws, sel.WorldSizes)
 			}
-			if err != nil {
-				return nil, fmt.Errorf("testlist %s: shape [%d]: args.parallel: %v", tl.Name, i, err)
-			}
-			if !inWorldSizes(ws, sel.WorldSizes) {
+			if !wanted {
 				excluded++
 				continue
 			}
@@ -246,10 +248,14 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 			if typ == "gemm" || typ == "moe" {
 				key.state = "layer"
 			}
-			g, ok := groupIDs[key]
-			if !ok {
-				g = len(groupIDs)
-				groupIDs[key] = g
+			g := lastGroup
+			if key != lastKey || g < 0 {
+				var ok bool
+				if g, ok = groupIDs[key]; !ok {
+					g = len(groupIDs)
+					groupIDs[key] = g
+				}
+				lastKey, lastGroup = key, g
 			}
 			kept = append(kept, keptShape{g, listName, shape})
 		}
