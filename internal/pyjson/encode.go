@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unicode"
 )
@@ -34,11 +35,30 @@ var (
 
 // Marshal encodes v in the given mode. It fails only on values outside the model.
 func Marshal(v Value, opt Options) ([]byte, error) {
-	e := &encoder{opt: opt, buf: make([]byte, 0, 256)}
+	e := getEncoder(opt, make([]byte, 0, 256), nil)
+	defer putEncoder(e)
 	if err := e.encode(v, 0); err != nil {
 		return nil, err
 	}
 	return e.buf, nil
+}
+
+// encoders are reused, so the key sequences one learnt serve the next call: loading
+// results encodes every row's args, one small object at a time.
+var encoders = sync.Pool{New: func() any { return new(encoder) }}
+
+func getEncoder(opt Options, buf []byte, w io.Writer) *encoder {
+	e := encoders.Get().(*encoder)
+	if e.opt != opt { // what it remembers depends on the mode
+		e.seqs, e.indents = [len(e.seqs)]*keySeq{}, nil
+	}
+	e.opt, e.buf, e.w, e.err = opt, buf, w, nil
+	return e
+}
+
+func putEncoder(e *encoder) {
+	e.buf, e.w, e.err = nil, nil, nil
+	encoders.Put(e)
 }
 
 type encoder struct {
@@ -212,14 +232,16 @@ func (b *encoder) encodeItems(x []Value, depth int) error {
 	}
 	itemsInParallel.Add(1)
 	var next atomic.Int64
+	opt := b.opt // workers may start after b has gone back to the pool
 	for range workers {
 		go func() {
-			e := &encoder{opt: b.opt}
+			e := getEncoder(opt, nil, nil)
 			for {
 				buf := <-free
 				i := int(next.Add(1) - 1)
 				if i >= len(x) {
 					free <- buf
+					putEncoder(e)
 					return
 				}
 				e.buf = buf[:0]
@@ -322,14 +344,16 @@ func keysSorted(m []Member) bool {
 
 // AppendMarshal appends v's encoding to buf (to reuse one buffer for many values).
 func AppendMarshal(buf []byte, v Value, opt Options) ([]byte, error) {
-	e := &encoder{opt: opt, buf: buf}
+	e := getEncoder(opt, buf, nil)
+	defer putEncoder(e)
 	err := e.encode(v, 0)
 	return e.buf, err
 }
 
 // Encode writes v's encoding to w in pieces, so a large document is never held whole.
 func Encode(w io.Writer, v Value, opt Options) error {
-	e := &encoder{opt: opt, buf: make([]byte, 0, 64<<10), w: w}
+	e := getEncoder(opt, make([]byte, 0, 64<<10), w)
+	defer putEncoder(e)
 	if err := e.encode(v, 0); err != nil {
 		return err
 	}

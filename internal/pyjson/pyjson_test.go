@@ -408,3 +408,14 @@ func TestEncodeItemsInParallel(t *testing.T) {
 		t.Fatalf("failing writer: %v", err)
 	}
 }
+
+// BenchmarkMarshalSmall encodes one small object per call, as loading results does for
+// each row's args.
+func BenchmarkMarshalSmall(b *testing.B) {
+	row := Obj("m", 8192, "n", 7168, "k", 2048, "dtype_a", "fp8", "dtype_b", "fp8", "dtype_out", "bf16")
+	for b.Loop() {
+		if _, err := Marshal(row, Identity); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
