@@ -23,7 +23,7 @@ now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$t"; } # no fork: bash's clock
 # machine; the medians are compared (a VM's timings drift and spike)
 bench() { # label, testlists, chunk size
   local args=(plan --runner cluster:h200-dgxc --backends vllm --testlists "$2"
-      --world-sizes 1,2,4,8 --chunk-size "$3" --run-id 1 --attempt 1 --source-sha s
+      --world-sizes "1,2,4,8" --chunk-size "$3" --run-id 1 --attempt 1 --source-sha s
       --platform-config "$work/platforms.json")
   local seed_t=() opx_t=() t0 t1 t2 same
   for _ in $(seq "$runs"); do
