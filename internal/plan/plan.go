@@ -260,27 +260,22 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 			kept = append(kept, keptShape{g, listName, shape})
 		}
 	}
-	caseObjs := pyjson.Records([]string{"testlist", "shape"}, len(kept), func(i, j int) pyjson.Value {
-		if j == 0 {
-			return kept[i].list
-		}
-		return kept[i].shape
-	})
-	// each group's cases in one backing array, in testlist order
+	// each group's kept shapes (indices into kept) in one backing array, in testlist order;
+	// the {"testlist", "shape"} cases are built per cell, on every core, just before its id
 	sizes := make([]int, len(groupIDs))
 	for _, k := range kept {
 		sizes[k.group]++
 	}
-	backing := make([]pyjson.Value, 0, len(kept))
-	byGroup := make([][]pyjson.Value, len(groupIDs))
+	backing := make([]int32, 0, len(kept))
+	byGroup := make([][]int32, len(groupIDs))
 	for g, n := range sizes {
 		byGroup[g] = backing[len(backing) : len(backing) : len(backing)+n]
 		backing = backing[:len(backing)+n]
 	}
 	for i, k := range kept {
-		byGroup[k.group] = append(byGroup[k.group], caseObjs[i])
+		byGroup[k.group] = append(byGroup[k.group], int32(i))
 	}
-	groups := make(map[groupKey][]pyjson.Value, len(groupIDs))
+	groups := make(map[groupKey][]int32, len(groupIDs))
 	for k, g := range groupIDs {
 		groups[k] = byGroup[g]
 	}
@@ -308,7 +303,7 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 		image    string
 		backends []string
 		ws       pyjson.Value
-		cases    []pyjson.Value
+		cases    []int32 // into kept
 		extra    *pyjson.Object
 	}
 	var shards []shard
@@ -353,6 +348,7 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 		}
 	}
 	var cells []*pyjson.Object
+	var cellCases [][]int32
 	for _, s := range shards {
 		for off := int64(0); off < int64(len(s.cases)); off += sel.ChunkSize {
 			end := min(off+sel.ChunkSize, int64(len(s.cases)))
@@ -367,12 +363,13 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 				"mode", sel.Mode,
 				"backends", s.backends,
 				"offset", off,
-				"cases", s.cases[off:end:end], // shared, never appended to
+				"cases", nil, // built with the id, below
 			)
 			for _, m := range s.extra.Members() {
 				cell.Set(m.Key, m.Value)
 			}
 			cells = append(cells, cell)
+			cellCases = append(cellCases, s.cases[off:end])
 		}
 		if len(cells) > MaxShards { // stop early; the message is the same
 			break
@@ -385,7 +382,17 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 		return nil, valueErr("selection exceeds 256 shards; narrow the testlists/backends/world sizes")
 	}
 	include := make([]pyjson.Value, len(cells))
-	parallel(len(cells), func(i int, buf *[]byte) { include[i] = withID(cells[i], buf) })
+	caseKeys := []string{"testlist", "shape"}
+	parallel(len(cells), func(i int, buf *[]byte) {
+		idx := cellCases[i]
+		cells[i].Set("cases", pyjson.Records(caseKeys, len(idx), func(c, j int) pyjson.Value {
+			if j == 0 {
+				return kept[idx[c]].list
+			}
+			return kept[idx[c]].shape
+		}))
+		include[i] = withID(cells[i], buf)
+	})
 	return pyjson.Obj("version", 1, "excluded_shapes", excluded, "include", include), nil
 }
 
