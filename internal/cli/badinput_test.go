@@ -145,6 +145,20 @@ func badInputs() []badCase {
 		plan("recipes broken", "r.json", func(t *testing.T, dir string) []string {
 			return []string{"--recipes", writeFile(t, filepath.Join(dir, "r.json"), `{"recipes": [}`)}
 		}),
+		// inputs are read at once, but with several broken the one reported is the first
+		// the sequential order meets: testlists in the given order, platform config, containers
+		plan("second testlist unknown, platform config and containers broken", "unknown testlist \"nosuch\"", func(t *testing.T, dir string) []string {
+			return []string{"--testlists", "cpu_smoke,nosuch",
+				"--platform-config", writeFile(t, filepath.Join(dir, "p.json"), `{"platforms": {`),
+				"--containers", writeFile(t, filepath.Join(dir, "c.toml"), "[nvidia.vllm\nimage = ")}
+		}),
+		plan("broken testlist before an unknown one", "bad.json: invalid JSON", func(t *testing.T, dir string) []string {
+			return []string{"--testlist-dir", tl(t, dir, `[{"type": "gemm",, }]`), "--testlists", "bad,nosuch"}
+		}),
+		plan("platform config and containers broken", "p.json", func(t *testing.T, dir string) []string {
+			return []string{"--platform-config", writeFile(t, filepath.Join(dir, "p.json"), `{"platforms": {`),
+				"--containers", writeFile(t, filepath.Join(dir, "c.toml"), "[nvidia.vllm\nimage = ")}
+		}),
 		{name: "plan: --out under a regular file", want: "file: not a directory", setup: func(t *testing.T, dir string) ([]string, []string) {
 			f := writeFile(t, filepath.Join(dir, "file"), "x")
 			return planArgs(dir, "--out", filepath.Join(f, "out.json")), []string{f}

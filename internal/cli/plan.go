@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -150,31 +151,47 @@ func runPlan(ctx context.Context, env Env, o *planOptions) error {
 			return fmt.Errorf("invalid testlist name: %s (allowed: letters, digits, '_' and '-')", pyjson.Repr(n))
 		}
 	}
+	// the inputs are read at once (the small testlists and the registry while the big
+	// ones parse); their errors are reported in the order the seed meets them
 	tls := catalog.NewTestlists(o.testlistDir)
-	var lists []plan.Testlist
-	for _, n := range names {
-		shapes, err := tls.Load(n)
-		if err != nil {
-			return err
-		}
-		lists = append(lists, plan.Testlist{Name: n, Shapes: shapes})
+	type loaded struct {
+		shapes []pyjson.Value
+		err    error
 	}
-	reg, regName, err := loadRegistry(o.platformConfig, env)
-	if err != nil {
-		return err
+	testlists := make([]loaded, len(names))
+	var reg *platform.Registry
+	var regName string
+	var regErr error
+	csrc := catalog.Embedded("containers.toml")
+	if o.containers != "" {
+		csrc = catalog.Disk(o.containers)
+	}
+	var containers catalog.Containers
+	var containersErr error
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Go(func() { testlists[i].shapes, testlists[i].err = tls.Load(n) })
+	}
+	wg.Go(func() { reg, regName, regErr = loadRegistry(o.platformConfig, env) })
+	wg.Go(func() { containers, containersErr = catalog.LoadContainers(csrc) })
+	wg.Wait()
+	var lists []plan.Testlist
+	for i, n := range names {
+		if testlists[i].err != nil {
+			return testlists[i].err
+		}
+		lists = append(lists, plan.Testlist{Name: n, Shapes: testlists[i].shapes})
+	}
+	if regErr != nil {
+		return regErr
 	}
 	runner, known := reg.Runner(o.runner)
 	if !known {
 		runner = platform.Runner{Label: o.runner, Family: platform.Family(o.runner)}
 	}
 	vendor := runner.Vendor()
-	csrc := catalog.Embedded("containers.toml")
-	if o.containers != "" {
-		csrc = catalog.Disk(o.containers)
-	}
-	containers, err := catalog.LoadContainers(csrc)
-	if err != nil {
-		return err
+	if containersErr != nil {
+		return containersErr
 	}
 	images, ok := containers[vendor]
 	if !ok && !onlyCPU(o.backends) {
@@ -199,6 +216,7 @@ func runPlan(ctx context.Context, env Env, o *planOptions) error {
 	}
 	var book *recipes.Book
 	if o.recipes != "" {
+		var err error
 		if book, err = recipes.Load(catalog.Disk(o.recipes)); err != nil {
 			return err
 		}
