@@ -174,10 +174,10 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 	// the kept shapes in testlist order, each with its group; the {"testlist", "shape"}
 	// cases are built together once all are known
 	type keptShape struct {
-		group int
-		list  pyjson.Value // the testlist's name
-		shape *pyjson.Object
+		group, list int32 // list indexes listNames
+		shape       *pyjson.Object
 	}
+	var listNames []pyjson.Value // boxed once
 	total := 0
 	for _, tl := range sel.Testlists {
 		total += len(tl.Shapes)
@@ -195,7 +195,8 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 	noSplitIn := inWorldSizes(noSplitWS, sel.WorldSizes)
 	lastKey, lastGroup := groupKey{}, -1 // consecutive shapes mostly share a group
 	for _, tl := range dedupe(lists) {
-		var listName pyjson.Value = tl.Name
+		listNames = append(listNames, tl.Name)
+		list := int32(len(listNames) - 1)
 		for i, s := range tl.Shapes {
 			shape := s.(*pyjson.Object)
 			args, _ := shape.Object("args")
@@ -257,7 +258,7 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 				}
 				lastKey, lastGroup = key, g
 			}
-			kept = append(kept, keptShape{g, listName, shape})
+			kept = append(kept, keptShape{int32(g), list, shape})
 		}
 	}
 	// each group's kept shapes (indices into kept) in one backing array, in testlist order;
@@ -387,7 +388,7 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 		idx := cellCases[i]
 		cells[i].Set("cases", pyjson.Records(caseKeys, len(idx), func(c, j int) pyjson.Value {
 			if j == 0 {
-				return kept[idx[c]].list
+				return listNames[kept[idx[c]].list]
 			}
 			return kept[idx[c]].shape
 		}))
@@ -405,7 +406,7 @@ func parallel(n int, f func(int, *[]byte)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var buf []byte // one encoding buffer per worker
+			buf := make([]byte, 0, 64<<10) // one encoding buffer per worker, sized for a cell
 			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
 				f(i, &buf)
 			}

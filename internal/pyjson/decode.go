@@ -245,6 +245,9 @@ func (p *parser) array(depth int) (Value, error) {
 // stop >= 0 it returns early, reached true, when an element would start exactly at stop.
 func (p *parser) elems(depth, stop int) ([]Value, bool, error) {
 	out := []Value{}
+	if stop > p.pos { // a chunk: room for its elements at once (untouched room costs nothing)
+		out = make([]Value, 0, (stop-p.pos)/96+8)
+	}
 	for {
 		p.skip()
 		if stop >= 0 {

@@ -244,6 +244,9 @@ func (b *encoder) encodeItems(x []Value, depth int) error {
 					putEncoder(e)
 					return
 				}
+				if buf == nil { // sized for a cell at once: no trail of outgrown buffers
+					buf = make([]byte, 0, 64<<10)
+				}
 				e.buf = buf[:0]
 				if i > 0 {
 					e.writeString(e.opt.ItemSep)
