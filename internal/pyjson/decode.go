@@ -53,6 +53,9 @@ func Parse(data []byte) (v Value, err error) {
 		return nil, p.errorf("invalid UTF-8 byte 0x%02x", data[i])
 	}
 	p := &parser{data: data}
+	if len(data) >= cachesFrom {
+		p.caches = new(parseCaches)
+	}
 	p.skip()
 	if len(data) >= parallelFrom && p.pos < len(data) && data[p.pos] == '[' && runtime.GOMAXPROCS(0) > 1 {
 		v, err = p.splitArray()
@@ -90,11 +93,24 @@ type parser struct {
 	stack []Member // members of the objects being read, innermost last
 	// short strings seen before (keys, dtypes, testlist names), already boxed: a testlist
 	// repeats the same few thousand times
-	intern       map[string]Value
-	recent, ints [128]struct {
+	intern map[string]Value
+	caches *parseCaches // for large documents only: small ones are many and short
+}
+
+// cachesFrom is the document size from which a parser keeps parseCaches.
+const cachesFrom = 16 << 10
+
+// parseCaches are direct-mapped caches of boxed values: a testlist's keys and dtypes come
+// back every few strings, and its sizes repeat.
+type parseCaches struct {
+	strs, ints [128]struct {
 		s string
 		v Value
 	}
+}
+
+func cacheSlot(raw []byte) int {
+	return len(raw)*131 + int(raw[0])*31 + int(raw[len(raw)/2])*7 + int(raw[len(raw)-1])
 }
 
 func (p *parser) errorf(format string, args ...any) error {
@@ -343,7 +359,7 @@ func (p *parser) splitArray() (Value, error) {
 					faulted.Store(true)
 				}
 			}()
-			work(&parser{data: p.data})
+			work(&parser{data: p.data, caches: new(parseCaches)})
 		}()
 	}
 	work(p)
@@ -448,8 +464,10 @@ func (p *parser) number() (Value, error) {
 		if string(raw) == "-0" {
 			raw = raw[1:]
 		}
-		// shapes repeat their sizes: a direct-mapped cache of boxed integers
-		slot := &p.ints[(len(raw)*131+int(raw[0])*31+int(raw[len(raw)/2])*7+int(raw[len(raw)-1]))%len(p.ints)]
+		if p.caches == nil {
+			return Int(raw), nil
+		}
+		slot := &p.caches.ints[cacheSlot(raw)%len(p.caches.ints)]
 		if slot.v != nil && slot.s == string(raw) {
 			return slot.v, nil
 		}
@@ -479,11 +497,15 @@ func (p *parser) str() (Value, error) {
 			if len(raw) > 32 || len(raw) == 0 {
 				return string(raw), nil
 			}
-			// a direct-mapped cache in front of the map: a testlist's keys and dtypes
-			// come back every few strings
-			slot := &p.recent[(len(raw)*131+int(raw[0])*31+int(raw[len(raw)/2])*7+int(raw[len(raw)-1]))%len(p.recent)]
-			if slot.s == string(raw) && slot.v != nil {
-				return slot.v, nil
+			var slot *struct {
+				s string
+				v Value
+			}
+			if p.caches != nil { // in front of the map
+				slot = &p.caches.strs[cacheSlot(raw)%len(p.caches.strs)]
+				if slot.s == string(raw) && slot.v != nil {
+					return slot.v, nil
+				}
 			}
 			v, ok := p.intern[string(raw)]
 			if !ok {
@@ -495,7 +517,9 @@ func (p *parser) str() (Value, error) {
 					p.intern[v.(string)] = v
 				}
 			}
-			slot.s, slot.v = v.(string), v
+			if slot != nil {
+				slot.s, slot.v = v.(string), v
+			}
 			return v, nil
 		}
 		if c == '\\' || c < 0x20 {
