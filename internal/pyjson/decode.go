@@ -102,15 +102,19 @@ const cachesFrom = 16 << 10
 
 // parseCaches are direct-mapped caches of boxed values: a testlist's keys and dtypes come
 // back every few strings, and its sizes repeat.
-type parseCaches struct {
-	strs, ints [128]struct {
-		s string
-		v Value
-	}
+type parseCaches struct{ strs, ints cacheTable }
+
+type cacheTable [128]cacheEntry
+
+type cacheEntry struct {
+	s string
+	v Value
 }
 
-func cacheSlot(raw []byte) int {
-	return len(raw)*131 + int(raw[0])*31 + int(raw[len(raw)/2])*7 + int(raw[len(raw)-1])
+// find returns raw's slot and whether it holds raw (raw is not empty).
+func (t *cacheTable) find(raw []byte) (slot *cacheEntry, hit bool) {
+	slot = &t[(len(raw)*131+int(raw[0])*31+int(raw[len(raw)/2])*7+int(raw[len(raw)-1]))%len(t)]
+	return slot, slot.v != nil && slot.s == string(raw)
 }
 
 func (p *parser) errorf(format string, args ...any) error {
@@ -467,8 +471,8 @@ func (p *parser) number() (Value, error) {
 		if p.caches == nil {
 			return Int(raw), nil
 		}
-		slot := &p.caches.ints[cacheSlot(raw)%len(p.caches.ints)]
-		if slot.v != nil && slot.s == string(raw) {
+		slot, hit := p.caches.ints.find(raw)
+		if hit {
 			return slot.v, nil
 		}
 		text := string(raw)
@@ -497,13 +501,10 @@ func (p *parser) str() (Value, error) {
 			if len(raw) > 32 || len(raw) == 0 {
 				return string(raw), nil
 			}
-			var slot *struct {
-				s string
-				v Value
-			}
+			var slot *cacheEntry
 			if p.caches != nil { // in front of the map
-				slot = &p.caches.strs[cacheSlot(raw)%len(p.caches.strs)]
-				if slot.s == string(raw) && slot.v != nil {
+				var hit bool
+				if slot, hit = p.caches.strs.find(raw); hit {
 					return slot.v, nil
 				}
 			}
