@@ -171,11 +171,11 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 	}
 
 	type groupKey struct{ split, recipe, state string }
-	// the kept shapes in testlist order, each with its group; the {"testlist", "shape"}
-	// cases are built together once all are known
+	// the kept shapes in testlist order; the {"testlist", "shape"} cases of each cell are
+	// built by the worker that hashes the cell's id
 	type keptShape struct {
-		group, list int32 // list indexes listNames
-		shape       *pyjson.Object
+		list  int32 // indexes listNames
+		shape *pyjson.Object
 	}
 	var listNames []pyjson.Value // boxed once
 	total := 0
@@ -184,6 +184,7 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 	}
 	kept := make([]keptShape, 0, total)
 	groupIDs := map[groupKey]int{}
+	var byGroup [][]int32 // each group's kept shapes (indices into kept), in testlist order
 	recipesSeen := map[string]*recipes.Match{}
 	excluded := int64(0)
 	lists := append([]Testlist(nil), sel.Testlists...)
@@ -255,30 +256,13 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 				if g, ok = groupIDs[key]; !ok {
 					g = len(groupIDs)
 					groupIDs[key] = g
+					byGroup = append(byGroup, nil)
 				}
 				lastKey, lastGroup = key, g
 			}
-			kept = append(kept, keptShape{int32(g), list, shape})
+			byGroup[g] = append(byGroup[g], int32(len(kept)))
+			kept = append(kept, keptShape{list, shape})
 		}
-	}
-	// each group's kept shapes (indices into kept) in one backing array, in testlist order;
-	// the {"testlist", "shape"} cases are built per cell, on every core, just before its id
-	sizes := make([]int, len(groupIDs))
-	for _, k := range kept {
-		sizes[k.group]++
-	}
-	backing := make([]int32, 0, len(kept))
-	byGroup := make([][]int32, len(groupIDs))
-	for g, n := range sizes {
-		byGroup[g] = backing[len(backing) : len(backing) : len(backing)+n]
-		backing = backing[:len(backing)+n]
-	}
-	for i, k := range kept {
-		byGroup[k.group] = append(byGroup[k.group], int32(i))
-	}
-	groups := make(map[groupKey][]int32, len(groupIDs))
-	for k, g := range groupIDs {
-		groups[k] = byGroup[g]
 	}
 	// image groups: sorted unique backends, each under its image
 	imageGroups := map[string][]string{}
@@ -286,8 +270,8 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 		img, _ := ImageFor(in, runner, entry, b)
 		imageGroups[img] = append(imageGroups[img], b)
 	}
-	keys := make([]groupKey, 0, len(groups))
-	for k := range groups {
+	keys := make([]groupKey, 0, len(groupIDs))
+	for k := range groupIDs {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
@@ -309,7 +293,7 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 	}
 	var shards []shard
 	for _, k := range keys {
-		cases := groups[k]
+		cases := byGroup[groupIDs[k]]          // built per cell, on every core, just before its id
 		sv, _ := pyjson.Parse([]byte(k.split)) // back from JSON: keys dcp, dp, ep, tp
 		split := sv.(*pyjson.Object)
 		ws, _ := WorldSize(split)
