@@ -22,12 +22,13 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
-	ctx, stop := cli.SignalContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// not stopped: the process exits as soon as Main returns, and putting the signals
+	// back (one locked-thread round trip each) would only delay that
+	ctx, _ := cli.SignalContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	code := cli.Main(ctx, os.Args[1:], cli.Env{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Getenv: os.Getenv, Environ: os.Environ,
 	})
-	stop()
 	pprof.StopCPUProfile()
 	os.Exit(code)
 }
