@@ -40,26 +40,17 @@ func Parse(data []byte) (v Value, err error) {
 	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
 		return nil, &SyntaxError{"unexpected UTF-8 byte-order mark", 1, 1}
 	}
-	if !utf8.Valid(data) {
-		i := 0
-		for i < len(data) {
-			r, n := utf8.DecodeRune(data[i:])
-			if r == utf8.RuneError && n <= 1 {
-				break
-			}
-			i += n
-		}
-		p := &parser{data: data, pos: i}
-		return nil, p.errorf("invalid UTF-8 byte 0x%02x", data[i])
-	}
 	p := &parser{data: data}
 	if len(data) >= cachesFrom {
 		p.caches = new(parseCaches)
 	}
 	p.skip()
 	if len(data) >= parallelFrom && p.pos < len(data) && data[p.pos] == '[' && runtime.GOMAXPROCS(0) > 1 {
-		v, err = p.splitArray()
+		v, err = p.splitArray() // checks the UTF-8 too, chunk by chunk
 	} else {
+		if !utf8.Valid(data) {
+			return nil, invalidUTF8(data)
+		}
 		v, err = p.value(0)
 	}
 	if err != nil {
@@ -70,6 +61,20 @@ func Parse(data []byte) (v Value, err error) {
 		return nil, p.errorf("extra data after the document")
 	}
 	return v, nil
+}
+
+// invalidUTF8 is the error for data that is not valid UTF-8: it names the first bad byte.
+func invalidUTF8(data []byte) error {
+	i := 0
+	for i < len(data) {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		i += n
+	}
+	p := &parser{data: data, pos: i}
+	return p.errorf("invalid UTF-8 byte 0x%02x", data[i])
 }
 
 // ErrChanged is Parse's error when its input, a mapped file, was cut short under it.
@@ -326,6 +331,9 @@ func (p *parser) splitArray() (Value, error) {
 		}
 	}
 	if len(starts) == 1 {
+		if !utf8.Valid(p.data) {
+			return nil, invalidUTF8(p.data)
+		}
 		out, _, err := p.elems(0, -1)
 		return out, err
 	}
@@ -337,11 +345,20 @@ func (p *parser) splitArray() (Value, error) {
 	}
 	chunks := make([]chunk, len(starts))
 	var next atomic.Int64
+	var invalid atomic.Bool // some chunk's bytes are not UTF-8: reported before anything else
 	work := func(q *parser) {
 		for k := int(next.Add(1) - 1); k < len(starts); k = int(next.Add(1) - 1) {
 			stop := -1
+			from, to := starts[k], len(p.data) // chunk 0 from the document's start
+			if k == 0 {
+				from = 0
+			}
 			if k+1 < len(starts) {
 				stop = starts[k+1]
+				to = stop // a '{': no UTF-8 sequence spans a chunk's edge
+			}
+			if !utf8.Valid(p.data[from:to]) {
+				invalid.Store(true)
 			}
 			q.pos = starts[k]
 			c := &chunks[k]
@@ -370,6 +387,9 @@ func (p *parser) splitArray() (Value, error) {
 	wg.Wait()
 	if faulted.Load() {
 		return nil, ErrChanged
+	}
+	if invalid.Load() {
+		return nil, invalidUTF8(p.data)
 	}
 	total := 0
 	for _, c := range chunks {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestFloatRepr(t *testing.T) {
@@ -284,6 +285,9 @@ func TestDuplicateKeys(t *testing.T) {
 }
 
 func parseSequential(data []byte) (Value, error) {
+	if !utf8.Valid(data) {
+		return nil, invalidUTF8(data)
+	}
 	p := &parser{data: data}
 	p.skip()
 	v, err := p.value(0)
@@ -323,8 +327,11 @@ func TestSplitArrayMatchesSequential(t *testing.T) {
 		}
 		b.WriteString("\n]\n")
 		d := []byte(b.String())
-		if trial%3 != 0 { // damage one byte somewhere
-			d[r.IntN(len(d))] = "}{,:\"]x"[r.IntN(7)]
+		if trial%3 != 0 { // damage one byte somewhere, maybe making it invalid UTF-8
+			d[r.IntN(len(d))] = "}{,:\"]x\xff"[r.IntN(8)]
+		}
+		if trial%5 == 1 { // and a byte that is no UTF-8 further on: reported first
+			d[len(d)/2+r.IntN(len(d)/2)] = 0xC3
 		}
 		want, werr := parseSequential(d)
 		got, gerr := Parse(d)
