@@ -99,7 +99,40 @@ type parser struct {
 	// short strings seen before (keys, dtypes, testlist names), already boxed: a testlist
 	// repeats the same few thousand times
 	intern map[string]Value
-	caches *parseCaches // for large documents only: small ones are many and short
+	caches *parseCaches  // for large documents only: small ones are many and short
+	lists  *[32]*keyList // the key sequences seen last, shared by the objects that repeat them
+}
+
+// keysOf returns a shared key list for m's keys: the one the last object with these keys
+// got, when it is still in its slot.
+func (p *parser) keysOf(m []Member) *keyList {
+	first, last := m[0].Key, m[len(m)-1].Key
+	h := len(m)*31 + len(first)*7 + len(last)
+	if first != "" {
+		h += int(first[0])
+	}
+	if p.lists == nil {
+		p.lists = new([32]*keyList)
+	}
+	slot := &p.lists[h%len(p.lists)]
+	if l := *slot; l != nil && len(l.keys) == len(m) {
+		hit := true
+		for i := range m {
+			if l.keys[i] != m[i].Key {
+				hit = false
+				break
+			}
+		}
+		if hit {
+			return l
+		}
+	}
+	keys := make([]string, len(m))
+	for i := range m {
+		keys[i] = m[i].Key
+	}
+	*slot = sharedKeys(keys)
+	return *slot
 }
 
 // cachesFrom is the document size from which a parser keeps parseCaches.
@@ -246,8 +279,12 @@ func (p *parser) object(depth int) (Value, error) {
 			p.pos++
 		case '}':
 			p.pos++
-			o.members = append(make([]Member, 0, len(p.stack)-base), p.stack[base:]...)
-			o.reindex()
+			m := p.stack[base:]
+			o.kl = p.keysOf(m)
+			o.values = make([]Value, len(m))
+			for i := range m {
+				o.values[i] = m[i].Value
+			}
 			return o, nil
 		default:
 			return nil, p.errorf("expecting ',' delimiter")

@@ -65,7 +65,7 @@ type encoder struct {
 	opt     Options
 	buf     []byte
 	indents []string
-	scratch [][]Member // per depth: sorted copies of members (sort_keys)
+	scratch [][]int // per depth: the order of a large object's members
 	seqs    [64]*keySeq
 	w       io.Writer // when set, buf is flushed to w as it fills
 	err     error
@@ -149,11 +149,11 @@ func (e *encoder) encode(v Value, depth int) error {
 			b.writeString("{}")
 			return nil
 		}
-		members := x.members
-		if len(members) <= smallObject {
+		n := len(x.values)
+		if n <= smallObject {
 			// most objects (all of a testlist's) repeat a few key sequences: their order
 			// and quoted keys are worked out once
-			k := b.keysOf(members)
+			k := b.keysOf(x.kl, n)
 			b.writeByte('{')
 			for i, at := range k.order {
 				if i > 0 {
@@ -161,7 +161,7 @@ func (e *encoder) encode(v Value, depth int) error {
 				}
 				b.newline(depth + 1)
 				b.buf = append(b.buf, k.quoted[i]...)
-				if err := b.encode(members[at].Value, depth+1); err != nil {
+				if err := b.encode(x.values[at], depth+1); err != nil {
 					return err
 				}
 			}
@@ -169,23 +169,27 @@ func (e *encoder) encode(v Value, depth int) error {
 			b.writeByte('}')
 			return nil
 		}
-		if opt.SortKeys && !keysSorted(members) {
-			for len(b.scratch) <= depth {
-				b.scratch = append(b.scratch, nil)
-			}
-			members = append(b.scratch[depth][:0], members...)
-			slices.SortStableFunc(members, byKey)
-			b.scratch[depth] = members
+		keys := x.kl.keys[:n]
+		for len(b.scratch) <= depth {
+			b.scratch = append(b.scratch, nil)
 		}
+		order := b.scratch[depth][:0]
+		for i := range n {
+			order = append(order, i)
+		}
+		if opt.SortKeys && !slices.IsSorted(keys) {
+			slices.SortFunc(order, func(i, j int) int { return strings.Compare(keys[i], keys[j]) })
+		}
+		b.scratch[depth] = order
 		b.writeByte('{')
-		for i, m := range members {
+		for i, at := range order {
 			if i > 0 {
 				b.writeString(opt.ItemSep)
 			}
 			b.newline(depth + 1)
-			b.buf = appendString(b.buf, m.Key)
+			b.buf = appendString(b.buf, keys[at])
 			b.writeString(opt.KeySep)
-			if err := b.encode(m.Value, depth+1); err != nil {
+			if err := b.encode(x.values[at], depth+1); err != nil {
 				return err
 			}
 		}
@@ -287,62 +291,51 @@ const smallObject = 12
 // keySeq is what an encoder remembers of one sequence of keys: the order to write them
 // in (sorted under sort_keys) and each key quoted, with the key separator.
 type keySeq struct {
+	kl     *keyList // the list it was made for (a list and a length name one sequence)
 	keys   []string
 	order  []int
 	quoted [][]byte
 }
 
-// keysOf returns the key sequence of m, from the encoder's cache when the last object
-// in its slot had the same keys (interned strings compare by pointer first). A miss
+// keysOf returns the key sequence of the first n keys of l, from the encoder's cache when
+// the last object in its slot had the same keys: at once for the same list (objects that
+// share their keys), else key by key (interned strings compare by pointer first). A miss
 // builds new slices, so an object being written keeps its own even when a nested one
 // takes the slot.
-func (b *encoder) keysOf(m []Member) *keySeq {
-	first, last := m[0].Key, m[len(m)-1].Key
-	h := len(m)*31 + len(first)*7 + len(last)
+func (b *encoder) keysOf(l *keyList, n int) *keySeq {
+	m := l.keys[:n]
+	first, last := m[0], m[n-1]
+	h := n*31 + len(first)*7 + len(last)
 	if first != "" {
 		h += int(first[0])
 	}
 	slot := &b.seqs[h%len(b.seqs)]
-	if k := *slot; k != nil && len(k.keys) == len(m) {
-		hit := true
-		for i := range m {
-			if k.keys[i] != m[i].Key {
-				hit = false
-				break
-			}
+	if k := *slot; k != nil && len(k.keys) == n {
+		if k.kl == l {
+			return k
 		}
-		if hit {
+		if slices.Equal(k.keys, m) {
+			k.kl = l // the next object with this list hits at once
 			return k
 		}
 	}
-	k := &keySeq{keys: make([]string, len(m)), order: make([]int, len(m)), quoted: make([][]byte, len(m))}
+	k := &keySeq{kl: l, keys: m, order: make([]int, n), quoted: make([][]byte, n)}
 	for i := range m {
-		k.keys[i], k.order[i] = m[i].Key, i
+		k.order[i] = i
 	}
 	if b.opt.SortKeys {
 		o := k.order
 		for i := 1; i < len(o); i++ {
-			for j := i; j > 0 && m[o[j]].Key < m[o[j-1]].Key; j-- {
+			for j := i; j > 0 && m[o[j]] < m[o[j-1]]; j-- {
 				o[j], o[j-1] = o[j-1], o[j]
 			}
 		}
 	}
 	for i, at := range k.order {
-		k.quoted[i] = append(appendString(nil, m[at].Key), b.opt.KeySep...)
+		k.quoted[i] = append(appendString(nil, m[at]), b.opt.KeySep...)
 	}
 	*slot = k
 	return k
-}
-
-func byKey(a, b Member) int { return strings.Compare(a.Key, b.Key) }
-
-func keysSorted(m []Member) bool {
-	for i := 1; i < len(m); i++ {
-		if m[i].Key < m[i-1].Key {
-			return false
-		}
-	}
-	return true
 }
 
 // AppendMarshal appends v's encoding to buf (to reuse one buffer for many values).

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -435,5 +436,73 @@ func BenchmarkMarshalSmall(b *testing.B) {
 		if _, err := Marshal(row, Identity); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// Parsed objects with the same keys share one key list; adding, replacing or deleting a
+// key in one leaves the others as they were, and so does growing a clone or its original.
+func TestSharedKeysCopiedOnWrite(t *testing.T) {
+	v, err := Parse([]byte(`[{"a": 1, "b": 2}, {"a": 3, "b": 4}, {"a": 5, "b": 6}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := v.([]Value)
+	o0, o1, o2 := objs[0].(*Object), objs[1].(*Object), objs[2].(*Object)
+	if o0.kl != o1.kl || o1.kl != o2.kl {
+		t.Fatal("objects with the same keys do not share their key list")
+	}
+	o0.Set("c", NewInt(7))
+	o1.Delete("a")
+	o2.Set("a", NewInt(9))
+	c := o2.Clone()
+	c.Set("z", NewInt(1))
+	o2.Set("y", NewInt(2))
+	want := `[{"a": 1, "b": 2, "c": 7}, {"b": 4}, {"a": 9, "b": 6, "y": 2}]`
+	if got := string(MustMarshal(objs, Default)); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if got := string(MustMarshal(c, Default)); got != `{"a": 9, "b": 6, "z": 1}` {
+		t.Fatalf("clone: %s", got)
+	}
+	// an object's own list grows in place: a struct copy taken before sees only its keys
+	own := Obj("k", 1)
+	before := *own
+	own.Set("l", NewInt(2))
+	if _, ok := before.Get("l"); ok || before.Len() != 1 {
+		t.Fatal("a copy taken before Set sees the key added after it")
+	}
+	if got := string(MustMarshal(&before, Default)); got != `{"k": 1}` {
+		t.Fatalf("copy: %s", got)
+	}
+}
+
+// The encoder remembers key sequences by list and length: an object that grows between
+// two encodings, and large objects (looked up through a map), still come out right.
+func TestEncoderKeysFollowGrowth(t *testing.T) {
+	o := Obj("b", 1, "a", 2)
+	if got := string(MustMarshal(o, Identity)); got != `{"a": 2, "b": 1}` {
+		t.Fatalf("got %s", got)
+	}
+	o.Set("0", NewInt(3))
+	if got := string(MustMarshal(o, Identity)); got != `{"0": 3, "a": 2, "b": 1}` {
+		t.Fatalf("after Set: %s", got)
+	}
+	big := NewObject()
+	var want []string
+	for i := 40; i > 0; i-- {
+		k := fmt.Sprintf("k%02d", i)
+		big.Set(k, NewInt(int64(i)))
+		want = append(want, fmt.Sprintf(`"%s": %d`, k, i))
+	}
+	if v, ok := big.Get("k07"); !ok || v != NewInt(7) {
+		t.Fatalf("k07 = %v, %v", v, ok)
+	}
+	slices.Sort(want)
+	if got := string(MustMarshal(big, Identity)); got != "{"+strings.Join(want, ", ")+"}" {
+		t.Fatalf("large object: %s", got)
+	}
+	big.Delete("k07")
+	if _, ok := big.Get("k07"); ok || big.Len() != 39 {
+		t.Fatal("Delete left k07 in the large object")
 	}
 }

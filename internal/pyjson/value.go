@@ -45,46 +45,71 @@ type Member struct {
 }
 
 // Object is a JSON object that keeps insertion order, like a Python dict.
+//
+// Its keys are a keyList that objects with the same keys share (a testlist's thousands
+// of shapes have a handful of key sequences), and its values a slice of its own: a
+// member costs 16 bytes, not 32.
 type Object struct {
-	members []Member
-	index   map[string]int // built once the object outgrows a linear scan
+	kl     *keyList
+	values []Value
+}
+
+// keyList is a sequence of distinct keys. The list an object builds with Set is its own
+// and grows in place; a shared one (parsed, Records, Clone) is copied on the first Set
+// that adds a key. Keys are never changed or removed in place, so a list and a length
+// name one sequence.
+type keyList struct {
+	keys  []string
+	index map[string]int // built once the list outgrows a linear scan
+	owner *Object        // the object that may append in place; nil when shared
 }
 
 // indexAt is the size from which lookups go through a map. Below it a scan is as quick
 // and allocates nothing (a testlist's moe shapes have 12 args each).
 const indexAt = 32
 
+func (l *keyList) reindex() {
+	l.index = nil
+	if len(l.keys) < indexAt {
+		return
+	}
+	l.index = make(map[string]int, len(l.keys))
+	for i, k := range l.keys {
+		l.index[k] = i
+	}
+}
+
+// sharedKeys returns a shared list of keys (which must be distinct).
+func sharedKeys(keys []string) *keyList {
+	l := &keyList{keys: keys}
+	l.reindex()
+	return l
+}
+
 // NewObject returns an empty object.
 func NewObject() *Object { return &Object{} }
 
 func (o *Object) find(key string) (int, bool) {
-	if o.index != nil {
-		i, ok := o.index[key]
-		return i, ok
+	if o.kl == nil {
+		return 0, false
 	}
-	for i := range o.members {
-		if o.members[i].Key == key {
+	if o.kl.index != nil {
+		i, ok := o.kl.index[key]
+		return i, ok && i < len(o.values)
+	}
+	for i, k := range o.kl.keys[:len(o.values)] {
+		if k == key {
 			return i, true
 		}
 	}
 	return 0, false
 }
 
-func (o *Object) reindex() {
-	if len(o.members) < indexAt {
-		o.index = nil
-		return
-	}
-	o.index = make(map[string]int, len(o.members))
-	for i, m := range o.members {
-		o.index[m.Key] = i
-	}
-}
-
 // Obj builds an object from alternating keys and values: Obj("a", 1, "b", "x").
 // Go ints are converted to Int.
 func Obj(kv ...any) *Object {
-	o := &Object{members: make([]Member, 0, len(kv)/2)}
+	o := &Object{kl: &keyList{keys: make([]string, 0, len(kv)/2)}, values: make([]Value, 0, len(kv)/2)}
+	o.kl.owner = o
 	for i := 0; i+1 < len(kv); i += 2 {
 		o.Set(kv[i].(string), From(kv[i+1]))
 	}
@@ -112,8 +137,8 @@ func From(v any) Value {
 }
 
 // Records returns n objects (as values) with the same distinct keys, member j of object i
-// holding value(i, j). They are allocated together — a plan wraps thousands of shapes
-// this way — and, like any object, may grow with Set.
+// holding value(i, j). They are allocated together and share their keys — a plan wraps
+// thousands of shapes this way — and, like any object, may grow with Set.
 func Records(keys []string, n int, value func(i, j int) Value) []Value {
 	for i := range keys {
 		for j := range i {
@@ -123,36 +148,39 @@ func Records(keys []string, n int, value func(i, j int) Value) []Value {
 		}
 	}
 	k := len(keys)
+	kl := sharedKeys(append([]string(nil), keys...))
 	objs := make([]Object, n)
-	members := make([]Member, n*k)
+	values := make([]Value, n*k)
 	out := make([]Value, n)
 	for i := range objs {
-		m := members[i*k : (i+1)*k : (i+1)*k]
-		for j, key := range keys {
-			m[j] = Member{key, value(i, j)}
+		v := values[i*k : (i+1)*k : (i+1)*k]
+		for j := range v {
+			v[j] = value(i, j)
 		}
-		objs[i].members = m
-		if k >= indexAt {
-			objs[i].reindex()
-		}
+		objs[i] = Object{kl: kl, values: v}
 		out[i] = &objs[i]
 	}
 	return out
 }
 
 // Len is the number of members.
-func (o *Object) Len() int { return len(o.members) }
+func (o *Object) Len() int { return len(o.values) }
 
-// Members returns the members in order. The slice must not be modified.
-func (o *Object) Members() []Member { return o.members }
+// Members returns the members in order, in a new slice.
+func (o *Object) Members() []Member {
+	m := make([]Member, len(o.values))
+	for i, v := range o.values {
+		m[i] = Member{o.kl.keys[i], v}
+	}
+	return m
+}
 
 // Keys returns the keys in order.
 func (o *Object) Keys() []string {
-	keys := make([]string, len(o.members))
-	for i, m := range o.members {
-		keys[i] = m.Key
+	if o.kl == nil {
+		return []string{}
 	}
-	return keys
+	return append([]string{}, o.kl.keys[:len(o.values)]...)
 }
 
 // Get returns the value for key.
@@ -164,7 +192,7 @@ func (o *Object) Get(key string) (Value, bool) {
 	if !ok {
 		return nil, false
 	}
-	return o.members[i].Value, true
+	return o.values[i], true
 }
 
 // Has reports whether key is present.
@@ -173,14 +201,28 @@ func (o *Object) Has(key string) bool { _, ok := o.Get(key); return ok }
 // Set adds key at the end, or replaces its value in place (Python dict semantics).
 func (o *Object) Set(key string, v Value) {
 	if i, ok := o.find(key); ok {
-		o.members[i].Value = v
+		o.values[i] = v
 		return
 	}
-	o.members = append(o.members, Member{key, v})
-	if o.index != nil {
-		o.index[key] = len(o.members) - 1
-	} else if len(o.members) >= indexAt {
-		o.reindex()
+	l := o.kl
+	if l == nil || l.owner != o { // start a list of its own
+		n := 0
+		if l != nil {
+			n = len(l.keys)
+		}
+		own := &keyList{keys: make([]string, n, n+4), owner: o}
+		if l != nil {
+			copy(own.keys, l.keys)
+		}
+		own.reindex()
+		l, o.kl = own, own
+	}
+	l.keys = append(l.keys, key)
+	o.values = append(o.values, v)
+	if l.index != nil {
+		l.index[key] = len(l.keys) - 1
+	} else if len(l.keys) >= indexAt {
+		l.reindex()
 	}
 }
 
@@ -190,15 +232,18 @@ func (o *Object) Delete(key string) {
 	if !ok {
 		return
 	}
-	o.members = append(o.members[:i], o.members[i+1:]...)
-	o.reindex()
+	keys := append(append(make([]string, 0, len(o.values)-1), o.kl.keys[:i]...), o.kl.keys[i+1:len(o.values)]...)
+	o.values = append(append(make([]Value, 0, len(keys)), o.values[:i]...), o.values[i+1:]...)
+	o.kl = &keyList{keys: keys, owner: o}
+	o.kl.reindex()
 }
 
 // Clone returns a shallow copy of o.
 func (o *Object) Clone() *Object {
-	c := &Object{members: append([]Member(nil), o.members...)}
-	c.reindex()
-	return c
+	if o.kl != nil && o.kl.owner != nil {
+		o.kl.owner = nil // shared from now on: whichever adds a key first copies it
+	}
+	return &Object{kl: o.kl, values: append([]Value(nil), o.values...)}
 }
 
 // String returns the member as a string if it is one.
