@@ -18,7 +18,9 @@ cat > "$work/ref/containers.toml" <<'TOML'
 image = "vllm/vllm-openai:nightly@sha256:20a52b807cef7a3be15d2174d293b5642d437615b20b5930d78a927e709e6bb6"
 TOML
 "$shared/seed/seedtree" "$work/ref" "$work/seed" >/dev/null
-now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$t"; } # no fork: bash's clock
+# the clock is read straight from $EPOCHREALTIME: a $(...) around it forks a subshell,
+# and its exit and start would be timed with the command (0.2 ms a run here, which
+# weighs on opx's few milliseconds and not on the seed's hundreds)
 # side by side: each round runs the seed once, then opx once, so both see the same
 # machine; the medians are compared (a VM's timings drift and spike)
 bench() { # label, testlists, chunk size
@@ -27,12 +29,12 @@ bench() { # label, testlists, chunk size
       --platform-config "$work/platforms.json")
   local seed_t=() opx_t=() t0 t1 t2 same
   for _ in $(seq "$runs"); do
-    t0=$(now_us)
+    t0=${EPOCHREALTIME/[.,]/}
     PYTHONPATH="$work/seed" python3 -m operatorx.ci "${args[@]}" --out "$work/seed.json" >/dev/null
-    t1=$(now_us)
+    t1=${EPOCHREALTIME/[.,]/}
     "$work/opx" "${args[@]}" --out "$work/opx.json" --testlist-dir "$work/ref/testlists" \
         --containers "$work/ref/containers.toml" >/dev/null
-    t2=$(now_us)
+    t2=${EPOCHREALTIME/[.,]/}
     seed_t+=($((t1 - t0))) opx_t+=($((t2 - t1)))
   done
   cmp -s "$work/seed.json" "$work/opx.json" && same=identical || same=DIFFERENT
