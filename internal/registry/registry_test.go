@@ -18,6 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/semianalysis/opx/internal/plan"
 )
 
 // hubLike is go-containerregistry's real in-memory registry behind a front that demands
@@ -25,6 +27,8 @@ import (
 type hubLike struct {
 	srv         *httptest.Server
 	dropDigest  atomic.Bool
+	dropType    atomic.Bool // no Content-Type on manifests
+	lieDigest   atomic.Bool // a Docker-Content-Digest that is not the content's
 	tokens      atomic.Int32
 	manifestReq atomic.Int32
 }
@@ -51,8 +55,8 @@ func newHub(t *testing.T) *hubLike {
 		if strings.Contains(r.URL.Path, "/manifests/") {
 			h.manifestReq.Add(1)
 		}
-		if h.dropDigest.Load() {
-			reg.ServeHTTP(&noDigestWriter{ResponseWriter: w}, r)
+		if h.dropDigest.Load() || h.dropType.Load() || h.lieDigest.Load() {
+			reg.ServeHTTP(&noDigestWriter{ResponseWriter: w, h: h}, r)
 			return
 		}
 		reg.ServeHTTP(w, r)
@@ -61,10 +65,21 @@ func newHub(t *testing.T) *hubLike {
 	return h
 }
 
-type noDigestWriter struct{ http.ResponseWriter }
+type noDigestWriter struct {
+	http.ResponseWriter
+	h *hubLike
+}
 
 func (w *noDigestWriter) WriteHeader(code int) {
-	w.Header().Del("Docker-Content-Digest")
+	if w.h.dropDigest.Load() {
+		w.Header().Del("Docker-Content-Digest")
+	}
+	if w.h.lieDigest.Load() && w.Header().Get("Docker-Content-Digest") != "" {
+		w.Header().Set("Docker-Content-Digest", "sha256:"+strings.Repeat("0", 64))
+	}
+	if w.h.dropType.Load() {
+		w.Header().Del("Content-Type")
+	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
@@ -177,5 +192,27 @@ func TestResolveEachImageOnce(t *testing.T) {
 	// HEAD, then one GET of the manifest to read its platform
 	if n := h.manifestReq.Load(); n != 2 {
 		t.Fatalf("%d manifest requests, want 2 (HEAD + GET)", n)
+	}
+}
+
+// A registry whose digest header disagrees with the manifest it sends resolves to
+// nothing (it does not know the HEAD's digest, and the tag's GET contradicts it); one
+// that sends no Content-Type still has its index read, from the manifest's mediaType.
+func TestResolveDistrustsTheRegistry(t *testing.T) {
+	h := newHub(t)
+	multi := h.host() + "/team/multi:1"
+	idxDigest, per := pushIndex(t, multi, "amd64", "arm64")
+	r := &Resolver{Timeout: 5 * time.Second}
+	ctx := context.Background()
+
+	h.dropType.Store(true)
+	if g := r.Resolve(ctx, []string{multi}, "linux/arm64")[multi]; g.Digest != idxDigest || g.PlatformDigest != per["arm64"] {
+		t.Errorf("without Content-Type: %+v, want %s / %s", g, idxDigest, per["arm64"])
+	}
+	h.dropType.Store(false)
+
+	h.lieDigest.Store(true)
+	if g := r.Resolve(ctx, []string{multi}, "linux/arm64")[multi]; g != (plan.Resolution{}) {
+		t.Errorf("a digest header that is not the content's was believed: %+v", g)
 	}
 }
