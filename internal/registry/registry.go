@@ -95,6 +95,14 @@ var defaultTransport = sync.OnceValue(func() http.RoundTripper {
 	return t
 })
 
+// retryCodes are the statuses remote retries: timeouts, rate limits and gateway errors.
+var retryCodes = []int{
+	http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
+	http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout,
+	499, // nginx: client closed request
+	522, // Cloudflare: connection timed out
+}
+
 // client reads one repository's manifests and blobs.
 type client struct {
 	ctx  context.Context
@@ -118,7 +126,7 @@ func (r *Resolver) open(ctx context.Context, image string) (*client, context.Can
 	if base == nil {
 		base = defaultTransport()
 	}
-	base = transport.NewUserAgent(transport.NewRetry(base), "opx/"+version.Version)
+	base = transport.NewUserAgent(transport.NewRetry(base, transport.WithRetryStatusCodes(retryCodes...)), "opx/"+version.Version)
 	t, err := transport.NewWithContext(ctx, ref.Context().Registry, authn.Anonymous, base, []string{ref.Scope(transport.PullScope)})
 	if err != nil {
 		cancel()

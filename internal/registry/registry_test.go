@@ -27,8 +27,9 @@ import (
 type hubLike struct {
 	srv         *httptest.Server
 	dropDigest  atomic.Bool
-	dropType    atomic.Bool // no Content-Type on manifests
-	lieDigest   atomic.Bool // a Docker-Content-Digest that is not the content's
+	dropType    atomic.Bool  // no Content-Type on manifests
+	lieDigest   atomic.Bool  // a Docker-Content-Digest that is not the content's
+	busy        atomic.Int32 // manifest requests still to answer 503
 	tokens      atomic.Int32
 	manifestReq atomic.Int32
 }
@@ -54,6 +55,10 @@ func newHub(t *testing.T) *hubLike {
 		}
 		if strings.Contains(r.URL.Path, "/manifests/") {
 			h.manifestReq.Add(1)
+			if h.busy.Add(-1) >= 0 {
+				http.Error(w, "busy", http.StatusServiceUnavailable)
+				return
+			}
 		}
 		if h.dropDigest.Load() || h.dropType.Load() || h.lieDigest.Load() {
 			reg.ServeHTTP(&noDigestWriter{ResponseWriter: w, h: h}, r)
@@ -197,7 +202,8 @@ func TestResolveEachImageOnce(t *testing.T) {
 
 // A registry whose digest header disagrees with the manifest it sends resolves to
 // nothing (it does not know the HEAD's digest, and the tag's GET contradicts it); one
-// that sends no Content-Type still has its index read, from the manifest's mediaType.
+// that sends no Content-Type still has its index read, from the manifest's mediaType;
+// one that answers 503 twice is asked again.
 func TestResolveDistrustsTheRegistry(t *testing.T) {
 	h := newHub(t)
 	multi := h.host() + "/team/multi:1"
@@ -214,5 +220,12 @@ func TestResolveDistrustsTheRegistry(t *testing.T) {
 	h.lieDigest.Store(true)
 	if g := r.Resolve(ctx, []string{multi}, "linux/arm64")[multi]; g != (plan.Resolution{}) {
 		t.Errorf("a digest header that is not the content's was believed: %+v", g)
+	}
+	h.lieDigest.Store(false)
+
+	// a registry that is briefly unavailable (503) is asked again, as remote would
+	h.busy.Store(2)
+	if g := r.Resolve(ctx, []string{multi}, "linux/arm64")[multi]; g.Digest != idxDigest || g.PlatformDigest != per["arm64"] {
+		t.Errorf("after two 503s: %+v", g)
 	}
 }
