@@ -101,6 +101,19 @@ type parser struct {
 	intern map[string]Value
 	caches *parseCaches  // for large documents only: small ones are many and short
 	lists  *[32]*keyList // the key sequences seen last, shared by the objects that repeat them
+	pred   [8]*keyList   // per depth, the keys of the last object read there
+}
+
+// quoted reports whether the document has key, in quotes, at p.pos, and if so moves past
+// it. key must be plain (no quote, backslash or control character), so that its text in
+// the document is exactly the key.
+func (p *parser) quoted(key string) bool {
+	d, q := p.data, p.pos+1
+	if end := q + len(key); end < len(d) && d[end] == '"' && string(d[q:end]) == key {
+		p.pos = end + 1
+		return true
+	}
+	return false
 }
 
 // keysOf returns a shared key list for m's keys: the one the last object with these keys
@@ -131,8 +144,17 @@ func (p *parser) keysOf(m []Member) *keyList {
 	for i := range m {
 		keys[i] = m[i].Key
 	}
-	*slot = sharedKeys(keys)
-	return *slot
+	l := sharedKeys(keys)
+	l.plain = true
+	for _, k := range keys {
+		for i := 0; i < len(k); i++ {
+			if c := k[i]; c < 0x20 || c == '"' || c == '\\' {
+				l.plain = false
+			}
+		}
+	}
+	*slot = l
+	return l
 }
 
 // cachesFrom is the document size from which a parser keeps parseCaches.
@@ -224,14 +246,27 @@ func (p *parser) object(depth int) (Value, error) {
 	base := len(p.stack)
 	defer func() { p.stack = p.stack[:base] }()
 	var idx map[string]int
+	// objects at one depth mostly repeat the last one's keys (a testlist's shapes, their
+	// args): each key is first checked against that list's, byte for byte
+	var pred *keyList
+	if depth < len(p.pred) {
+		pred = p.pred[depth]
+	}
 	for {
 		p.skip()
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
 			return nil, p.errorf("expecting property name enclosed in double quotes")
 		}
-		k, err := p.str()
-		if err != nil {
-			return nil, err
+		var key string
+		if n := len(p.stack) - base; pred != nil && n < len(pred.keys) && p.quoted(pred.keys[n]) {
+			key = pred.keys[n]
+		} else {
+			pred = nil
+			k, err := p.str()
+			if err != nil {
+				return nil, err
+			}
+			key = k.(string)
 		}
 		p.skip()
 		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
@@ -243,9 +278,10 @@ func (p *parser) object(depth int) (Value, error) {
 		if err != nil {
 			return nil, err
 		}
-		key := k.(string)
 		// a repeated key keeps its place and takes the new value (Python dict semantics)
-		if idx != nil {
+		if pred != nil { // the list's keys are distinct
+			p.stack = append(p.stack, Member{key, v})
+		} else if idx != nil {
 			if i, ok := idx[key]; ok {
 				p.stack[i].Value = v
 			} else {
@@ -280,7 +316,14 @@ func (p *parser) object(depth int) (Value, error) {
 		case '}':
 			p.pos++
 			m := p.stack[base:]
-			o.kl = p.keysOf(m)
+			if pred != nil && len(m) == len(pred.keys) {
+				o.kl = pred
+			} else {
+				o.kl = p.keysOf(m)
+			}
+			if depth < len(p.pred) && o.kl.plain {
+				p.pred[depth] = o.kl
+			}
 			o.values = make([]Value, len(m))
 			for i := range m {
 				o.values[i] = m[i].Value

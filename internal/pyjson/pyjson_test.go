@@ -506,3 +506,32 @@ func TestEncoderKeysFollowGrowth(t *testing.T) {
 		t.Fatal("Delete left k07 in the large object")
 	}
 }
+
+// Keys are first matched against the previous object's at the same depth; every way a
+// key can differ from that prediction must still parse as the sequential rules say.
+func TestPredictedKeys(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`[{"m": 1, "n": 2}, {"m": 3, "n": 4}]`, `[{"m": 1, "n": 2}, {"m": 3, "n": 4}]`},
+		{`[{"m": 1, "n": 2}, {"mm": 3, "n": 4}]`, `[{"m": 1, "n": 2}, {"mm": 3, "n": 4}]`},
+		{`[{"mm": 1, "n": 2}, {"m": 3, "n": 4}]`, `[{"mm": 1, "n": 2}, {"m": 3, "n": 4}]`},
+		{`[{"m": 1, "n": 2}, {"m": 3}]`, `[{"m": 1, "n": 2}, {"m": 3}]`},
+		{`[{"m": 1}, {"m": 3, "n": 4, "m": 5}]`, `[{"m": 1}, {"m": 5, "n": 4}]`},
+		{`[{"m": 1, "n": 2}, {"m": 3, "m": 4}]`, `[{"m": 1, "n": 2}, {"m": 4}]`},
+		{`[{"m": 1, "n": 2}, {"\u006d": 3, "n": 4}]`, `[{"m": 1, "n": 2}, {"m": 3, "n": 4}]`},
+		{`[{"a\"b": 1}, {"a\"b": 2}]`, `[{"a\"b": 1}, {"a\"b": 2}]`},
+		{`[{"a\nb": 1}, {"a\nb": 2}]`, `[{"a\nb": 1}, {"a\nb": 2}]`},
+		{`[{"x": {"m": 1}}, {"x": {"m": 2, "k": 3}}, {"x": {"m": 4}}]`, `[{"x": {"m": 1}}, {"x": {"m": 2, "k": 3}}, {"x": {"m": 4}}]`},
+	} {
+		v, err := Parse([]byte(c.in))
+		if err != nil {
+			t.Fatalf("%s: %v", c.in, err)
+		}
+		if got := string(MustMarshal(v, Default)); got != c.want {
+			t.Errorf("%s\n got  %s\n want %s", c.in, got, c.want)
+		}
+	}
+	// a raw control character where the predicted key had an escaped one is an error
+	if _, err := Parse([]byte("[{\"a\\nb\": 1}, {\"a\nb\": 2}]")); err == nil {
+		t.Error("a raw newline in a key was accepted")
+	}
+}

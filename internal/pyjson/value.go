@@ -62,6 +62,7 @@ type keyList struct {
 	keys  []string
 	index map[string]int // built once the list outgrows a linear scan
 	owner *Object        // the object that may append in place; nil when shared
+	plain bool           // (parsed lists) no key needs escaping: its quoted text is itself
 }
 
 // indexAt is the size from which lookups go through a map. Below it a scan is as quick
