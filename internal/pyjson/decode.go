@@ -191,14 +191,11 @@ func (p *parser) errorf(format string, args ...any) error {
 }
 
 func (p *parser) skip() {
-	for p.pos < len(p.data) {
-		switch p.data[p.pos] {
-		case ' ', '\t', '\n', '\r':
-			p.pos++
-		default:
-			return
-		}
+	d, i := p.data, p.pos
+	for i < len(d) && d[i] <= ' ' && (d[i] == ' ' || d[i] == '\n' || d[i] == '\t' || d[i] == '\r') {
+		i++
 	}
+	p.pos = i
 }
 
 func (p *parser) value(depth int) (Value, error) {
