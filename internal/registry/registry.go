@@ -13,8 +13,6 @@ package registry
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,7 +20,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -43,8 +40,6 @@ type Resolver struct {
 	Transport http.RoundTripper // nil: the default transport
 	Parallel  int               // concurrent lookups; 0 means 8
 }
-
-var digestRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha256:[0-9a-f]{64}$`) })
 
 // Resolve implements plan.Resolver. Unreachable registries, unknown tags and malformed
 // references resolve to an empty digest, as the seed's probe does.
@@ -193,8 +188,8 @@ func (c *client) fetch(method, identifier string) (*manifest, error) {
 	if m.body, err = io.ReadAll(io.LimitReader(resp.Body, maxManifest)); err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(m.body)
-	computed := "sha256:" + hex.EncodeToString(sum[:])
+	h, _, _ := v1.SHA256(bytes.NewReader(m.body))
+	computed := h.String()
 	if m.digest != "" && m.digest != computed || strings.HasPrefix(identifier, "sha256:") && identifier != computed {
 		return nil, fmt.Errorf("manifest %s: digest %s does not match its content (%s)", identifier, m.digest, computed)
 	}
@@ -222,11 +217,11 @@ func (c *client) fetch(method, identifier string) (*manifest, error) {
 // else GET, which computes it from the body. nil when neither works.
 func (c *client) headOrGet() *manifest {
 	id := c.ref.Identifier()
-	if m, err := c.fetch(http.MethodHead, id); err == nil && digestRE().MatchString(m.digest) {
+	if m, err := c.fetch(http.MethodHead, id); err == nil && plan.ValidDigest(m.digest) {
 		return m
 	}
 	m, err := c.fetch(http.MethodGet, id)
-	if err != nil || !digestRE().MatchString(m.digest) {
+	if err != nil || !plan.ValidDigest(m.digest) {
 		return nil
 	}
 	return m
@@ -302,7 +297,7 @@ func (c *client) config(d v1.Hash) (*v1.ConfigFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sum := sha256.Sum256(body); d.Algorithm != "sha256" || hex.EncodeToString(sum[:]) != d.Hex {
+	if h, _, _ := v1.SHA256(bytes.NewReader(body)); h != d {
 		return nil, fmt.Errorf("config blob %s does not match its content", d)
 	}
 	return v1.ParseConfigFile(bytes.NewReader(body))
