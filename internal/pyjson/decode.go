@@ -119,15 +119,10 @@ func (p *parser) quoted(key string) bool {
 // keysOf returns a shared key list for m's keys: the one the last object with these keys
 // got, when it is still in its slot.
 func (p *parser) keysOf(m []Member) *keyList {
-	first, last := m[0].Key, m[len(m)-1].Key
-	h := len(m)*31 + len(first)*7 + len(last)
-	if first != "" {
-		h += int(first[0])
-	}
 	if p.lists == nil {
 		p.lists = new([32]*keyList)
 	}
-	slot := &p.lists[h%len(p.lists)]
+	slot := &p.lists[seqSlot(len(m), m[0].Key, m[len(m)-1].Key, len(p.lists))]
 	if l := *slot; l != nil && len(l.keys) == len(m) {
 		hit := true
 		for i := range m {
@@ -144,17 +139,8 @@ func (p *parser) keysOf(m []Member) *keyList {
 	for i := range m {
 		keys[i] = m[i].Key
 	}
-	l := sharedKeys(keys)
-	l.plain = true
-	for _, k := range keys {
-		for i := 0; i < len(k); i++ {
-			if c := k[i]; c < 0x20 || c == '"' || c == '\\' {
-				l.plain = false
-			}
-		}
-	}
-	*slot = l
-	return l
+	*slot = sharedKeys(keys)
+	return *slot
 }
 
 // cachesFrom is the document size from which a parser keeps parseCaches.

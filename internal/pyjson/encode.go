@@ -304,12 +304,7 @@ type keySeq struct {
 // takes the slot.
 func (b *encoder) keysOf(l *keyList, n int) *keySeq {
 	m := l.keys[:n]
-	first, last := m[0], m[n-1]
-	h := n*31 + len(first)*7 + len(last)
-	if first != "" {
-		h += int(first[0])
-	}
-	slot := &b.seqs[h%len(b.seqs)]
+	slot := &b.seqs[seqSlot(n, m[0], m[n-1], len(b.seqs))]
 	if k := *slot; k != nil && len(k.keys) == n {
 		if k.kl == l {
 			return k

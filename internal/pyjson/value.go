@@ -62,7 +62,7 @@ type keyList struct {
 	keys  []string
 	index map[string]int // built once the list outgrows a linear scan
 	owner *Object        // the object that may append in place; nil when shared
-	plain bool           // (parsed lists) no key needs escaping: its quoted text is itself
+	plain bool           // (shared lists) no key needs escaping: its quoted text is itself
 }
 
 // indexAt is the size from which lookups go through a map. Below it a scan is as quick
@@ -82,9 +82,26 @@ func (l *keyList) reindex() {
 
 // sharedKeys returns a shared list of keys (which must be distinct).
 func sharedKeys(keys []string) *keyList {
-	l := &keyList{keys: keys}
+	l := &keyList{keys: keys, plain: true}
+	for _, k := range keys {
+		for i := 0; i < len(k); i++ {
+			if c := k[i]; c < 0x20 || c == '"' || c == '\\' {
+				l.plain = false
+			}
+		}
+	}
 	l.reindex()
 	return l
+}
+
+// seqSlot picks the slot of a direct-mapped cache of key sequences (the parser's and the
+// encoder's) from a sequence's length and its first and last keys.
+func seqSlot(n int, first, last string, slots int) int {
+	h := n*31 + len(first)*7 + len(last)
+	if first != "" {
+		h += int(first[0])
+	}
+	return h % slots
 }
 
 // NewObject returns an empty object.
