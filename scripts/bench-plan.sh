@@ -23,12 +23,19 @@ TOML
 # weighs on opx's few milliseconds and not on the seed's hundreds)
 # side by side: each round runs the seed once, then opx once, so both see the same
 # machine; the medians are compared (a VM's timings drift and spike)
-bench() { # label, testlists, chunk size
+# output: "new" writes each run's manifest to a path that does not exist yet, as a CI
+# runner's plan job does on its fresh checkout (the last run's manifests are deleted
+# before the round, untimed); "replace" writes over the last run's, as re-planning
+# into the same file on a login node does, and both programs then also pay for
+# freeing the old file's blocks (on a filesystem mounted with discard, about 1 ms for
+# 2.7 MB, inside the seed's open() and opx's rename())
+bench() { # label, testlists, chunk size, output (new or replace)
   local args=(plan --runner cluster:h200-dgxc --backends vllm --testlists "$2"
       --world-sizes "1,2,4,8" --chunk-size "$3" --run-id 1 --attempt 1 --source-sha s
       --platform-config "$work/platforms.json")
   local seed_t=() opx_t=() t0 t1 t2 same
   for _ in $(seq "$runs"); do
+    if [ "$4" = new ]; then rm -f "$work/seed.json" "$work/opx.json"; fi
     t0=${EPOCHREALTIME/[.,]/}
     PYTHONPATH="$work/seed" python3 -m operatorx.ci "${args[@]}" --out "$work/seed.json" >/dev/null
     t1=${EPOCHREALTIME/[.,]/}
@@ -42,8 +49,10 @@ bench() { # label, testlists, chunk size
   seed_us=$(printf '%s\n' "${seed_t[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
   opx_us=$(printf '%s\n' "${opx_t[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
   awk -v l="$1" -v s="$seed_us" -v o="$opx_us" -v m="$same" -v r="$runs" \
-    'BEGIN { printf "%-34s seed %8.1f ms   opx %7.1f ms   %5.1fx   manifests %s (medians of %d runs each)\n", l, s/1000, o/1000, s/o, m, r }'
+    'BEGIN { printf "%-44s seed %8.1f ms   opx %7.1f ms   %5.1fx   manifests %s (medians of %d runs each)\n", l, s/1000, o/1000, s/o, m, r }'
 }
-bench "one testlist (gemm_perf, 11 cases)" gemm_perf 500
-bench "smoke_parallel + gemm_perf_legacy" smoke_parallel,gemm_perf_legacy 1
-bench "whole catalog (7,585 cases)" gemm_legacy,gemm_perf,gemm_perf_legacy,gemm_serving_8k1k_min,profile_subset,smoke_parallel,moe_subset_legacy,attention_perf 100
+catalog=gemm_legacy,gemm_perf,gemm_perf_legacy,gemm_serving_8k1k_min,profile_subset,smoke_parallel,moe_subset_legacy,attention_perf
+bench "one testlist (gemm_perf, 11 cases)" gemm_perf 500 new
+bench "smoke_parallel + gemm_perf_legacy" smoke_parallel,gemm_perf_legacy 1 new
+bench "whole catalog (7,585 cases)" "$catalog" 100 new
+bench "whole catalog, replacing the last manifest" "$catalog" 100 replace
