@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gonum.org/v1/gonum/blas"
@@ -208,7 +209,8 @@ func Run(ctx context.Context, o Options, progress func(i, n int, desc string)) (
 	return sum, nil
 }
 
-var sourceRe = regexp.MustCompile(`^[^/\s]+/[^/\s]+/[^/\s]+$`)
+// compiled on first use: every opx process pays for a package-level regexp at start-up
+var sourceRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[^/\s]+/[^/\s]+/[^/\s]+$`) })
 
 // checkSources is the harness's check of a testlist entry (seed-spec §8.1).
 func checkSources(list string, i int, shape *pyjson.Object) error {
@@ -222,7 +224,7 @@ func checkSources(list string, i int, shape *pyjson.Object) error {
 		return bad
 	}
 	for _, x := range srcs {
-		if str, ok := x.(string); !ok || !sourceRe.MatchString(str) {
+		if str, ok := x.(string); !ok || !sourceRe().MatchString(str) {
 			return bad
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -247,7 +248,8 @@ func (d *doc) pyxis() {
 	}
 }
 
-var enrootVersion = regexp.MustCompile(`(\d+)\.(\d+)(?:\.(\d+))?`)
+// compiled on first use: every opx process pays for a package-level regexp at start-up
+var enrootVersion = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(\d+)\.(\d+)(?:\.(\d+))?`) })
 
 func (d *doc) enroot() {
 	if _, err := d.o.LookPath("enroot"); err != nil {
@@ -256,7 +258,7 @@ func (d *doc) enroot() {
 		return
 	}
 	out, err := d.output("enroot", "version")
-	m := enrootVersion.FindStringSubmatch(out)
+	m := enrootVersion().FindStringSubmatch(out)
 	if err != nil || m == nil {
 		d.add(Finding{Check: "enroot", Status: Fail, Detail: "enroot version gave no version: " + firstLine(out), Fix: "reinstall enroot"})
 		return
