@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
 
 	toml "github.com/pelletier/go-toml/v2"
 
@@ -36,12 +38,26 @@ func mustSub(f fs.FS, dir string) fs.FS {
 type Source struct {
 	FS   fs.FS  // the file system to read from
 	Path string // path within FS
-	Name string // how to name the file in messages
+	Name string // how to name the file in messages: printable, quoted when the path is not
+
+	disk string // the path as given, for files on disk (Sibling resolves against it)
+}
+
+// Show returns s as it can stand in a one-line message: unchanged when every rune is
+// printable, else Go-quoted, so that a path or key holding a newline or an escape sequence
+// neither breaks the line nor hides what it really is.
+func Show(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 // Embedded names a file of the embedded catalog.
 func Embedded(path string) Source {
-	return Source{FS: Data, Path: path, Name: "embedded " + path}
+	return Source{FS: Data, Path: path, Name: "embedded " + Show(path)}
 }
 
 // Disk names a file on disk.
@@ -50,7 +66,7 @@ func Disk(path string) Source {
 	if err != nil {
 		abs = path
 	}
-	return Source{FS: os.DirFS(filepath.Dir(abs)), Path: filepath.Base(abs), Name: path}
+	return Source{FS: os.DirFS(filepath.Dir(abs)), Path: filepath.Base(abs), Name: Show(path), disk: path}
 }
 
 // Read returns the file's bytes, with an error naming it.
@@ -84,10 +100,14 @@ func (s Source) Sibling(rel string) Source {
 	if s.FS == Data {
 		return Embedded(pathJoin(pathDir(s.Path), rel))
 	}
+	if s.disk == "" { // another fs.FS (tests): the sibling is in the same one
+		p := pathJoin(pathDir(s.Path), rel)
+		return Source{FS: s.FS, Path: p, Name: Show(p)}
+	}
 	if filepath.IsAbs(rel) { // as Python's Path / "/abs" gives "/abs"
 		return Disk(rel)
 	}
-	dir := filepath.Dir(s.Name)
+	dir := filepath.Dir(s.disk)
 	return Disk(filepath.Join(dir, rel))
 }
 
@@ -154,7 +174,7 @@ func (t Testlists) Load(name string) ([]pyjson.Value, error) {
 	if !ValidTestlistName(name) {
 		return nil, fmt.Errorf("invalid testlist name")
 	}
-	src := Source{FS: t.dir, Path: name + ".json", Name: filepath.Join(t.loc, name+".json")}
+	src := Source{FS: t.dir, Path: name + ".json", Name: Show(filepath.Join(t.loc, name+".json"))}
 	var b []byte
 	var err error
 	if t.disk != "" {

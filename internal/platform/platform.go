@@ -170,7 +170,7 @@ func Load(src catalog.Source, local LocalDefaults) (*Registry, error) {
 		}
 		for _, m := range bp.Members() {
 			if _, ok := m.Value.(*pyjson.Object); !ok {
-				return nil, fmt.Errorf("%s: platforms.%s is %s, not an object", bsrc.Name, m.Key, pyjson.TypeName(m.Value))
+				return nil, fmt.Errorf("%s: platforms.%s is %s, not an object", bsrc.Name, catalog.Show(m.Key), pyjson.TypeName(m.Value))
 			}
 		}
 		base = bp
@@ -182,11 +182,11 @@ func Load(src catalog.Source, local LocalDefaults) (*Registry, error) {
 	for _, m := range platforms.Members() {
 		o, ok := m.Value.(*pyjson.Object)
 		if !ok {
-			return nil, fmt.Errorf("%s: platforms.%s is %s, not an object", src.Name, m.Key, pyjson.TypeName(m.Value))
+			return nil, fmt.Errorf("%s: platforms.%s is %s, not an object", src.Name, catalog.Show(m.Key), pyjson.TypeName(m.Value))
 		}
 		if op, ok := o.Get("operator"); ok {
 			if _, ok := op.(*pyjson.Object); !ok {
-				return nil, fmt.Errorf("%s: platforms.%s.operator is %s, not an object", src.Name, m.Key, pyjson.TypeName(op))
+				return nil, fmt.Errorf("%s: platforms.%s.operator is %s, not an object", src.Name, catalog.Show(m.Key), pyjson.TypeName(op))
 			}
 		}
 	}

@@ -85,11 +85,35 @@ func TestLocalDevicesCountedLazily(t *testing.T) {
 	}
 }
 
+// A "base" path or a runner key holding a newline is named quoted, on one line, and the
+// base is looked up in the overlay's own file system.
+func TestPlatformConfigControlCharacters(t *testing.T) {
+	fs := fstest.MapFS{
+		"p.json": {Data: []byte(`{"base": "b.js\n", "platforms": {}}`)},
+		"q.json": {Data: []byte(`{"platforms": {"a\u001b[2Jb": 1}}`)},
+		"r.json": {Data: []byte(`{"base": "b.json", "platforms": {}}`)},
+		"b.json": {Data: []byte(`{"platforms": {"h100-dgxc": {"operator": {"a": 1}}}}`)},
+	}
+	_, err := Load(catalog.Source{FS: fs, Path: "p.json", Name: "p.json"}, LocalDefaults{})
+	if err == nil || err.Error() != `p.json: base: "b.js\n": file does not exist` {
+		t.Fatalf("base with a newline: %v", err)
+	}
+	_, err = Load(catalog.Source{FS: fs, Path: "q.json", Name: "q.json"}, LocalDefaults{})
+	if err == nil || err.Error() != `q.json: platforms."a\x1b[2Jb" is integer, not an object` {
+		t.Fatalf("key with an escape: %v", err)
+	}
+	if _, err := Load(catalog.Source{FS: fs, Path: "r.json", Name: "r.json"}, LocalDefaults{}); err != nil {
+		t.Fatalf("base in the same file system: %v", err)
+	}
+}
+
 // FuzzPlatformConfig: any document loads or fails with one line, never a panic.
 func FuzzPlatformConfig(f *testing.F) {
 	f.Add([]byte(`{"platforms": {"cluster:h100-dsxe": {"gpus_per_node": 8, "operator": {"partition": "x"}}}}`))
 	f.Add([]byte(`{"base": "b.json", "platforms": {"x": {"cluster": "c"}}}`))
 	f.Add([]byte(`{"platforms": []}`))
+	f.Add([]byte(`{"base": "b.js\n", "platforms": {}}`)) // found by CI's fuzz pass: a base path with a newline
+	f.Add([]byte(`{"platforms": {"a\nb": 1}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fs := fstest.MapFS{"p.json": {Data: data}, "b.json": {Data: []byte(`{"platforms": {"h100-dgxc": {"operator": {"a": 1}}}}`)}}
 		_, err := Load(catalog.Source{FS: fs, Path: "p.json", Name: "p.json"}, LocalDefaults{})

@@ -145,7 +145,7 @@ func Load(src catalog.Source) (*Book, error) {
 			}
 			for _, m := range eo.Members() {
 				if _, ok := m.Value.(string); !ok {
-					return nil, fmt.Errorf("%s: env.%s must be a string", where, m.Key)
+					return nil, fmt.Errorf("%s: env.%s must be a string", where, catalog.Show(m.Key))
 				}
 			}
 			vr.Env = eo
