@@ -97,11 +97,11 @@ func (s Source) ReadJSON() (pyjson.Value, error) {
 
 // Sibling names a file relative to this one's directory (for "base" references).
 func (s Source) Sibling(rel string) Source {
-	if s.FS == Data {
-		return Embedded(pathJoin(pathDir(s.Path), rel))
-	}
-	if s.disk == "" { // another fs.FS (tests): the sibling is in the same one
+	if s.disk == "" { // the embedded catalog or another fs.FS (tests): the sibling is in the same one
 		p := pathJoin(pathDir(s.Path), rel)
+		if s.FS == Data {
+			return Embedded(p)
+		}
 		return Source{FS: s.FS, Path: p, Name: Show(p)}
 	}
 	if filepath.IsAbs(rel) { // as Python's Path / "/abs" gives "/abs"
