@@ -117,6 +117,10 @@ func Run(ctx context.Context, o Options, progress func(i, n int, desc string)) (
 		now = time.Now
 	}
 	cluster := getenv("OPERATORX_CLUSTER")
+	if cluster != "" && !files.SafeName(cluster) {
+		// it names the results directory: a cluster of "../.." would write outside it
+		return Summary{}, fmt.Errorf("OPERATORX_CLUSTER=%s is not a plain name (letters, digits, '.', '_', '-')", pyjson.Repr(cluster))
+	}
 	started := now().UTC()
 	rid := make([]byte, 3)
 	rand.Read(rid)

@@ -6,6 +6,7 @@ package shard
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -46,11 +47,27 @@ func AllocationIDs(root string) []string {
 	return out
 }
 
-// Token tags an allocation with (run, attempt, shard) so that cleanup finds it even when
-// execute died before allocation.log named the job (beyond the seed).
+// Token is the part of an allocation's tag that names (run, attempt, shard): cleanup finds
+// the allocation by its tag even when execute died before allocation.log named the job
+// (beyond the seed). An execution.json without a "token" (written by opx before tokens
+// were unique) is cleaned up by this tag alone.
 func Token(runID, attempt, shardID string) string {
 	sum := sha256.Sum256([]byte("opx:" + runID + ":" + attempt + ":" + shardID))
 	return "opx-" + hex.EncodeToString(sum[:])[:24]
+}
+
+// tokenNonceLen is the length of the random suffix that makes each execution's tag its own.
+const tokenNonceLen = 8
+
+// NewToken is the tag of one execution: Token and a random suffix, so two executions of
+// the same shard (two `opx run`s with one run id, a retry while the old one is still
+// cleaning up) never cancel each other's allocation.
+func NewToken(runID, attempt, shardID string) (string, error) {
+	var b [tokenNonceLen / 2]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return Token(runID, attempt, shardID) + "-" + hex.EncodeToString(b[:]), nil
 }
 
 // Slurm runs the Slurm client commands; tests point Bin at a directory of recording fakes
@@ -77,77 +94,156 @@ func (s *Slurm) now() time.Time {
 	return time.Now()
 }
 
-// jobsByToken lists the user's jobs whose comment is token.
-func (s *Slurm) jobsByToken(ctx context.Context, token string) []string {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	out, err := proc.Output(ctx, proc.Cmd{Argv: []string{"squeue", "-h", "-u", strconv.Itoa(s.UID), "-o", "%A %k"}, Env: s.Env, Grace: time.Second})
-	if err != nil {
-		return nil
+// scrubbedEnv is the environment of opx's own squeue and scancel calls: s.Env (or this
+// process's) without the SQUEUE_* and SCANCEL_* input variables, which would change which
+// jobs squeue lists (SQUEUE_STATES, SQUEUE_FORMAT, ...) and which scancel cancels
+// (SCANCEL_STATE, SCANCEL_USER, ...), so that "released" could be claimed for a running job.
+func (s *Slurm) scrubbedEnv() []string {
+	env := s.Env
+	if env == nil {
+		env = os.Environ()
 	}
-	var ids []string
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 2 && f[1] == token {
-			ids = append(ids, f[0])
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "SQUEUE_") && !strings.HasPrefix(kv, "SCANCEL_") {
+			out = append(out, kv)
 		}
 	}
-	return ids
+	return out
 }
+
+// squeue runs `squeue -h -u <uid> -o format` and returns its exit status (127 when it could
+// not run), stdout and stderr.
+func (s *Slurm) squeue(ctx context.Context, format string) (int, string, string) {
+	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var stdout, stderr strings.Builder
+	err := proc.Run(qctx, proc.Cmd{Argv: []string{"squeue", "-h", "-u", strconv.Itoa(s.UID), "-o", format},
+		Env: s.scrubbedEnv(), Stdout: &stdout, Stderr: &stderr, Grace: time.Second})
+	return exitStatus(err, &stderr), stdout.String(), stderr.String()
+}
+
+// scancel sends `scancel job` and returns its exit status and stderr.
+func (s *Slurm) scancel(ctx context.Context, job string) (int, string) {
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var stderr strings.Builder
+	err := proc.Run(sctx, proc.Cmd{Argv: []string{"scancel", job}, Env: s.scrubbedEnv(), Stderr: &stderr, Grace: time.Second})
+	return exitStatus(err, &stderr), stderr.String()
+}
+
+func exitStatus(err error, stderr *strings.Builder) int {
+	var ee *proc.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee) && ee.Code >= 0:
+		return ee.Code
+	}
+	stderr.WriteString(err.Error())
+	return 127
+}
+
+// jobsByToken lists the user's jobs whose comment is token. A squeue that fails is asked
+// again until it answers or the deadline passes: "could not ask" is never "no such job".
+func (s *Slurm) jobsByToken(ctx context.Context, root, token string, deadline time.Time) ([]string, error) {
+	interval := 10 * time.Millisecond
+	for {
+		rc, out, errOut := s.squeue(ctx, "%A %k")
+		if rc == 0 {
+			var ids []string
+			for _, line := range strings.Split(out, "\n") {
+				f := strings.Fields(line)
+				if len(f) == 2 && f[1] == token {
+					ids = append(ids, f[0])
+				}
+			}
+			return ids, nil
+		}
+		line := fmt.Sprintf("token=%s rc=%d error=%s\n", token, rc, pyjson.Repr(errOut))
+		if err := appendFile(filepath.Join(root, "cleanup.log"), line); err != nil {
+			return nil, err
+		}
+		if !s.now().Before(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("squeue could not list this user's jobs (exit %d: %s)", rc, strings.TrimSpace(errOut))
+		}
+		s.sleep(interval)
+		interval = min(interval*3/2, time.Second)
+	}
+}
+
+// resendEvery is how often scancel is sent again to a job squeue still lists after a
+// scancel that the controller accepted (a failed scancel is sent again at every poll).
+const resendEvery = 10 * time.Second
 
 // Cleanup is the seed's cleanup (seed-spec §3.7): scancel each allocation, then poll the
 // user's job list until it is gone, logging every poll to cleanup.log. The poll interval
 // starts at 10 ms and grows by half up to 1 s (the seed sleeps a fixed second), bounded by
 // timeout. Jobs tagged with token are cancelled too.
+//
+// Beyond the seed: a scancel that fails (the controller is down or restarting) is sent again
+// at every poll until one is accepted, and again every 10 s while the job is still listed,
+// so a controller that comes back within the timeout still gets the cancel; a squeue that
+// fails counts as "unknown", never as "gone". Failed scancels and token lookups are logged
+// to cleanup.log too (the seed's lines are unchanged).
 func (s *Slurm) Cleanup(ctx context.Context, root string, timeout int, token string) error {
 	if timeout <= 0 {
 		return errors.New("cleanup timeout must be positive")
 	}
 	jobs := AllocationIDs(root)
 	if token != "" {
-		for _, id := range s.jobsByToken(ctx, token) {
+		ids, err := s.jobsByToken(ctx, root, token, s.now().Add(time.Duration(timeout)*time.Second))
+		if err != nil {
+			return fmt.Errorf("looking for allocations tagged %s: %v; retaining staged evidence", token, err)
+		}
+		for _, id := range ids {
 			if !contains(jobs, id) {
 				jobs = append(jobs, id)
 			}
 		}
 	}
 	for _, job := range jobs {
-		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		_ = proc.Run(sctx, proc.Cmd{Argv: []string{"scancel", job}, Env: s.Env, Grace: time.Second})
-		cancel()
-		deadline := s.now().Add(time.Duration(timeout) * time.Second)
-		interval := 10 * time.Millisecond
-		released := false
-		for s.now().Before(deadline) {
-			qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			var stdout, stderr strings.Builder
-			err := proc.Run(qctx, proc.Cmd{Argv: []string{"squeue", "-h", "-u", strconv.Itoa(s.UID), "-o", "%A"},
-				Env: s.Env, Stdout: &stdout, Stderr: &stderr, Grace: time.Second})
-			cancel()
-			rc := 0
-			var ee *proc.ExitError
-			if errors.As(err, &ee) {
-				rc = ee.Code
-			} else if err != nil {
-				rc = 127
-				stderr.WriteString(err.Error())
-			}
-			line := fmt.Sprintf("job=%s rc=%d active=%s error=%s\n", job, rc, pyjson.Repr(stdout.String()), pyjson.Repr(stderr.String()))
-			if err := appendFile(filepath.Join(root, "cleanup.log"), line); err != nil {
-				return err
-			}
-			if rc == 0 && !contains(strings.Fields(stdout.String()), job) {
-				released = true
-				break
-			}
-			s.sleep(interval)
-			interval = min(interval*3/2, time.Second)
-		}
-		if !released {
-			return fmt.Errorf("allocation %s did not terminate; retaining staged evidence", job)
+		if err := s.release(ctx, root, job, timeout); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// release cancels one job and polls until squeue, answering, no longer lists it.
+func (s *Slurm) release(ctx context.Context, root, job string, timeout int) error {
+	logLine := func(line string) error { return appendFile(filepath.Join(root, "cleanup.log"), line) }
+	sent := time.Time{} // when a scancel was last accepted; zero: none yet
+	cancelJob := func() error {
+		rc, errOut := s.scancel(ctx, job)
+		if rc == 0 {
+			sent = s.now()
+			return nil
+		}
+		return logLine(fmt.Sprintf("scancel job=%s rc=%d error=%s\n", job, rc, pyjson.Repr(errOut)))
+	}
+	if err := cancelJob(); err != nil {
+		return err
+	}
+	deadline := s.now().Add(time.Duration(timeout) * time.Second)
+	interval := 10 * time.Millisecond
+	for s.now().Before(deadline) {
+		rc, out, errOut := s.squeue(ctx, "%A")
+		if err := logLine(fmt.Sprintf("job=%s rc=%d active=%s error=%s\n", job, rc, pyjson.Repr(out), pyjson.Repr(errOut))); err != nil {
+			return err
+		}
+		if rc == 0 && !contains(strings.Fields(out), job) {
+			return nil
+		}
+		s.sleep(interval)
+		interval = min(interval*3/2, time.Second)
+		if sent.IsZero() || s.now().Sub(sent) >= resendEvery {
+			if err := cancelJob(); err != nil {
+				return err
+			}
+		}
+	}
+	return fmt.Errorf("allocation %s did not terminate; retaining staged evidence", job)
 }
 
 func appendFile(path, text string) error {
@@ -169,4 +265,71 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// jobStates names how an allocation that ended on its own ended, in the words a user acts on.
+var jobStates = map[string]string{
+	"CANCELLED":     "it was cancelled (scancel, or the workflow was cancelled)",
+	"TIMEOUT":       "it reached its time limit",
+	"NODE_FAIL":     "its node failed",
+	"PREEMPTED":     "it was preempted",
+	"BOOT_FAIL":     "its node failed to boot",
+	"DEADLINE":      "it reached its deadline",
+	"OUT_OF_MEMORY": "it ran out of memory",
+	"FAILED":        "it failed",
+	"COMPLETED":     "it completed",
+}
+
+// ParseJobState reads JobState= from `scontrol show job -o` output ("" when absent).
+func ParseJobState(out string) string {
+	for _, f := range strings.Fields(out) {
+		if v, ok := strings.CutPrefix(f, "JobState="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// EndedEarly says why an allocation that opx has not yet cancelled is no longer running,
+// given its scontrol state ("" when the controller no longer knows the job); nil while it
+// runs. Only RUNNING (and COMPLETING of a step still winding down) counts as running.
+func EndedEarly(job, state string) error {
+	switch state {
+	case "RUNNING", "COMPLETING":
+		return nil
+	case "":
+		return fmt.Errorf("allocation %s ended before the step finished: Slurm no longer knows the job", job)
+	}
+	why, ok := jobStates[state]
+	if !ok {
+		why = "it is " + state
+	}
+	return fmt.Errorf("allocation %s ended before the step finished: %s (JobState=%s)", job, why, state)
+}
+
+// checkRunning asks the controller, after a step on job returned, whether the allocation is
+// still running, as it must be until opx cancels it: a step that ended because its job
+// was cancelled, timed out or lost its node is a failure, whatever srun's exit status
+// (srun can exit 0 after "Timed out waiting for job step to complete"). A controller that
+// does not answer within a few tries is an error too: the step's end cannot be vouched for.
+func (s *Slurm) checkRunning(ctx context.Context, job string) error {
+	var last string
+	for try := 0; try < 5; try++ {
+		if try > 0 {
+			s.sleep(time.Duration(try) * 200 * time.Millisecond)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		var stdout, stderr strings.Builder
+		err := proc.Run(sctx, proc.Cmd{Argv: []string{"scontrol", "show", "job", "-o", job}, Env: s.scrubbedEnv(),
+			Stdout: &stdout, Stderr: &stderr, Grace: time.Second})
+		cancel()
+		if err == nil {
+			return EndedEarly(job, ParseJobState(stdout.String()))
+		}
+		if strings.Contains(stderr.String(), "Invalid job id") {
+			return EndedEarly(job, "")
+		}
+		last = strings.TrimSpace(stderr.String() + " " + err.Error())
+	}
+	return fmt.Errorf("could not confirm allocation %s was still running after the step: %s", job, last)
 }

@@ -71,7 +71,7 @@ func (r *runner_) dryRun() error {
 	printEnvDiff(w, r.o.Environ, r.benchEnv(dryJob))
 	step++
 	fmt.Fprintf(w, "\n%d. cleanup, always (log %s)\n", step, filepath.Join(r.root, "cleanup.log"))
-	fmt.Fprintf(w, "   scancel %s (and any job whose comment is %s)\n", dryJob, Token(r.o.RunID, r.o.Attempt, id))
+	fmt.Fprintf(w, "   scancel %s (and any job whose comment is %s)\n", dryJob, r.token)
 	fmt.Fprintf(w, "   squeue -h -u %d -o %%A every 10 ms, growing by half to 1 s, until %s is gone (at most %d s)\n", r.o.Slurm.UID, dryJob, r.o.CleanupSeconds)
 	fmt.Fprintf(w, "   copy %s -> %s\n", filepath.Join(r.stage, "results"), filepath.Join(r.root, "results"))
 	fmt.Fprintf(w, "   remove %s\n", r.stage)

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/semianalysis/opx/internal/catalog"
@@ -44,21 +43,9 @@ type Options struct {
 	DryRun bool
 }
 
-// SafeID reports whether v is what run ids, attempts and shard ids must look like before they become parts
-// of paths.
-func SafeID(v string) bool {
-	if v == "" || len(v) > 128 || strings.Contains(v, "..") {
-		return false
-	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || (c != '.' && c != '_' && c != '-')) {
-			return false
-		}
-	}
-	return true
-}
+// SafeID reports whether v is what run ids, attempts, shard ids and cluster names must look
+// like before they become parts of paths (files.SafeName).
+func SafeID(v string) bool { return files.SafeName(v) }
 
 func checkID(what, v string) error {
 	if !SafeID(v) {
@@ -145,6 +132,13 @@ func Execute(ctx context.Context, o Options) (err error) {
 	if cg != gpus || cip != imagePlatform || ws > gpus {
 		return errors.New("manifest hardware differs from the selected runner")
 	}
+	if ws < 1 {
+		return fmt.Errorf("shard %s in %s has world_size %d; it must be at least 1", o.Shard, o.Manifest, ws)
+	}
+	// beyond the seed: the cluster names the harness's results directory
+	if cluster, _ := cell.String("cluster"); !SafeID(cluster) {
+		return fmt.Errorf("shard %s in %s has cluster %s: use letters, digits, '.', '_' and '-'", o.Shard, o.Manifest, pyjson.Repr(cluster))
+	}
 	binary, err := o.BinaryFor(imagePlatform)
 	if err != nil {
 		return err
@@ -160,24 +154,20 @@ func Execute(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	prefix := o.RunID + "-" + o.Attempt + "-" + o.Shard + "-"
-	r := &runner_{o: o, root: root, stage: filepath.Join(base, prefix+"XXXXXXXX"), base: base, cell: cell, runner: runner,
-		profile: profile, gpus: gpus, ws: ws, imagePlatform: imagePlatform, mode: platform.ContainerMode(label, entry)}
-	if o.DryRun {
-		if fi, err := os.Lstat(base); err == nil && !safeBase(fi) {
-			return errors.New("unsafe shared OperatorX stage directory")
-		}
-		return r.dryRun()
-	}
-	if err := os.Mkdir(base, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	if base, err = checkBase(base, !o.DryRun); err != nil {
 		return err
 	}
-	fi, err := os.Lstat(base)
+	token, err := NewToken(o.RunID, o.Attempt, o.Shard)
 	if err != nil {
 		return err
 	}
-	if !safeBase(fi) {
-		return errors.New("unsafe shared OperatorX stage directory")
+	prefix := o.RunID + "-" + o.Attempt + "-" + o.Shard + "-"
+	r := &runner_{o: o, root: root, stage: filepath.Join(base, prefix+"XXXXXXXX"), base: base, cell: cell, runner: runner,
+		profile: profile, gpus: gpus, ws: ws, imagePlatform: imagePlatform, mode: platform.ContainerMode(label, entry),
+		token: token}
+	if o.DryRun {
+		r.token = Token(o.RunID, o.Attempt, o.Shard) + "-XXXXXXXX"
+		return r.dryRun()
 	}
 	stage, err := os.MkdirTemp(base, prefix)
 	if err != nil {
@@ -185,7 +175,7 @@ func Execute(ctx context.Context, o Options) (err error) {
 	}
 	r.stage = stage
 	if err := files.WriteJSON(filepath.Join(root, "execution.json"), pyjson.Obj(
-		"cell", cell, "source_sha", o.SourceSHA, "run_id", o.RunID, "attempt", o.Attempt, "stage", stage)); err != nil {
+		"cell", cell, "source_sha", o.SourceSHA, "run_id", o.RunID, "attempt", o.Attempt, "stage", stage, "token", token)); err != nil {
 		os.RemoveAll(stage)
 		return err
 	}
@@ -215,11 +205,43 @@ func Execute(ctx context.Context, o Options) (err error) {
 	return nil
 }
 
-// safeBase: the stage base is ours alone — not a symlink, owned by us, no group or other
-// bits (seed-spec §6 step 7).
-func safeBase(fi fs.FileInfo) bool {
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	return fi.Mode()&fs.ModeSymlink == 0 && st != nil && int(st.Uid) == os.Getuid() && fi.Mode().Perm()&0o077 == 0
+// checkBase returns the stage base with the symlinks above it resolved, after checking it
+// is ours alone — a real directory, owned by us, no group or other bits (seed-spec §6 step
+// 7) — and that nobody else could swap it: every directory above it is owned by root or us
+// and, when others may write it, sticky. create makes the base when it is missing (a dry
+// run only checks one that is there).
+func checkBase(base string, create bool) (string, error) {
+	unsafe := func(err error) error { return fmt.Errorf("unsafe shared OperatorX stage directory %s", err) }
+	if !filepath.IsAbs(base) {
+		return "", fmt.Errorf("the stage base %s is not an absolute path", base)
+	}
+	if create {
+		if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
+			return "", err
+		}
+	}
+	if up, err := filepath.EvalSymlinks(filepath.Dir(base)); err == nil {
+		base = filepath.Join(up, filepath.Base(base))
+	} else if create {
+		return "", err
+	}
+	if err := files.CheckAncestors(base); err != nil && (create || !errors.Is(err, fs.ErrNotExist)) {
+		return "", unsafe(err)
+	}
+	var err error
+	if create {
+		err = files.MkdirPrivate(base)
+	} else if err = files.CheckPrivateDir(base); errors.Is(err, fs.ErrNotExist) {
+		err = nil
+	}
+	if err != nil {
+		var ue *files.UntrustedError
+		if errors.As(err, &ue) {
+			return "", unsafe(err)
+		}
+		return "", err
+	}
+	return base, nil
 }
 
 func intField(o *pyjson.Object, k string) (int64, bool) {
@@ -238,6 +260,7 @@ type runner_ struct {
 	runner              platform.Runner
 	gpus, ws            int64
 	imagePlatform, mode string
+	token               string    // the allocation's tag (--comment)
 	benchEnd            time.Time // when the benchmark step returned
 	allocated           bool      // salloc returned and allocation.log names the one job
 }
@@ -290,7 +313,7 @@ func (r *runner_) run(ctx context.Context) error {
 	job := jobs[0]
 	r.allocated = true
 	if argv, env := r.importStep(job); argv != nil {
-		if err := r.command(ctx, argv, "import.log", env); err != nil {
+		if err := r.step(ctx, job, argv, "import.log", env); err != nil {
 			return err
 		}
 	}
@@ -303,15 +326,29 @@ func (r *runner_) run(ctx context.Context) error {
 			env = proc.SetEnv(env, "OPERATORX_NCU", ncu)
 		}
 	}
-	err = r.command(ctx, r.benchArgv(job, mounts), "benchmark.log", env)
+	err = r.step(ctx, job, r.benchArgv(job, mounts), "benchmark.log", env)
 	r.benchEnd = time.Now()
+	return err
+}
+
+// step runs one srun step on job and then checks that the allocation is still running:
+// a step cut short by the allocation's end (cancelled, time limit, node failure) fails
+// with that reason, even when srun exited 0 (beyond the seed).
+func (r *runner_) step(ctx context.Context, job string, argv []string, log string, env []string) error {
+	err := r.command(ctx, argv, log, env)
+	if ctx.Err() != nil {
+		return err
+	}
+	if endErr := r.o.Slurm.checkRunning(ctx, job); endErr != nil {
+		fmt.Fprintf(r.o.Stderr, "opx: %v\n", endErr)
+		return endErr
+	}
 	return err
 }
 
 // allocArgv is the salloc command line (seed-spec §6 step 11.6), tagged with the shard's
 // token beyond the seed.
 func (r *runner_) allocArgv() ([]string, error) {
-	id, _ := r.cell.String("id")
 	partition, ok := r.profile.String("partition")
 	if !ok {
 		return nil, fmt.Errorf("platform entry for %s has no operator.partition", r.runner.Label)
@@ -341,7 +378,7 @@ func (r *runner_) allocArgv() ([]string, error) {
 		alloc = append(alloc, fmt.Sprintf("--cpus-per-task=%d", v/r.gpus))
 	}
 	// beyond the seed: tag the allocation so cleanup finds it even if allocation.log does not
-	return append(alloc, "--comment="+Token(r.o.RunID, r.o.Attempt, id)), nil
+	return append(alloc, "--comment="+r.token), nil
 }
 
 func (r *runner_) cache() string { return filepath.Join(r.base, "containers") }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/semianalysis/opx/internal/catalog"
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/pyjson"
 )
@@ -24,6 +25,9 @@ type Execution struct {
 	SourceSHA, RunID, Stage string
 	Attempt                 string
 	ShardID, Runner         string
+	// Token is the tag execute put on its allocation (--comment); "" in an execution.json
+	// that has none, whose allocation is then looked for by Token(run, attempt, shard).
+	Token string
 }
 
 // ReadExecution reads and checks an execution.json.
@@ -52,6 +56,11 @@ func ReadExecution(path string) (*Execution, error) {
 		return nil, fmt.Errorf("%s: \"cell\" must be an object", path)
 	}
 	e.Cell = cell
+	if v, present := o.Get("token"); present {
+		if e.Token, ok = v.(string); !ok || !strings.HasPrefix(e.Token, "opx-") || strings.ContainsAny(e.Token, " \t\n") {
+			return nil, fmt.Errorf("%s: \"token\" must be a string opx-...", path)
+		}
+	}
 	if e.ShardID, ok = cell.String("id"); !ok {
 		return nil, fmt.Errorf("%s: cell.id must be a string", path)
 	}
@@ -82,7 +91,10 @@ func finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int, by
 	}
 	token := ""
 	if ex != nil && byToken {
-		token = Token(ex.RunID, ex.Attempt, ex.ShardID)
+		token = ex.Token
+		if token == "" {
+			token = Token(ex.RunID, ex.Attempt, ex.ShardID)
+		}
 	}
 	if err := s.Cleanup(ctx, root, cleanupSeconds, token); err != nil {
 		return err
@@ -91,14 +103,10 @@ func finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int, by
 		return nil
 	}
 	stage := ex.Stage
-	parent := filepath.Base(filepath.Dir(stage))
-	fi, lerr := os.Lstat(stage)
-	if parent != fmt.Sprintf(".operatorx-%d", os.Getuid()) ||
-		!strings.HasPrefix(filepath.Base(stage), ex.RunID+"-"+ex.Attempt+"-"+ex.ShardID+"-") ||
-		(lerr == nil && fi.Mode()&fs.ModeSymlink != 0) {
-		return errors.New("refusing unsafe stage cleanup")
+	if err := checkStage(ex); err != nil {
+		return fmt.Errorf("refusing unsafe stage cleanup: %w", err)
 	}
-	if lerr != nil {
+	if _, err := os.Lstat(stage); errors.Is(err, fs.ErrNotExist) {
 		return nil // already removed
 	}
 	if _, err := os.Stat(filepath.Join(stage, "results")); err == nil {
@@ -107,6 +115,40 @@ func finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int, by
 		}
 	}
 	return os.RemoveAll(stage)
+}
+
+// checkStage checks, before anything is removed, that an execution's stage is one execute
+// made: <canonical root>/.operatorx-<uid>/<run>-<attempt>-<shard>-XXXXXXXX, under a base
+// that is this user's alone (not a symlink, owned by us, mode 0700), and itself a real
+// directory when it is still there. A stage that fails any of these is kept.
+func checkStage(ex *Execution) error {
+	stage := ex.Stage
+	base := filepath.Dir(stage)
+	if !filepath.IsAbs(stage) || filepath.Clean(stage) != stage {
+		return fmt.Errorf("stage %s is not a clean absolute path", catalog.Show(stage))
+	}
+	if filepath.Base(base) != fmt.Sprintf(".operatorx-%d", os.Getuid()) ||
+		!strings.HasPrefix(filepath.Base(stage), ex.RunID+"-"+ex.Attempt+"-"+ex.ShardID+"-") {
+		return fmt.Errorf("stage %s is not a stage of shard %s under .operatorx-%d", catalog.Show(stage), ex.ShardID, os.Getuid())
+	}
+	if up, err := filepath.EvalSymlinks(filepath.Dir(base)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // nothing left to remove
+		}
+		return err
+	} else if up != filepath.Dir(base) {
+		return fmt.Errorf("stage %s lies below a symlink (%s resolves to %s)", stage, filepath.Dir(base), up)
+	}
+	if err := files.CheckPrivateDir(base); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	if fi, err := os.Lstat(stage); err == nil && (!fi.IsDir() || fi.Mode()&fs.ModeSymlink != 0) {
+		return fmt.Errorf("stage %s is not a directory", stage)
+	}
+	return nil
 }
 
 // copyTree merges src into dst, overwriting files; symlinks are not followed or copied.

@@ -2,7 +2,7 @@ package shard_test
 
 // pyxis, enroot and Nsight Compute cannot run here, and the nine built-in runners' Slurm
 // flags cannot be accepted by the loopback Slurm, so these tests put RECORDING FAKES of
-// salloc, srun, scancel and squeue first on PATH. The fakes log every argv and srun's
+// salloc, srun, scancel, squeue and scontrol first on PATH. The fakes log every argv and srun's
 // environment; the tests then check the exact command lines and environment opx execute
 // produces for each runner and mode — against a table written from seed-spec §6 and, when
 // ../shared is present, against the seed's own execute run on the same fakes.
@@ -33,6 +33,7 @@ n=$(wc -l < "$FAKE_SLURM_LOG" 2>/dev/null || echo 0)
 { printf '%s' "$name"; for a in "$@"; do printf '\t%s' "$a"; done; printf '\n'; } >> "$FAKE_SLURM_LOG"
 case "$name" in
 salloc) echo "salloc: Granted job allocation 4242" >&2 ;;
+scontrol) echo "JobId=4242 JobName=x UserId=root(0) JobState=${FAKE_JOB_STATE:-RUNNING} Reason=None" ;;
 srun)
   env -0 > "$FAKE_SLURM_LOG.$((n+1)).env"
   case "$*" in *"bash -c"*) printf '/opt/nvidia/nsight-compute/2025.1.0/ncu\n/usr/local/cuda-12.8/bin/ncu\n' ;; esac ;;
@@ -52,7 +53,7 @@ type fakes struct {
 func newFakes(t *testing.T, dir string) *fakes {
 	f := &fakes{dir: dir, bin: filepath.Join(dir, "fakebin"), log: filepath.Join(dir, "slurm.log")}
 	os.MkdirAll(f.bin, 0o755)
-	for _, n := range []string{"salloc", "srun", "scancel", "squeue"} {
+	for _, n := range []string{"salloc", "srun", "scancel", "squeue", "scontrol"} {
 		if err := os.WriteFile(filepath.Join(f.bin, n), []byte(fakeSlurm), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +258,15 @@ func TestNineRunnersCommandLines(t *testing.T) {
 				}
 				digest := image[strings.LastIndex(image, "@")+1:]
 				key := planKey(image, digest, plat)
-				token := shard.Token("31", "2", id)
+				ex, err := shard.ReadExecution(filepath.Join(out, "execution.json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				// each execution's tag is the shard's and a random suffix of its own
+				token := ex.Token
+				if !regexp.MustCompile(`^` + shard.Token("31", "2", id) + `-[0-9a-f]{8}$`).MatchString(token) {
+					t.Errorf("execution.json token %q is not %s-<8 hex>", token, shard.Token("31", "2", id))
+				}
 				cache := filepath.Join(r.stageRoot, fmt.Sprintf(".operatorx-%d", os.Getuid()), "containers")
 
 				wantSalloc := strings.Fields(fmt.Sprintf("salloc --no-shell --partition=%s --nodes=1 --gres=gpu:%d --ntasks-per-node=%d --exclusive --time=45 --job-name=gh-runner-7 %s --comment=%s",
@@ -382,8 +391,8 @@ func TestNineRunnersMatchSeed(t *testing.T) {
 				strip := func(calls []call) []string {
 					var out []string
 					for _, c := range calls {
-						if c.argv[0] == "squeue" && slices.Contains(c.argv, "%A %k") {
-							continue // opx's token lookup (beyond the seed)
+						if c.argv[0] == "squeue" && slices.Contains(c.argv, "%A %k") || c.argv[0] == "scontrol" {
+							continue // opx's token lookup and its check that each step's job still runs (beyond the seed)
 						}
 						argv := slices.DeleteFunc(slices.Clone(c.argv), func(a string) bool { return strings.HasPrefix(a, "--comment=opx-") })
 						out = append(out, strings.Join(argv, " "))

@@ -1,0 +1,205 @@
+package files
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// opx runs as root on shared hosts, next to other users. A path opx did not create itself
+// in this invocation is trusted only when nobody else could have made or changed it: it is
+// not a symlink, it is owned by this user (or by root, whom every user trusts), and nobody
+// else may write it. The helpers here are the one place those rules live.
+
+// Owner is a path's owner and mode, for messages.
+func Owner(fi fs.FileInfo) string {
+	uid := -1
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		uid = int(st.Uid)
+	}
+	return fmt.Sprintf("owner uid %d, mode %04o", uid, fi.Mode().Perm()|stickyBits(fi))
+}
+
+func stickyBits(fi fs.FileInfo) fs.FileMode {
+	if fi.Mode()&fs.ModeSticky != 0 {
+		return 0o1000
+	}
+	return 0
+}
+
+func uidOf(fi fs.FileInfo) int {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid)
+	}
+	return -1
+}
+
+// UntrustedError says why a path that opx did not create is not used.
+type UntrustedError struct {
+	Path, Why string
+}
+
+func (e *UntrustedError) Error() string { return e.Path + ": " + e.Why }
+
+// CheckPrivateDir checks that path is a directory of this user's alone: a real directory
+// (not a symlink), owned by the effective user, with no group or other permission bits.
+func CheckPrivateDir(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return &UntrustedError{path, "is a symlink, not a directory of this user's"}
+	case !fi.IsDir():
+		return &UntrustedError{path, "is not a directory"}
+	case uidOf(fi) != os.Geteuid():
+		return &UntrustedError{path, fmt.Sprintf("belongs to another user (%s); remove it or ask its owner to", Owner(fi))}
+	case fi.Mode().Perm()&0o077 != 0:
+		return &UntrustedError{path, fmt.Sprintf("is open to other users (%s); chmod 700 it", Owner(fi))}
+	}
+	return nil
+}
+
+// MkdirPrivate creates path as a directory of this user's alone (mode 0700), or accepts the
+// one already there when CheckPrivateDir does. Its parent must exist.
+func MkdirPrivate(path string) error {
+	err := os.Mkdir(path, 0o700)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return CheckPrivateDir(path)
+}
+
+// CheckTrustedFile checks that a file opx did not create itself could only have been
+// written by this user or root: a regular file (fi from Lstat: a symlink is refused), owned
+// by the effective user or root, not writable by group or others.
+func CheckTrustedFile(path string, fi fs.FileInfo) error {
+	uid := uidOf(fi)
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return &UntrustedError{path, "is a symlink"}
+	case !fi.Mode().IsRegular():
+		return &UntrustedError{path, "is not a regular file"}
+	case uid != os.Geteuid() && uid != 0:
+		return &UntrustedError{path, fmt.Sprintf("was written by another user (%s); not trusting it", Owner(fi))}
+	case fi.Mode().Perm()&0o022 != 0:
+		return &UntrustedError{path, fmt.Sprintf("is writable by other users (%s); not trusting it", Owner(fi))}
+	}
+	return nil
+}
+
+// CheckSharedDir checks a directory that other users may share (an image cache, a storage
+// root, a directory above a stage): a directory once symlinks are resolved, owned by this
+// user or root (an owner can always rename what lies in it), and, when others may write
+// it, sticky (so they cannot rename or replace what this user put there).
+func CheckSharedDir(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	uid := uidOf(fi)
+	switch {
+	case !fi.IsDir():
+		return &UntrustedError{path, "is not a directory"}
+	case uid != os.Geteuid() && uid != 0:
+		return &UntrustedError{path, fmt.Sprintf("belongs to another user (%s), who could replace what opx puts there", Owner(fi))}
+	case fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0:
+		return &UntrustedError{path, fmt.Sprintf("is writable by other users without the sticky bit (%s), who could replace what opx puts there", Owner(fi))}
+	}
+	return nil
+}
+
+// CheckAncestors checks every directory above path (symlinks resolved) with CheckSharedDir:
+// another user who may rename one of them could swap what lies below.
+func CheckAncestors(path string) error {
+	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	for {
+		if err := CheckSharedDir(dir); err != nil {
+			return err
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return nil
+		}
+		dir = up
+	}
+}
+
+// ErrTooLarge is a file over the reader's bound.
+var ErrTooLarge = errors.New("too large")
+
+// MaxInput bounds every input file opx reads whole (results files, manifests, status and
+// execution files): far above what a 500-case shard writes (about 1 MB), far below what
+// would exhaust a submit host's memory.
+const MaxInput = 256 << 20
+
+// ReadRegular reads a whole regular file of at most max bytes. It never blocks on a FIFO
+// or reads a device (a results tree is outside input: it may hold a FIFO, or a symlink to
+// /dev/zero), and it stops between reads when ctx ends.
+func ReadRegular(ctx context.Context, path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%s: %w (%d bytes; at most %d)", path, ErrTooLarge, fi.Size(), max)
+	}
+	b := make([]byte, 0, fi.Size()+1)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, context.Cause(ctx)
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		chunk := min(cap(b)-len(b), 4<<20)
+		n, err := f.Read(b[len(b) : len(b)+chunk])
+		b = b[:len(b)+n]
+		if int64(len(b)) > max {
+			return nil, fmt.Errorf("%s: %w (more than %d bytes)", path, ErrTooLarge, max)
+		}
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// SafeName reports whether v can be one component of a path opx builds: 1-128 letters,
+// digits, '.', '_' and '-', starting with a letter or digit, and no "..".
+func SafeName(v string) bool {
+	if v == "" || len(v) > 128 || strings.Contains(v, "..") {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || (c != '.' && c != '_' && c != '-')) {
+			return false
+		}
+	}
+	return true
+}
