@@ -179,7 +179,8 @@ const resendEvery = 10 * time.Second
 // Cleanup is the seed's cleanup (seed-spec §3.7): scancel each allocation, then poll the
 // user's job list until it is gone, logging every poll to cleanup.log. The poll interval
 // starts at 10 ms and grows by half up to 1 s (the seed sleeps a fixed second), bounded by
-// timeout. Jobs tagged with token are cancelled too.
+// timeout. Then the jobs tagged with token that allocation.log did not name (execute died
+// before salloc's answer reached the log) are cancelled the same way.
 //
 // Beyond the seed: a scancel that fails (the controller is down or restarting) is sent again
 // at every poll until one is accepted, and again every 10 s while the job is still listed,
@@ -191,20 +192,23 @@ func (s *Slurm) Cleanup(ctx context.Context, root string, timeout int, token str
 		return errors.New("cleanup timeout must be positive")
 	}
 	jobs := AllocationIDs(root)
-	if token != "" {
-		ids, err := s.jobsByToken(ctx, root, token, s.now().Add(time.Duration(timeout)*time.Second))
-		if err != nil {
-			return fmt.Errorf("looking for allocations tagged %s: %v; retaining staged evidence", token, err)
-		}
-		for _, id := range ids {
-			if !contains(jobs, id) {
-				jobs = append(jobs, id)
-			}
-		}
-	}
 	for _, job := range jobs {
 		if err := s.release(ctx, root, job, timeout); err != nil {
 			return err
+		}
+	}
+	if token == "" {
+		return nil
+	}
+	ids, err := s.jobsByToken(ctx, root, token, s.now().Add(time.Duration(timeout)*time.Second))
+	if err != nil {
+		return fmt.Errorf("looking for allocations tagged %s: %v; retaining staged evidence", token, err)
+	}
+	for _, id := range ids {
+		if !contains(jobs, id) {
+			if err := s.release(ctx, root, id, timeout); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -292,11 +296,14 @@ func ParseJobState(out string) string {
 
 // EndedEarly says why an allocation that opx has not yet cancelled is no longer running,
 // given its scontrol state ("" when the controller no longer knows the job); nil while it
-// runs. Only RUNNING (and COMPLETING of a step still winding down) counts as running.
+// runs. Only RUNNING counts as running: a COMPLETING job is ending although nobody asked
+// it to (checkRunning waits for its final state first).
 func EndedEarly(job, state string) error {
 	switch state {
-	case "RUNNING", "COMPLETING":
+	case "RUNNING":
 		return nil
+	case "COMPLETING":
+		return fmt.Errorf("allocation %s ended before the step finished: it is ending (JobState=COMPLETING)", job)
 	case "":
 		return fmt.Errorf("allocation %s ended before the step finished: Slurm no longer knows the job", job)
 	}
@@ -316,7 +323,7 @@ func (s *Slurm) checkRunning(ctx context.Context, job string) error {
 	var last string
 	for try := 0; try < 5; try++ {
 		if try > 0 {
-			s.sleep(time.Duration(try) * 200 * time.Millisecond)
+			s.sleep(time.Duration(try) * 500 * time.Millisecond)
 		}
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		var stdout, stderr strings.Builder
@@ -324,7 +331,11 @@ func (s *Slurm) checkRunning(ctx context.Context, job string) error {
 			Stdout: &stdout, Stderr: &stderr, Grace: time.Second})
 		cancel()
 		if err == nil {
-			return EndedEarly(job, ParseJobState(stdout.String()))
+			state := ParseJobState(stdout.String())
+			if state == "COMPLETING" && try < 4 {
+				continue // a job being cancelled completes first; its final state says why
+			}
+			return EndedEarly(job, state)
 		}
 		if strings.Contains(stderr.String(), "Invalid job id") {
 			return EndedEarly(job, "")

@@ -159,7 +159,7 @@ func TestFinalizeKeepsStageWhenAllocationDoesNotEnd(t *testing.T) {
 		t.Errorf("the stage's results were deleted: %v", err)
 	}
 	b, _ := os.ReadFile(calls)
-	if !strings.HasPrefix(string(b), "squeue -h -u "+strconv.Itoa(os.Getuid())+" -o %A %k\nscancel 4242\nsqueue -h -u ") {
+	if !strings.HasPrefix(string(b), "scancel 4242\nsqueue -h -u "+strconv.Itoa(os.Getuid())+" -o %A\n") {
 		t.Errorf("calls: %q", b)
 	}
 	log, _ := os.ReadFile(filepath.Join(out, "cleanup.log"))

@@ -340,7 +340,6 @@ func (r *runner_) step(ctx context.Context, job string, argv []string, log strin
 		return err
 	}
 	if endErr := r.o.Slurm.checkRunning(ctx, job); endErr != nil {
-		fmt.Fprintf(r.o.Stderr, "opx: %v\n", endErr)
 		return endErr
 	}
 	return err
