@@ -210,13 +210,13 @@ func TestExternallyCancelledShardFails(t *testing.T) {
 
 func TestEndedEarly(t *testing.T) {
 	for state, want := range map[string]string{
-		"RUNNING":   "",
+		"RUNNING":    "",
 		"COMPLETING": "allocation 7 ended before the step finished: it is ending (JobState=COMPLETING)",
-		"CANCELLED": "allocation 7 ended before the step finished: it was cancelled (scancel, or the workflow was cancelled) (JobState=CANCELLED)",
-		"TIMEOUT":   "allocation 7 ended before the step finished: it reached its time limit (JobState=TIMEOUT)",
-		"NODE_FAIL": "allocation 7 ended before the step finished: its node failed (JobState=NODE_FAIL)",
-		"SUSPENDED": "allocation 7 ended before the step finished: it is SUSPENDED (JobState=SUSPENDED)",
-		"":          "allocation 7 ended before the step finished: Slurm no longer knows the job",
+		"CANCELLED":  "allocation 7 ended before the step finished: it was cancelled (scancel, or the workflow was cancelled) (JobState=CANCELLED)",
+		"TIMEOUT":    "allocation 7 ended before the step finished: it reached its time limit (JobState=TIMEOUT)",
+		"NODE_FAIL":  "allocation 7 ended before the step finished: its node failed (JobState=NODE_FAIL)",
+		"SUSPENDED":  "allocation 7 ended before the step finished: it is SUSPENDED (JobState=SUSPENDED)",
+		"":           "allocation 7 ended before the step finished: Slurm no longer knows the job",
 	} {
 		err := shard.EndedEarly("7", state)
 		if got := fmt.Sprint(err); (want == "" && err != nil) || (want != "" && got != want) {
