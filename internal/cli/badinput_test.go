@@ -232,6 +232,54 @@ func badInputs() []badCase {
 			  "digest": "", "import_uri": ""}], "source_sha": "abc", "run_id": "9", "attempt": "1"}`)
 			return executeArgs(m, "h100-0000000000000000", filepath.Join(dir, "out")), []string{m}
 		}},
+		badCase{name: "run: --out holding a user's report and summary", want: "is not empty", setup: func(t *testing.T, dir string) ([]string, []string) {
+			rep := writeFile(t, filepath.Join(dir, "out", "report.html"), "<p>my report</p>")
+			sum := writeFile(t, filepath.Join(dir, "out", "summary.json"), `{"mine": true}`)
+			return []string{"run", "--out", filepath.Join(dir, "out")}, []string{rep, sum}
+		}},
+		badCase{name: "run: --out that another run is writing", want: "another opx run is writing to", setup: func(t *testing.T, dir string) ([]string, []string) {
+			lock := writeFile(t, filepath.Join(dir, "out", ".opx-run.lock"), "pid 1\n")
+			return []string{"run", "--out", filepath.Join(dir, "out")}, []string{lock}
+		}},
+		badCase{name: "finalize: stage below a symlinked .operatorx-<uid>", want: "refusing unsafe stage cleanup", setup: func(t *testing.T, dir string) ([]string, []string) {
+			// the base is a symlink to a directory of the user's: finalize must not empty it
+			precious := writeFile(t, filepath.Join(dir, "precious", "9-1-x-abc", "results", "data.json"), `{"rows": []}`)
+			os.MkdirAll(filepath.Join(dir, "root"), 0o755)
+			base := filepath.Join(dir, "root", fmt.Sprintf(".operatorx-%d", os.Getuid()))
+			os.Symlink(filepath.Join(dir, "precious"), base)
+			writeFile(t, filepath.Join(dir, "out", "execution.json"), `{"cell": {"id": "x", "runner": "local"}, "source_sha": "a", "run_id": "9", "attempt": "1", "stage": "`+filepath.Join(base, "9-1-x-abc")+`"}`)
+			return []string{"finalize", "--output", filepath.Join(dir, "out"), "--cleanup-seconds", "5"}, []string{precious}
+		}},
+		badCase{name: "finalize: stage whose .operatorx-<uid> is open to others", want: "is open to other users", setup: func(t *testing.T, dir string) ([]string, []string) {
+			base := filepath.Join(dir, "root", fmt.Sprintf(".operatorx-%d", os.Getuid()))
+			precious := writeFile(t, filepath.Join(base, "9-1-x-abc", "results", "data.json"), `{"rows": []}`)
+			os.Chmod(base, 0o777)
+			writeFile(t, filepath.Join(dir, "out", "execution.json"), `{"cell": {"id": "x", "runner": "local"}, "source_sha": "a", "run_id": "9", "attempt": "1", "stage": "`+filepath.Join(base, "9-1-x-abc")+`"}`)
+			return []string{"finalize", "--output", filepath.Join(dir, "out"), "--cleanup-seconds", "5"}, []string{precious}
+		}},
+		badCase{name: "execute: manifest cluster that climbs out of the results", want: "has cluster '../..'", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, id := localManifest(t, dir)
+			b, _ := os.ReadFile(m)
+			os.WriteFile(m, bytes.Replace(b, []byte(`"cluster": "local"`), []byte(`"cluster": "../.."`), 1), 0o644)
+			return executeArgs(m, id, filepath.Join(dir, "out")), []string{m}
+		}},
+		badCase{name: "execute: manifest world_size -1", want: "world_size -1", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, id := localManifest(t, dir)
+			b, _ := os.ReadFile(m)
+			os.WriteFile(m, bytes.Replace(b, []byte(`"world_size": 1`), []byte(`"world_size": -1`), 1), 0o644)
+			return executeArgs(m, id, filepath.Join(dir, "out")), []string{m}
+		}},
+		badCase{name: "execute: manifest world_size 0", want: "world_size 0", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, id := localManifest(t, dir)
+			b, _ := os.ReadFile(m)
+			os.WriteFile(m, bytes.Replace(b, []byte(`"world_size": 1`), []byte(`"world_size": 0`), 1), 0o644)
+			return executeArgs(m, id, filepath.Join(dir, "out")), []string{m}
+		}},
+		badCase{name: "bench: OPERATORX_CLUSTER that climbs out of the results", want: "OPERATORX_CLUSTER='../..' is not a plain name",
+			env: map[string]string{"OPERATORX_CLUSTER": "../.."}, setup: func(t *testing.T, dir string) ([]string, []string) {
+				writeFile(t, filepath.Join(dir, "tl", "t.json"), "["+goodShape+"]")
+				return []string{"bench", "--testlist-dir", filepath.Join(dir, "tl"), "--results-dir", filepath.Join(dir, "res")}, nil
+			}},
 		badCase{name: "finalize: stage outside the stage base", want: "refusing unsafe stage cleanup", setup: func(t *testing.T, dir string) ([]string, []string) {
 			precious := writeFile(t, filepath.Join(dir, "precious", "results", "data.json"), `{"rows": []}`)
 			writeFile(t, filepath.Join(dir, "out", "execution.json"), `{"cell": {"id": "x", "runner": "local"}, "source_sha": "a", "run_id": "9", "attempt": "1", "stage": "`+filepath.Join(dir, "precious")+`"}`)

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,7 +33,9 @@ runs opx's own cpu backend on this machine (runner local, testlist cpu_smoke, wo
 a Slurm cluster from a login node: pass a cluster runner (or a custom one from
 --platform-config) and --max-parallel to run that many shards at once.
 
-Everything lands under --out (default .opx-run/<UTC time>): the manifest, one output
+Everything lands under --out (default .opx-run/<UTC time>-<pid>), which must be new or
+empty: a user's files are never overwritten, and a second opx run into the same
+directory is refused while the first lives: the manifest, one output
 directory per shard under shards/ (execute's layout: logs, status.json, results/),
 summary.json and report.html (opx report's page). On a terminal a status line shows the
 phase, shard k/N, case i/M and the time elapsed; otherwise plain log lines. The coverage table is printed on stdout; the exit code is summarize's
@@ -50,7 +55,7 @@ func newRunCmd(env Env) *cobra.Command {
 	}
 	addPlanFlags(c, &o.plan, false)
 	f := c.Flags()
-	f.StringVar(&o.dir, "out", "", "directory for the manifest, shard outputs and summary (default .opx-run/<UTC time>)")
+	f.StringVar(&o.dir, "out", "", "new or empty directory for the manifest, shard outputs and summary (default .opx-run/<UTC time>-<pid>)")
 	f.IntVar(&o.maxParallel, "max-parallel", 1, "shards executed at once on a Slurm runner (local runs one at a time)")
 	f.IntVar(&o.timeMinutes, "time-minutes", 60, "time limit per shard, minutes")
 	f.IntVar(&o.cleanupSecs, "cleanup-seconds", 180, "how long to wait for an allocation to end")
@@ -63,19 +68,20 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 	}
 	dir := o.dir
 	if dir == "" {
-		dir = filepath.Join(".opx-run", time.Now().UTC().Format("20060102T150405Z"))
+		// the pid keeps two runs started in the same second apart
+		dir = filepath.Join(".opx-run", time.Now().UTC().Format("20060102T150405Z")+"-"+strconv.Itoa(os.Getpid()))
 	}
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
 	shards := filepath.Join(dir, "shards")
-	if _, err := os.Lstat(shards); err == nil {
-		return fmt.Errorf("%s already holds a run; pass a new --out", dir)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	release, err := claimRunDir(dir)
+	if err != nil {
 		return err
 	}
+	planned := false
+	defer func() { release(planned) }()
 	tty := isTerminal(env.Stderr)
 	pr := newProgress(env.Stderr, tty, 0, 0)
 	manifest := filepath.Join(dir, "operatorx-manifest.json")
@@ -86,6 +92,7 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 		pr.finish()
 		return err
 	}
+	planned = true
 	var m struct {
 		Include []struct {
 			ID, Runner string
@@ -121,10 +128,15 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	for i, cell := range m.Include {
+		// after a signal no new shard starts, not even one whose turn came while the
+		// running ones were cleaning up
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
 		if ctx.Err() != nil {
 			break
 		}
-		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -182,4 +194,58 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 		return &ExitError{Code: 1}
 	}
 	return nil
+}
+
+// runLock is the file that marks a run directory as taken by one opx run.
+const runLock = ".opx-run.lock"
+
+// claimRunDir makes dir the output of this run alone: it must be new or empty (a user's
+// files there are never overwritten), and a lock file created exclusively in it keeps a
+// second opx run out while this one lives. release removes the lock, and the directory too
+// when this run created it and planned nothing into it (a failed plan leaves no trace).
+func claimRunDir(dir string) (release func(planned bool), err error) {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, err
+	}
+	created := true
+	if err := os.Mkdir(dir, 0o755); errors.Is(err, fs.ErrExist) {
+		created = false
+		fi, err := os.Lstat(dir)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("--out %s is not a directory", dir)
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range ents {
+			if e.Name() == runLock {
+				return nil, fmt.Errorf("another opx run is writing to %s (%s exists); pass a new --out", dir, filepath.Join(dir, runLock))
+			}
+		}
+		if len(ents) > 0 {
+			return nil, fmt.Errorf("%s is not empty (it holds %s); opx run writes only into a new or empty --out", dir, ents[0].Name())
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	lock := filepath.Join(dir, runLock)
+	f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("another opx run is writing to %s (%s exists); pass a new --out", dir, lock)
+	}
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(f, "pid %d\n", os.Getpid())
+	f.Close()
+	return func(planned bool) {
+		os.Remove(lock)
+		if created && !planned {
+			os.RemoveAll(dir)
+		}
+	}, nil
 }

@@ -262,3 +262,51 @@ func TestSameShardTwiceDoesNotCancelTheOther(t *testing.T) {
 	}
 	c.assertClean(outA)
 }
+
+// Finding 9: after SIGINT, `opx run --max-parallel 2` still started the next shard (salloc
+// and all) once a running one had cleaned up. Now no shard starts after a signal.
+func TestRunStartsNoShardAfterSignal(t *testing.T) {
+	c := slurmCluster(t)
+	dir := filepath.Join(t.TempDir(), "sweep")
+	// chunk size 1: one shard per case, three shards; the node is exclusive, so the second
+	// waits for the first and the third waits for a slot
+	cmd := exec.Command(opxBin, "run", "--out", dir, "--runner", "cluster:opxtest-loopback", "--testlists", "slow",
+		"--world-sizes", "1", "--chunk-size", "1", "--platform-config", c.cfg, "--testlist-dir", c.tl, "--max-parallel", "2",
+		"--time-minutes", "10", "--cleanup-seconds", "30", "--run-id", "77", "--attempt", "1")
+	cmd.Env = c.env()
+	var res outcome
+	done := make(chan struct{})
+	go func() { res = run(cmd); close(done) }()
+	waitFor(t, "two shards started", 60*time.Second, func() bool {
+		ents, _ := os.ReadDir(filepath.Join(dir, "shards"))
+		return len(ents) == 2
+	})
+	cmd.Process.Signal(syscall.SIGINT)
+	<-done
+	if res.code != 130 {
+		t.Errorf("opx run exit %d after SIGINT: %s", res.code, res.stderr)
+	}
+	ents, _ := os.ReadDir(filepath.Join(dir, "shards"))
+	if len(ents) != 2 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("shards started: %v; none may start after the signal", names)
+	}
+	if q := c.squeue(); q != "" {
+		t.Errorf("jobs left in squeue: %q", q)
+	}
+}
+
+// A failed plan leaves no run directory behind (opx run created it, planned nothing).
+func TestRunFailedPlanLeavesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sweep")
+	r := run(exec.Command(opxBin, "run", "--out", dir, "--testlists", "nosuch"))
+	if r.code == 0 || !strings.Contains(r.stderr, "nosuch") {
+		t.Fatalf("exit %d %q", r.code, r.stderr)
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		t.Errorf("a failed plan left %s behind", dir)
+	}
+}

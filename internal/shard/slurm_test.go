@@ -464,7 +464,7 @@ func TestRunLocalDefault(t *testing.T) {
 	}
 	// the same directory again is refused, not overwritten
 	cmd := exec.Command(opxBin, "run", "--out", dir)
-	if r2 := run(cmd); r2.code != 1 || !strings.Contains(r2.stderr, "already holds a run") {
+	if r2 := run(cmd); r2.code != 1 || !strings.Contains(r2.stderr, "is not empty (it holds operatorx-manifest.json); opx run writes only into a new or empty --out") {
 		t.Errorf("second run into %s: exit %d %q", dir, r2.code, r2.stderr)
 	}
 }
