@@ -22,6 +22,7 @@ import (
 
 	"github.com/gofrs/flock"
 
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/plan"
 	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/pyjson"
@@ -99,10 +100,20 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err := os.MkdirAll(o.Cache, 0o700); err != nil {
 		return Result{}, err
 	}
+	// the cache may be shared with other users: nobody else may be able to replace what
+	// opx puts there (seed-spec §7 beyond the seed)
+	if err := files.CheckSharedDir(o.Cache); err != nil {
+		return Result{}, fmt.Errorf("image cache %v", err)
+	}
 	key := plan.ImageKey(o.Image, o.Digest, o.ImagePlatform)
 	squash := filepath.Join(o.Cache, key+".sqsh")
 	res := Result{Squash: squash}
-	lock := flock.New(filepath.Join(o.Cache, key+".lock"))
+	// O_NOFOLLOW: a lock planted as a symlink is refused, never followed to create its
+	// target; 0644 so that users sharing the cache can all take it
+	lock := flock.New(filepath.Join(o.Cache, key+".lock"), flock.SetFlag(os.O_CREATE|os.O_RDONLY|syscall.O_NOFOLLOW), flock.SetPermissions(0o644))
+	if fi, err := os.Lstat(lock.Path()); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return res, fmt.Errorf("image lock %s is a symlink; not following it (remove it)", lock.Path())
+	}
 	poll := o.LockPoll
 	if poll <= 0 {
 		poll = 100 * time.Millisecond
@@ -112,6 +123,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		if ctx.Err() != nil {
 			return res, fmt.Errorf("waiting for the image lock %s: %w", lock.Path(), context.Cause(ctx))
 		}
+		if errors.Is(err, syscall.ELOOP) {
+			return res, fmt.Errorf("image lock %s is a symlink; not following it (remove it)", lock.Path())
+		}
 		return res, fmt.Errorf("locking %s: %w", lock.Path(), err)
 	}
 	defer lock.Unlock()
@@ -120,10 +134,20 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if unsquashfs == "" {
 		unsquashfs = "unsquashfs"
 	}
-	if _, err := os.Lstat(squash); err == nil {
+	if fi, err := os.Lstat(squash); err == nil {
+		// an entry someone else could have written is never run as this user's image
+		if err := files.CheckTrustedFile(squash, fi); err != nil {
+			return res, fmt.Errorf("cache entry %v: remove it, or use a cache of your own", err)
+		}
 		verr := Validate(ctx, squash, unsquashfs, o.Environ)
 		if verr == nil {
 			return res, nil
+		}
+		var damaged *DamagedError
+		if !errors.As(verr, &damaged) {
+			// the check could not finish (interrupted, unsquashfs missing): the entry may
+			// well be good, so it stays
+			return res, fmt.Errorf("could not check cache entry %s (%v); keeping it", squash, verr)
 		}
 		res.Replaced = verr.Error()
 		fmt.Fprintf(stderr(o), "opx import: cache entry %s is damaged (%v); importing it again\n", squash, verr)
@@ -131,11 +155,16 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			return res, err
 		}
 	}
-	partial := filepath.Join(o.Cache, key+".partial")
-	if err := os.Remove(partial); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := removeStalePartials(o.Cache, key); err != nil {
 		return res, err
 	}
-	defer os.Remove(partial)
+	// enroot writes into a directory of this import's own, which nobody else can enter
+	work, err := os.MkdirTemp(o.Cache, "."+key+".partial-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(work)
+	partial := filepath.Join(work, key+".sqsh")
 
 	uri := o.URI
 	if uri == "" {
@@ -161,6 +190,27 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	res.Imported = true
 	return res, nil
+}
+
+// removeStalePartials removes what killed imports of key left (they cannot be running:
+// the caller holds key's lock): this user's <key>.partial files (opx before 0.x wrote
+// there) and .<key>.partial-* directories. Another user's are left alone.
+func removeStalePartials(cache, key string) error {
+	stale, _ := filepath.Glob(filepath.Join(cache, "."+key+".partial-*"))
+	stale = append(stale, filepath.Join(cache, key+".partial"))
+	for _, p := range stale {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+			continue
+		}
+		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func stderr(o Options) io.Writer {
@@ -224,9 +274,20 @@ const (
 	squashMagic    = 0x73717368 // "hsqs"
 )
 
+// DamagedError is Validate's verdict that a squash file is unusable (as opposed to a check
+// that could not be completed: interrupted, unsquashfs missing), which alone lets import
+// delete a cache entry.
+type DamagedError struct{ Err error }
+
+func (e *DamagedError) Error() string { return e.Err.Error() }
+func (e *DamagedError) Unwrap() error { return e.Err }
+
+func damaged(format string, a ...any) error { return &DamagedError{fmt.Errorf(format, a...)} }
+
 // Validate checks a squash file: a squashfs 4 superblock, a file at least as long as the
 // superblock says the filesystem is (this is what catches truncation), and the seed's
-// `unsquashfs -s`.
+// `unsquashfs -s`. A *DamagedError says the file is unusable; any other error says the
+// check did not finish.
 func Validate(ctx context.Context, path, unsquashfs string, env []string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -238,27 +299,38 @@ func Validate(ctx context.Context, path, unsquashfs string, env []string) error 
 		return err
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", path)
+		return damaged("%s is not a regular file", path)
 	}
 	var sb [superblockSize]byte
 	if _, err := io.ReadFull(f, sb[:]); err != nil {
-		return fmt.Errorf("%s has no squashfs superblock (%d bytes)", path, fi.Size())
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return damaged("%s has no squashfs superblock (%d bytes)", path, fi.Size())
+		}
+		return err
 	}
 	if binary.LittleEndian.Uint32(sb[0:]) != squashMagic {
-		return fmt.Errorf("%s is not a squashfs file", path)
+		return damaged("%s is not a squashfs file", path)
 	}
 	if v := binary.LittleEndian.Uint16(sb[28:]); v != 4 {
-		return fmt.Errorf("%s is squashfs version %d, not 4", path, v)
+		return damaged("%s is squashfs version %d, not 4", path, v)
 	}
 	if used := binary.LittleEndian.Uint64(sb[40:]); uint64(fi.Size()) < used {
-		return fmt.Errorf("%s is truncated: %d of %d bytes", path, fi.Size(), used)
+		return damaged("%s is truncated: %d of %d bytes", path, fi.Size(), used)
 	}
 	if unsquashfs == "" {
 		unsquashfs = "unsquashfs"
 	}
 	var out strings.Builder
-	if err := proc.Run(ctx, proc.Cmd{Argv: []string{unsquashfs, "-s", path}, Env: env, Stdout: io.Discard, Stderr: &out}); err != nil {
-		return fmt.Errorf("unsquashfs -s %s: %v %s", path, err, strings.TrimSpace(out.String()))
+	err = proc.Run(ctx, proc.Cmd{Argv: []string{unsquashfs, "-s", path}, Env: env, Stdout: io.Discard, Stderr: &out})
+	var ee *proc.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("checking %s: %w", path, context.Cause(ctx))
+	case errors.As(err, &ee) && ee.Code > 0:
+		return damaged("unsquashfs -s %s: %v %s", path, err, strings.TrimSpace(out.String()))
 	}
-	return nil
+	// not started (missing), or killed by a signal from outside
+	return fmt.Errorf("unsquashfs -s %s: %v", path, err)
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/plan"
 	"github.com/semianalysis/opx/internal/registry"
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -157,9 +159,11 @@ func TestImportThenReuse(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	host, repo, tag := plan.RegistryReference(f.image)
-	want := fmt.Sprintf("import -o %s docker://%s#%s:%s", filepath.Join(f.cache, key+".partial"), host, repo, tag)
-	if c := f.calls(); len(c) != 1 || c[0] != want {
-		t.Fatalf("enroot calls %q, want [%q]", c, want)
+	// enroot writes into a private directory of this import's own, in the cache
+	want := regexp.MustCompile("^import -o " + regexp.QuoteMeta(filepath.Join(f.cache, "."+key+".partial-")) + "[0-9]+/" +
+		regexp.QuoteMeta(key+".sqsh "+fmt.Sprintf("docker://%s#%s:%s", host, repo, tag)) + "$")
+	if c := f.calls(); len(c) != 1 || !want.MatchString(c[0]) {
+		t.Fatalf("enroot calls %q, want [%s]", c, want)
 	}
 	if err := Validate(context.Background(), res.Squash, "", nil); err != nil {
 		t.Fatal(err)
@@ -422,5 +426,130 @@ func TestWaitingForTheLockHonoursCancellation(t *testing.T) {
 	}
 	if len(f.calls()) != 0 {
 		t.Fatal("enroot ran without the lock")
+	}
+}
+
+// Finding 7: an interrupted validity check of a good cache entry (SIGTERM during
+// `unsquashfs -s`, or unsquashfs absent) deleted the entry as "damaged". A check that
+// cannot finish now keeps the entry and fails the import, saying so.
+func TestUnfinishedCheckKeepsEntry(t *testing.T) {
+	f := newFixture(t)
+	res, err := Run(context.Background(), f.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := os.ReadFile(res.Squash)
+	keep := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "could not check cache entry "+res.Squash) || !strings.Contains(err.Error(), "keeping it") {
+			t.Errorf("%s: err = %v", what, err)
+		}
+		if b, _ := os.ReadFile(res.Squash); string(b) != string(good) {
+			t.Errorf("%s: the good entry was removed or changed", what)
+		}
+		if n := len(f.calls()); n != 1 {
+			t.Errorf("%s: enroot ran %d times", what, n)
+		}
+	}
+	o := f.opts()
+	o.Unsquashfs = filepath.Join(f.dir, "no-such-unsquashfs")
+	_, err = Run(context.Background(), o)
+	keep("unsquashfs missing", err)
+
+	// a slow check (the real unsquashfs behind a pause), cut short by cancellation and by a
+	// signal from outside
+	slow := filepath.Join(f.dir, "slow-unsquashfs")
+	os.WriteFile(slow, []byte("#!/bin/sh\necho $$ > \"$SLOW_PID\"\nsleep 30\nexec unsquashfs \"$@\"\n"), 0o755)
+	o = f.opts("SLOW_PID=" + filepath.Join(f.dir, "slow.pid"))
+	o.Unsquashfs = slow
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() {
+		waitForFile(t, filepath.Join(f.dir, "slow.pid"))
+		cancel(errors.New("SIGTERM"))
+	}()
+	_, err = Run(ctx, o)
+	keep("check cancelled", err)
+	os.Remove(filepath.Join(f.dir, "slow.pid"))
+	go func() {
+		waitForFile(t, filepath.Join(f.dir, "slow.pid"))
+		b, _ := os.ReadFile(filepath.Join(f.dir, "slow.pid"))
+		var pid int
+		fmt.Sscan(string(b), &pid)
+		syscall.Kill(pid, syscall.SIGTERM)
+	}()
+	_, err = Run(context.Background(), o)
+	keep("unsquashfs killed", err)
+}
+
+func waitForFile(t *testing.T, path string) {
+	for i := 0; i < 500; i++ {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("%s never appeared", path)
+}
+
+// Finding 2: in a shared (1777) image cache, a <key>.sqsh planted by another user was
+// "reused" without question, and a <key>.lock planted as a symlink was followed (root
+// created its target). Both are refused now, naming the file; nothing of the planted
+// files is run, followed or deleted.
+func TestSharedCacheTrustsNoOtherUser(t *testing.T) {
+	f := newFixture(t)
+	_, otherUID := testenv.OtherUser(t)
+	key := plan.ImageKey(f.image, f.digest, "linux/amd64")
+	shared := testenv.SharedDir(t)
+	f.cache = filepath.Join(shared, "cache")
+	os.Mkdir(f.cache, 0o755)
+	os.Chmod(f.cache, os.ModeSticky|0o777)
+	os.Mkdir(filepath.Join(shared, "other"), 0o755)
+	os.Chown(filepath.Join(shared, "other"), otherUID, -1)
+
+	// the other user builds a real, valid squashfs of their own and plants it
+	testenv.AsOther(t, "mkdir -p "+shared+"/other/root/etc && echo evil > "+shared+"/other/root/etc/passwd && mksquashfs "+
+		shared+"/other/root "+f.cache+"/"+key+".sqsh -quiet -no-progress >/dev/null")
+	_, err := Run(context.Background(), f.opts())
+	if err == nil || !strings.Contains(err.Error(), key+".sqsh: was written by another user (owner uid "+fmt.Sprint(otherUID)) {
+		t.Fatalf("planted entry: err = %v", err)
+	}
+	if len(f.calls()) != 0 {
+		t.Error("enroot ran although the entry was refused")
+	}
+	if _, err := os.Stat(filepath.Join(f.cache, key+".sqsh")); err != nil {
+		t.Errorf("the other user's file was removed: %v", err)
+	}
+	os.Remove(filepath.Join(f.cache, key+".sqsh"))
+	os.Remove(filepath.Join(f.cache, key+".lock"))
+
+	// a lock planted as a symlink to a file that does not exist yet
+	target := filepath.Join(shared, "other", "created-by-root")
+	testenv.AsOther(t, "ln -s "+target+" "+f.cache+"/"+key+".lock")
+	_, err = Run(context.Background(), f.opts())
+	if err == nil || !strings.Contains(err.Error(), key+".lock is a symlink; not following it") {
+		t.Fatalf("planted lock: err = %v", err)
+	}
+	if _, err := os.Lstat(target); err == nil {
+		t.Errorf("the symlinked lock was followed: %s exists", target)
+	}
+
+	// a cache others may write without the sticky bit is refused whole
+	loose := filepath.Join(shared, "loose")
+	os.Mkdir(loose, 0o755)
+	os.Chmod(loose, 0o777)
+	f.cache = loose
+	_, err = Run(context.Background(), f.opts())
+	if err == nil || !strings.Contains(err.Error(), "is writable by other users without the sticky bit") {
+		t.Fatalf("loose cache: err = %v", err)
+	}
+
+	// this user's own entry in the shared cache is reused as before
+	f.cache = filepath.Join(shared, "cache")
+	os.Remove(filepath.Join(f.cache, key+".lock"))
+	if res, err := Run(context.Background(), f.opts()); err != nil || !res.Imported {
+		t.Fatalf("import into the shared cache: %+v %v", res, err)
+	}
+	if res, err := Run(context.Background(), f.opts()); err != nil || res.Imported {
+		t.Fatalf("reuse in the shared cache: %+v %v", res, err)
 	}
 }
