@@ -22,6 +22,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" fonts-dejavu-core >/dev/null
 fi
 
+# a second, unprivileged local user: the tests that check opx never trusts another user's
+# files (rank caches, image caches, stage bases) plant them as this user (runuser)
+if [ "$(id -u)" = 0 ] && ! id opx-other >/dev/null 2>&1; then
+  useradd --system --no-create-home --shell /usr/sbin/nologin opx-other
+fi
+
 # the local Slurm the execute tests run against (stopped, with every job, on exit)
 slurm_dir=$(mktemp -d /tmp/opx-test-slurm.XXXXXX)
 trap 'scripts/local-slurm.sh stop "$slurm_dir" >/dev/null 2>&1 || true' EXIT

@@ -280,6 +280,16 @@ func badInputs() []badCase {
 				writeFile(t, filepath.Join(dir, "tl", "t.json"), "["+goodShape+"]")
 				return []string{"bench", "--testlist-dir", filepath.Join(dir, "tl"), "--results-dir", filepath.Join(dir, "res")}, nil
 			}},
+		badCase{name: "execute: relative stage_dir", want: "storage root shared is not an absolute path", setup: func(t *testing.T, dir string) ([]string, []string) {
+			cfg := stagePlatform(t, dir, "shared")
+			m, id := localManifest(t, dir, cfg)
+			return executeArgs(m, id, filepath.Join(dir, "out"), "--platform-config", cfg), []string{m}
+		}},
+		badCase{name: "execute: relative TMPDIR for the local runner", want: "TMPDIR=tmp is not an absolute path", env: map[string]string{"TMPDIR": "tmp"},
+			setup: func(t *testing.T, dir string) ([]string, []string) {
+				m, id := localManifest(t, dir)
+				return executeArgs(m, id, filepath.Join(dir, "out")), []string{m}
+			}},
 		badCase{name: "finalize: stage outside the stage base", want: "refusing unsafe stage cleanup", setup: func(t *testing.T, dir string) ([]string, []string) {
 			precious := writeFile(t, filepath.Join(dir, "precious", "results", "data.json"), `{"rows": []}`)
 			writeFile(t, filepath.Join(dir, "out", "execution.json"), `{"cell": {"id": "x", "runner": "local"}, "source_sha": "a", "run_id": "9", "attempt": "1", "stage": "`+filepath.Join(dir, "precious")+`"}`)

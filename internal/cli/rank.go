@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/semianalysis/opx/internal/bench"
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/pyjson"
 )
@@ -41,7 +41,8 @@ func newRankCmd(env Env) *cobra.Command {
 		Use:   "rank",
 		Short: "Set up one rank's environment and exec the benchmark (inside the container)",
 		Long: `Run by srun once per rank (seed-spec §8): checks SLURM_PROCID, SLURM_LOCALID and
-WORLD_SIZE, sets RANK, LOCAL_RANK, PYTHONPATH and a private HOME, then execs the harness
+WORLD_SIZE, sets RANK, LOCAL_RANK, PYTHONPATH and a private HOME (made by the rank,
+refused when another user made it, removed afterwards), then runs the harness
 (opx bench for the cpu backend, python3 -m operatorx otherwise), under ncu or rocprofv3
 in counters mode. The stage is /opx, or $OPX_STAGE on runners without a container.`,
 		Args: cobra.NoArgs,
@@ -87,10 +88,17 @@ func runRank(ctx context.Context, env Env) error {
 	if job == "" {
 		return errors.New("required rank input missing: SLURM_JOB_ID")
 	}
+	// the rank's private HOME: made here, or refused when someone else made it (another
+	// user could have planted code that Python runs at start-up, as this user), and removed
+	// when the harness ends
 	cache := fmt.Sprintf("/tmp/operatorx-%s-%s", job, rank)
-	if err := os.Mkdir(cache, 0o700); err != nil && !os.IsExist(err) {
-		return err
+	if !files.SafeName(job) || !files.SafeName(rank) {
+		return fmt.Errorf("SLURM_JOB_ID=%s is not a plain job id", pyjson.Repr(job))
 	}
+	if err := files.MkdirPrivate(cache); err != nil {
+		return fmt.Errorf("rank cache %w", err)
+	}
+	defer os.RemoveAll(cache)
 	vars["HOME"], vars["TRITON_CACHE_DIR"], vars["MPLCONFIGDIR"] = cache, cache+"/triton", cache+"/matplotlib"
 	self, err := os.Executable()
 	if err != nil {
@@ -122,7 +130,7 @@ func runRank(ctx context.Context, env Env) error {
 			// opx's own harness: run it in this process rather than exec a second opx
 			return runBenchIn(ctx, childEnv(), root)
 		}
-		return syscall.Exec(bench[0], bench, childEnv())
+		return runHarness(ctx, env, bench, childEnv())
 	}
 	for k, v := range map[string]string{"OPERATORX_PROFILE": "1", "OPERATORX_PROFILE_MARKERS": "1", "OPERATORX_PROFILE_ITERS": "1",
 		"OPERATORX_WARMUP_MIN_S": "0", "OPERATORX_FIRST_WARMUP_S": "0", "OPERATORX_COOLDOWN_RATIO": "0", "OPERATORX_THROTTLE_RETRIES": "0"} {
@@ -155,7 +163,23 @@ func runRank(ctx context.Context, env Env) error {
 	}
 	argv := append([]string{ncu, "--clock-control", "none", "--target-processes", "all", "--nvtx", "--nvtx-include", "regex:opx[0-9]+/",
 		"--metrics", NCUMetrics, "--csv", "--log-file", out + "/ncu-rank" + rank + ".csv"}, bench...)
-	return syscall.Exec(ncu, argv, childEnv())
+	return runHarness(ctx, env, argv, childEnv())
+}
+
+// runHarness runs the harness as a child (not exec: the rank removes its private cache
+// afterwards) and exits as it did: its exit status, or 128+n when a signal ended it. A
+// signal to the rank reaches the harness's process group through proc (SIGTERM, grace,
+// SIGKILL).
+func runHarness(ctx context.Context, env Env, argv, environ []string) error {
+	err := proc.Run(ctx, proc.Cmd{Argv: argv, Env: environ, Stdin: env.Stdin, Stdout: env.Stdout, Stderr: env.Stderr})
+	var ee *proc.ExitError
+	if errors.As(err, &ee) && ctx.Err() == nil {
+		if ee.Code < 0 {
+			return &ExitError{Code: 128 + int(ee.Signal)}
+		}
+		return &ExitError{Code: ee.Code}
+	}
+	return err
 }
 
 // runBenchIn is `opx bench --strict` on the stage, with environ as its environment.

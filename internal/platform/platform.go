@@ -23,8 +23,12 @@ type Runner struct {
 	Builtin bool   // one of the seed's nine labels
 }
 
-// AMD reports whether the runner is an AMD one (the seed's string test on the family).
-func (r Runner) AMD() bool { return strings.HasPrefix(r.Family, "mi") }
+// AMD reports whether the runner is an AMD one: its family is "mi" and a digit (mi300x,
+// mi325x, mi355x). The seed tests only the "mi" prefix, which made a custom runner such as
+// cluster:mini-lab (family "mini") AMD.
+func (r Runner) AMD() bool {
+	return len(r.Family) > 2 && strings.HasPrefix(r.Family, "mi") && r.Family[2] >= '0' && r.Family[2] <= '9'
+}
 
 // Vendor is "amd" or "nvidia".
 func (r Runner) Vendor() string {

@@ -122,3 +122,13 @@ func FuzzPlatformConfig(f *testing.F) {
 		}
 	})
 }
+
+// A custom runner's family decides its vendor: "mi" and a digit is AMD; cluster:mini-lab
+// (family "mini", no "family" given) is not (the seed's prefix test made it AMD).
+func TestCustomRunnerVendor(t *testing.T) {
+	for fam, amd := range map[string]bool{"mini": false, "mi250": true, "mi300x": true, "mi": false, "h100": false, "milan": false} {
+		if got := (Runner{Family: fam}).AMD(); got != amd {
+			t.Errorf("family %q: AMD() = %v, want %v", fam, got, amd)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 // Package proc is the one place opx starts external commands. Every child runs in its own
 // process group; on cancellation the group gets SIGTERM, a grace period, then SIGKILL, and
-// WaitDelay bounds how long a stuck pipe can hold Wait (style.md, "Processes").
+// WaitDelay bounds how long a stuck pipe can hold Wait (style.md, "Processes"). A child
+// gets SIGTERM when opx itself dies, even by SIGKILL.
 package proc
 
 import (
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -59,7 +61,13 @@ func Run(ctx context.Context, c Cmd) error {
 	}
 	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
 	cmd.Env, cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Env, c.Dir, c.Stdin, c.Stdout, c.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a child outlives no opx that was SIGKILLed. The kernel sends it when the
+	// thread that forked the child ends, so this goroutine keeps that thread (locked) until
+	// the child has been waited for: the thread ends only with opx itself. (A rank then ends
+	// its harness and removes its cache; srun ends its step; salloc withdraws its request.)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	cmd.WaitDelay = grace + 5*time.Second
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", c.Argv[0], err)

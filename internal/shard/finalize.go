@@ -109,6 +109,12 @@ func finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int, by
 	if _, err := os.Lstat(stage); errors.Is(err, fs.ErrNotExist) {
 		return nil // already removed
 	}
+	if ex.Runner == platform.Local {
+		// the local runner's ranks are processes here: they end before their stage does
+		if err := stopRanks(ctx, stage, cleanupSeconds, s.sleep); err != nil {
+			return err
+		}
+	}
 	if _, err := os.Stat(filepath.Join(stage, "results")); err == nil {
 		if err := copyTree(filepath.Join(stage, "results"), filepath.Join(root, "results")); err != nil {
 			return fmt.Errorf("collecting results from %s: %w; retaining staged evidence", stage, err)
@@ -196,7 +202,14 @@ func copyFile(src, dst string) error {
 func StageBase(profile *pyjson.Object, runner platform.Runner, getenv func(string) string) (string, error) {
 	base, err := SharedBase(profile, runner, getenv)
 	if runner.Label == platform.Local && err != nil {
-		return filepath.Join(os.TempDir(), fmt.Sprintf(".operatorx-%d", os.Getuid())), nil
+		tmp := getenv("TMPDIR") // os.TempDir's rule, from the environment opx was given
+		if tmp == "" {
+			tmp = "/tmp"
+		}
+		if !filepath.IsAbs(tmp) {
+			return "", fmt.Errorf("TMPDIR=%s is not an absolute path", catalog.Show(tmp))
+		}
+		return filepath.Join(tmp, fmt.Sprintf(".operatorx-%d", os.Getuid())), nil
 	}
 	return base, err
 }
@@ -240,6 +253,10 @@ func SharedBase(profile *pyjson.Object, runner platform.Runner, getenv func(stri
 		}
 	}
 	for _, r := range roots {
+		if !filepath.IsAbs(r) {
+			// a relative root would stage wherever execute, finalize or the node happen to run
+			return "", fmt.Errorf("platform entry for %s: storage root %s is not an absolute path", runner.Label, catalog.Show(r))
+		}
 		if fi, err := os.Stat(r); err == nil && fi.IsDir() && writable(r) {
 			return filepath.Join(r, fmt.Sprintf(".operatorx-%d", os.Getuid())), nil
 		}
@@ -256,9 +273,10 @@ func writable(dir string) bool {
 }
 
 // Recover is the seed's recover (seed-spec §11): finalize every execution of run_id on this
-// runner found under artifacts, after checking it belongs here.
+// runner found under artifacts, after checking it belongs here. Beyond the seed it also
+// recovers the local runner's executions (their stage base is StageBase's).
 func Recover(ctx context.Context, s *Slurm, artifacts, runID string, runner platform.Runner, profile *pyjson.Object, getenv func(string) string, cleanupSeconds int) (int, error) {
-	base, err := SharedBase(profile, runner, getenv)
+	base, err := StageBase(profile, runner, getenv)
 	if err != nil {
 		return 0, err
 	}

@@ -310,3 +310,78 @@ func TestRunFailedPlanLeavesNothing(t *testing.T) {
 		t.Errorf("a failed plan left %s behind", dir)
 	}
 }
+
+// stageProcs lists the processes whose environment names stage (the ranks of a local shard
+// and their harness).
+func stageProcs(stage string) []string {
+	var found []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains("\x00"+string(b), "\x00OPX_STAGE="+stage+"\x00") {
+			found = append(found, filepath.Base(filepath.Dir(p)))
+		}
+	}
+	return found
+}
+
+// Finding 8: SIGKILL of a local `opx run`/execute left `opx rank` running; finalize then
+// removed the stage under the live rank, which recreated it and wrote rows that never
+// reached the output; recover refused the local runner. Now the ranks die with their
+// parent, finalize stops and outwaits any rank of the stage before removing it, and
+// recover takes local executions.
+func TestLocalRanksDieWithTheirParent(t *testing.T) {
+	dir := t.TempDir()
+	tl := filepath.Join(dir, "testlists")
+	os.MkdirAll(tl, 0o755)
+	os.WriteFile(filepath.Join(tl, "slow.json"), []byte(`[
+	  {"type": "gemm", "args": {"m": 64, "n": 64, "k": 64, "a": {"dtype": "fp64"}, "b": {"dtype": "fp64"}, "out": "fp64"}, "sources": []},
+	  {"type": "gemm", "args": {"m": 2048, "n": 2048, "k": 2048, "a": {"dtype": "fp64"}, "b": {"dtype": "fp64"}, "out": "fp64"}, "sources": []},
+	  {"type": "gemm", "args": {"m": 2048, "n": 2048, "k": 2048, "a": {"dtype": "fp32"}, "b": {"dtype": "fp32"}, "out": "fp32"}, "sources": []}]`), 0o644)
+	m := filepath.Join(dir, "m.json")
+	r := run(exec.Command(opxBin, "plan", "--runner", "local", "--backends", "cpu", "--testlists", "slow", "--world-sizes", "1",
+		"--run-id", "78", "--attempt", "1", "--source-sha", "abc", "--testlist-dir", tl, "--out", m))
+	if r.code != 0 {
+		t.Fatalf("plan: %s", r.stderr)
+	}
+	id := regexp.MustCompile(`"id":"([^"]+)"`).FindStringSubmatch(r.stdout)[1]
+	for _, how := range []string{"finalize", "recover"} {
+		out := filepath.Join(dir, "artifacts-"+how, "out")
+		os.MkdirAll(filepath.Dir(out), 0o755)
+		cmd := exec.Command(opxBin, "execute", "--shard", id, "--run-id", "78", "--attempt", "1", "--source-sha", "abc",
+			"--runner-name", "t", "--time-minutes", "10", "--cleanup-seconds", "30", "--manifest", m, "--output", out)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var stage string
+		waitFor(t, "a checkpointed row in the stage", 60*time.Second, func() bool {
+			ex, err := shard.ReadExecution(filepath.Join(out, "execution.json"))
+			if err != nil {
+				return false
+			}
+			stage = ex.Stage
+			files, _ := filepath.Glob(filepath.Join(stage, "results", "cpu", "*", "*.json"))
+			return len(files) > 0 && len(stageProcs(stage)) > 0
+		})
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		if how == "finalize" {
+			r = run(exec.Command(opxBin, "finalize", "--output", out, "--cleanup-seconds", "30"))
+		} else {
+			r = run(exec.Command(opxBin, "recover", "--artifacts", filepath.Dir(out), "--run-id", "78", "--runner", "local", "--cleanup-seconds", "30"))
+		}
+		if r.code != 0 {
+			t.Fatalf("%s exit %d: %s", how, r.code, r.stderr)
+		}
+		if p := stageProcs(stage); len(p) > 0 {
+			t.Errorf("%s: ranks still running after it returned: %v", how, p)
+		}
+		// a rank still alive would recreate the stage and write rows there
+		time.Sleep(500 * time.Millisecond)
+		if _, err := os.Lstat(stage); err == nil {
+			t.Errorf("%s: stage %s exists after cleanup", how, stage)
+		}
+		if got := rows(t, out); got["ok"] < 1 {
+			t.Errorf("%s: checkpointed rows lost: %v", how, got)
+		}
+	}
+}

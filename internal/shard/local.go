@@ -13,8 +13,10 @@ import (
 	"github.com/semianalysis/opx/internal/proc"
 )
 
-// localJob stands in for the Slurm job id on the local runner (MASTER_PORT, rank caches).
-const localJob = "local"
+// localJob stands in for the Slurm job id on the local runner (MASTER_PORT, the ranks'
+// private caches): "local-<pid>", so that two local executions at once never share a
+// rank's cache directory.
+var localJob = "local-" + strconv.Itoa(os.Getpid())
 
 // runLocal is the local runner (decisions §1): no Slurm, no container — one process per
 // rank running the staged `opx rank`, with the same environment contract, stage and

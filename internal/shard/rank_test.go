@@ -6,6 +6,7 @@ package shard_test
 // seed's constants.
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/semianalysis/opx/internal/cli"
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 const fakeTool = `#!/bin/sh
@@ -126,5 +128,55 @@ func TestRankErrors(t *testing.T) {
 	}
 	if c := g.calls(); len(c) != 1 || c[0][0] != "python3" || c[0][len(c[0])-2] != g.stage+"/results" {
 		t.Errorf("timing calls %q", c)
+	}
+}
+
+// Finding 1: the rank's cache dir /tmp/operatorx-<job>-<rank> was accepted when it already
+// existed. Another user pre-created it world-writable with a usercustomize.py; HOME pointed
+// there and the harness's Python ran the planted code as root. Now the rank refuses a
+// directory it did not make, naming it and its owner, before anything runs. Finding 14:
+// the directory was never removed; now the rank removes it when the harness ends.
+func TestRankCacheOfAnotherUserIsRefused(t *testing.T) {
+	name, uid := testenv.OtherUser(t)
+	cache := "/tmp/operatorx-9876-1"
+	os.RemoveAll(cache)
+	f := newRankFixture(t)
+	site := cache + "/.local/lib/python3.11/site-packages"
+	testenv.AsOther(t, "mkdir -p "+site+" && chmod -R 777 "+cache+" && echo 'import os; os.system(\"touch /tmp/opx-pwned\")' > "+site+"/usercustomize.py")
+	r := f.rank("OPERATORX_MODE=timing")
+	want := fmt.Sprintf("opx: rank cache %s: belongs to another user (owner uid %d, mode 0777); remove it or ask its owner to\n", cache, uid)
+	if r.code != 1 || r.stderr != want {
+		t.Errorf("planted cache of %s: exit %d %q, want %q", name, r.code, r.stderr, want)
+	}
+	if c := f.calls(); len(c) != 0 {
+		t.Errorf("the harness ran in another user's directory: %q", c)
+	}
+	if _, err := os.Stat(site + "/usercustomize.py"); err != nil {
+		t.Errorf("the other user's files were touched: %v", err)
+	}
+	os.RemoveAll(cache)
+
+	// this user's own run: the cache is made private, used as HOME and removed afterwards
+	if r := f.rank("OPERATORX_MODE=timing"); r.code != 0 {
+		t.Fatalf("rank: exit %d %s", r.code, r.stderr)
+	}
+	if c := f.calls(); len(c) != 1 || !strings.HasSuffix(c[0][len(c[0])-1], "HOME="+cache) {
+		t.Errorf("harness calls %q", c)
+	}
+	if _, err := os.Lstat(cache); err == nil {
+		t.Errorf("%s is left behind after the rank ended", cache)
+	}
+}
+
+// The harness's exit status is the rank's (it runs as a child now, not exec'd).
+func TestRankPassesTheHarnessExitStatus(t *testing.T) {
+	f := newRankFixture(t)
+	os.WriteFile(filepath.Join(f.bin, "python3"), []byte("#!/bin/sh\nexit 7\n"), 0o755)
+	if r := f.rank("OPERATORX_MODE=timing"); r.code != 7 || r.stderr != "" {
+		t.Errorf("exit %d %q, want the harness's 7 and nothing said", r.code, r.stderr)
+	}
+	os.WriteFile(filepath.Join(f.bin, "python3"), []byte("#!/bin/sh\nkill -TERM $$\n"), 0o755)
+	if r := f.rank("OPERATORX_MODE=timing"); r.code != 143 {
+		t.Errorf("harness killed by SIGTERM: rank exit %d %q, want 143", r.code, r.stderr)
 	}
 }
