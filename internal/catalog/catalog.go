@@ -4,6 +4,7 @@
 package catalog
 
 import (
+	"context"
 	"embed"
 	"fmt"
 	"io/fs"
@@ -16,6 +17,7 @@ import (
 
 	toml "github.com/pelletier/go-toml/v2"
 
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/pyjson"
 )
 
@@ -71,7 +73,14 @@ func Disk(path string) Source {
 
 // Read returns the file's bytes, with an error naming it.
 func (s Source) Read() ([]byte, error) {
-	b, err := fs.ReadFile(s.FS, s.Path)
+	var b []byte
+	var err error
+	if s.disk != "" {
+		// outside input: a regular file of bounded size, never a FIFO or a device
+		b, err = files.ReadRegular(context.Background(), s.disk, files.MaxInput)
+	} else {
+		b, err = fs.ReadFile(s.FS, s.Path)
+	}
 	if err != nil {
 		var pe *fs.PathError
 		if errorsAs(err, &pe) {
@@ -178,10 +187,7 @@ func (t Testlists) Load(name string) ([]pyjson.Value, error) {
 	var b []byte
 	var err error
 	if t.disk != "" {
-		var release func()
-		if b, release, err = readFile(filepath.Join(t.disk, name+".json")); err == nil {
-			defer release() // the parsed values hold no part of b
-		}
+		b, err = files.ReadRegular(context.Background(), filepath.Join(t.disk, name+".json"), files.MaxInput)
 	} else {
 		b, err = fs.ReadFile(t.dir, name+".json")
 	}

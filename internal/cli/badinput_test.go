@@ -378,7 +378,7 @@ func badInputs() []badCase {
 		badCase{name: "report: directory without a manifest", want: "no operatorx-manifest.json in it", setup: func(t *testing.T, dir string) ([]string, []string) {
 			return []string{"report", dir}, nil
 		}},
-		badCase{name: "report: rows that are not objects", want: "r.json: not a results file: expected an object at byte 10", setup: func(t *testing.T, dir string) ([]string, []string) {
+		badCase{name: "report: rows that are not objects", want: "r.json: not a results file: rows[0] is integer, not an object", setup: func(t *testing.T, dir string) ([]string, []string) {
 			_, a := shardTree(t, dir)
 			writeFile(t, resultsFile(a), `{"rows": [1]}`)
 			return []string{"report", a, "--out", filepath.Join(dir, "out.json")}, existingOut(t, dir)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/shard"
 	"github.com/semianalysis/opx/internal/summary"
 )
@@ -109,7 +110,7 @@ func (p *progress) logf(format string, a ...any) {
 	if p.tty && p.lineWritten {
 		fmt.Fprint(p.w, "\r\x1b[2K")
 	}
-	fmt.Fprintf(p.w, "opx run: "+format+"\n", a...)
+	fmt.Fprintln(p.w, "opx run: "+safe.Text(fmt.Sprintf(format, a...)))
 	if p.tty {
 		p.draw()
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +18,7 @@ import (
 
 // loadRun reads a run from a directory (the manifest found in it unless given) or from an
 // explicit manifest and artifacts directory.
-func loadRun(dir, manifest string) (*results.Run, error) {
+func loadRun(ctx context.Context, dir, manifest string) (*results.Run, error) {
 	if manifest == "" {
 		m, err := results.FindManifest(dir)
 		if err != nil {
@@ -25,7 +26,7 @@ func loadRun(dir, manifest string) (*results.Run, error) {
 		}
 		manifest = m
 	}
-	return results.Load(manifest, dir)
+	return results.Load(ctx, manifest, dir)
 }
 
 func newReportCmd(env Env) *cobra.Command {
@@ -55,7 +56,7 @@ unless --manifest names it. The page goes to --out (default RUN_DIR/report.html)
 			if out == "" {
 				out = filepath.Join(dir, "report.html")
 			}
-			path, err := writeReport(dir, manifest, out)
+			path, err := writeReport(c.Context(), dir, manifest, out)
 			if err != nil {
 				return err
 			}
@@ -68,8 +69,8 @@ unless --manifest names it. The page goes to --out (default RUN_DIR/report.html)
 	return c
 }
 
-func writeReport(dir, manifest, out string) (string, error) {
-	run, err := loadRun(dir, manifest)
+func writeReport(ctx context.Context, dir, manifest, out string) (string, error) {
+	run, err := loadRun(ctx, dir, manifest)
 	if err != nil {
 		return "", err
 	}
@@ -109,11 +110,11 @@ BASE and NEW are run directories ('opx run --out', or downloaded artifacts).`,
 			if c.Flags().Changed("fail-on-regression") && failPct < 0 {
 				return &UsageError{errors.New("--fail-on-regression must be a percentage >= 0")}
 			}
-			base, err := loadRun(args[0], baseManifest)
+			base, err := loadRun(c.Context(), args[0], baseManifest)
 			if err != nil {
 				return fmt.Errorf("base: %w", err)
 			}
-			nw, err := loadRun(args[1], newManifest)
+			nw, err := loadRun(c.Context(), args[1], newManifest)
 			if err != nil {
 				return fmt.Errorf("new: %w", err)
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/version"
 )
 
@@ -133,7 +134,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 	var se *SignalError
 	if errors.As(err, &se) || errors.As(context.Cause(ctx), &se) {
 		if se != nil {
-			fmt.Fprintf(env.Stderr, "opx: %v\n", err)
+			fmt.Fprintf(env.Stderr, "opx: %s\n", oneLine(err.Error()))
 			return 128 + int(se.Signal)
 		}
 	}
@@ -146,8 +147,10 @@ func Main(ctx context.Context, args []string, env Env) int {
 	return 1
 }
 
+// oneLine is an error message as opx prints it: one line, with any control character an
+// input smuggled into it (an escape sequence in a name or key) shown escaped.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+	return safe.Text(strings.Join(strings.Fields(s), " "))
 }
 
 func commandName(root *cobra.Command, args []string) string {

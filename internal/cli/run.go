@@ -167,7 +167,7 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 		return context.Cause(ctx)
 	}
 	pr.setPhase("summarize")
-	rep, err := summary.Summarize(manifest, shards)
+	rep, err := summary.Summarize(ctx, manifest, shards)
 	if err != nil {
 		pr.finish()
 		return err
@@ -178,7 +178,7 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 		return err
 	}
 	pr.setPhase("report")
-	reportPath, err := writeReport(shards, manifest, filepath.Join(dir, "report.html"))
+	reportPath, err := writeReport(ctx, shards, manifest, filepath.Join(dir, "report.html"))
 	pr.finish()
 	if err != nil {
 		return err

@@ -19,7 +19,7 @@ one row is ok and none is an error. Writes the report JSON to --out, prints the 
 table (fit for $GITHUB_STEP_SUMMARY) on stdout, and exits 1 when coverage is incomplete.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			rep, err := summary.Summarize(manifest, artifacts)
+			rep, err := summary.Summarize(c.Context(), manifest, artifacts)
 			if err != nil {
 				return err
 			}

@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/safe"
 )
 
 // Classes, in the order the summary lists them.
@@ -196,7 +197,9 @@ func classify(c *Case, b, n *results.Row, opt Options) {
 	for _, k := range order {
 		bv, ok1 := b.Metrics[k]
 		nv, ok2 := n.Metrics[k]
-		if !ok1 || !ok2 || bv <= 0 {
+		// a change is only defined between finite values over a positive base whose ratio
+		// is finite too (a base of 1e-320 made the change -Inf, which JSON cannot hold)
+		if !ok1 || !ok2 || bv <= 0 || !finite(bv) || !finite(nv) || !finite((nv-bv)/bv) {
 			continue
 		}
 		c.Metrics = append(c.Metrics, metric(k, bv, nv, b, n, opt))
@@ -357,6 +360,7 @@ func (r *Result) statusTable(w io.Writer, title, class string) {
 
 // cell escapes a markdown table cell.
 func cell(s string) string {
+	s = safe.Text(s)
 	s = strings.ReplaceAll(s, "|", `\|`)
 	s = strings.ReplaceAll(s, "\n", " ")
 	return s
@@ -382,3 +386,5 @@ func short(sha string) string {
 	}
 	return sha
 }
+
+func finite(f float64) bool { return !math.IsInf(f, 0) && !math.IsNaN(f) }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/semianalysis/opx/internal/pyjson"
 )
 
 // opx runs as root on shared hosts, next to other users. A path opx did not create itself
@@ -138,8 +140,12 @@ func CheckAncestors(path string) error {
 	}
 }
 
-// ErrTooLarge is a file over the reader's bound.
-var ErrTooLarge = errors.New("too large")
+// ErrTooLarge is a file over the reader's bound; ErrNotRegular a FIFO, device, socket or
+// directory where a file was expected. ReadRegular returns them in an *fs.PathError.
+var (
+	ErrTooLarge   = errors.New("too large")
+	ErrNotRegular = errors.New("not a regular file")
+)
 
 // MaxInput bounds every input file opx reads whole (results files, manifests, status and
 // execution files): far above what a 500-case shard writes (about 1 MB), far below what
@@ -160,10 +166,13 @@ func ReadRegular(ctx context.Context, path string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
+		return nil, &fs.PathError{Op: "read", Path: path, Err: ErrNotRegular}
+	}
+	tooLarge := func(size string) error {
+		return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w (%s; at most %d)", ErrTooLarge, size, max)}
 	}
 	if fi.Size() > max {
-		return nil, fmt.Errorf("%s: %w (%d bytes; at most %d)", path, ErrTooLarge, fi.Size(), max)
+		return nil, tooLarge(fmt.Sprintf("%d bytes", fi.Size()))
 	}
 	b := make([]byte, 0, fi.Size()+1)
 	for {
@@ -177,7 +186,7 @@ func ReadRegular(ctx context.Context, path string, max int64) ([]byte, error) {
 		n, err := f.Read(b[len(b) : len(b)+chunk])
 		b = b[:len(b)+n]
 		if int64(len(b)) > max {
-			return nil, fmt.Errorf("%s: %w (more than %d bytes)", path, ErrTooLarge, max)
+			return nil, tooLarge("it grew while read")
 		}
 		if err == io.EOF {
 			return b, nil
@@ -202,4 +211,20 @@ func SafeName(v string) bool {
 		}
 	}
 	return true
+}
+
+// ReadJSON reads a regular file (ReadRegular, MaxInput) and parses it with Python's JSON
+// rules (pyjson): the one reader of every JSON document opx did not write in this process
+// (manifests, execution, status and results files), so they all accept and refuse the same
+// inputs. Errors name the file.
+func ReadJSON(ctx context.Context, path string) (pyjson.Value, error) {
+	b, err := ReadRegular(ctx, path, MaxInput)
+	if err != nil {
+		return nil, err
+	}
+	v, err := pyjson.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
 }

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,7 +32,7 @@ func FuzzResultsFile(f *testing.F) {
 		if err := os.WriteFile(res, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		run, err := results.Load(manifest, dir)
+		run, err := results.Load(context.Background(), manifest, dir)
 		if err != nil {
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("multi-line error: %q", err)

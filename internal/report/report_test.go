@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -74,7 +75,7 @@ func fixture(t *testing.T) string {
 
 func render(t *testing.T, dir string) []byte {
 	t.Helper()
-	run, err := results.Load(filepath.Join(dir, "operatorx-manifest.json"), dir)
+	run, err := results.Load(context.Background(), filepath.Join(dir, "operatorx-manifest.json"), dir)
 	if err != nil {
 		t.Fatal(err)
 	}

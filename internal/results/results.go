@@ -5,6 +5,7 @@
 package results
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -16,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/shard"
 	"github.com/semianalysis/opx/internal/summary"
@@ -95,8 +97,8 @@ func FindManifest(dir string) (string, error) {
 }
 
 // Load reads a run: summarize's choice of shards, then their cells and rows.
-func Load(manifest, artifacts string) (*Run, error) {
-	rep, err := summary.Summarize(manifest, artifacts)
+func Load(ctx context.Context, manifest, artifacts string) (*Run, error) {
+	rep, err := summary.Summarize(ctx, manifest, artifacts)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +106,7 @@ func Load(manifest, artifacts string) (*Run, error) {
 	for _, s := range rep.Shards {
 		sh := Shard{Shard: s, Software: map[string]string{}}
 		if s.Dir != "" {
-			if err := readShard(&sh, run); err != nil {
+			if err := readShard(ctx, &sh, run); err != nil {
 				return nil, err
 			}
 		}
@@ -113,7 +115,7 @@ func Load(manifest, artifacts string) (*Run, error) {
 	return run, nil
 }
 
-func readShard(sh *Shard, run *Run) error {
+func readShard(ctx context.Context, sh *Shard, run *Run) error {
 	ex, err := shard.ReadExecution(filepath.Join(sh.Dir, "execution.json"))
 	if err != nil {
 		return err
@@ -133,12 +135,10 @@ func readShard(sh *Shard, run *Run) error {
 			}
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(sh.Dir, "status.json")); err == nil {
-		if v, err := pyjson.Parse(b); err == nil {
-			if o, ok := v.(*pyjson.Object); ok {
-				if x, ok := o.Get("exit_code"); ok {
-					sh.ExitCode = scalar(x)
-				}
+	if v, err := files.ReadJSON(ctx, filepath.Join(sh.Dir, "status.json")); err == nil {
+		if o, ok := v.(*pyjson.Object); ok {
+			if x, ok := o.Get("exit_code"); ok {
+				sh.ExitCode = scalar(x)
 			}
 		}
 	}
@@ -153,7 +153,7 @@ func readShard(sh *Shard, run *Run) error {
 	sort.Strings(paths) // lexical order, as WalkDir gives it; kept explicit for the report's stable order
 	hosts, versions := map[string]bool{}, map[string]bool{}
 	for _, p := range paths {
-		if err := readResults(p, sh, run, hosts, versions); err != nil {
+		if err := readResults(ctx, p, sh, run, hosts, versions); err != nil {
 			return err
 		}
 	}
@@ -161,14 +161,10 @@ func readShard(sh *Shard, run *Run) error {
 	return nil
 }
 
-func readResults(path string, sh *Shard, run *Run, hosts, versions map[string]bool) error {
-	b, err := os.ReadFile(path)
+func readResults(ctx context.Context, path string, sh *Shard, run *Run, hosts, versions map[string]bool) error {
+	v, err := files.ReadJSON(ctx, path)
 	if err != nil {
 		return err
-	}
-	v, err := pyjson.Parse(b)
-	if err != nil {
-		return fmt.Errorf("%s: %v", path, err)
 	}
 	doc, ok := v.(*pyjson.Object)
 	if !ok {

@@ -32,7 +32,7 @@ type Execution struct {
 
 // ReadExecution reads and checks an execution.json.
 func ReadExecution(path string) (*Execution, error) {
-	v, err := catalog.Disk(path).ReadJSON()
+	v, err := files.ReadJSON(context.Background(), path)
 	if err != nil {
 		return nil, err
 	}

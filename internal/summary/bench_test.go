@@ -1,6 +1,7 @@
 package summary
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,7 +15,7 @@ func BenchmarkSummarizeTree(b *testing.B) {
 		b.Skip("OPX_SUMMARY_TREE is not set")
 	}
 	for b.Loop() {
-		if _, err := Summarize(filepath.Join(dir, "manifest.json"), filepath.Join(dir, "artifacts")); err != nil {
+		if _, err := Summarize(context.Background(), filepath.Join(dir, "manifest.json"), filepath.Join(dir, "artifacts")); err != nil {
 			b.Fatal(err)
 		}
 	}

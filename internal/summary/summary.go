@@ -9,20 +9,19 @@
 package summary
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 
-	"github.com/semianalysis/opx/internal/catalog"
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/shard"
 )
 
@@ -62,39 +61,19 @@ func (r *Report) Markdown(w io.Writer) {
 	fmt.Fprintln(w, "| Shard | Status | Shapes requested | OK rows | Unsupported rows | Error rows |")
 	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: |")
 	for _, s := range r.Shards {
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d |\n", s.ID, s.Status, s.RequestedShapes, s.OK, s.Unsupported, s.Error)
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d |\n", safe.Text(s.ID), s.Status, s.RequestedShapes, s.OK, s.Unsupported, s.Error)
 	}
 }
 
-// Summarize reads the manifest and the artifacts tree.
-func Summarize(manifestPath, artifacts string) (*Report, error) {
-	mb, err := os.ReadFile(manifestPath)
+// Summarize reads the manifest and the artifacts tree. Every file is read with
+// files.ReadJSON (regular files only, bounded, Python's JSON grammar), and ctx ends the
+// walk between files.
+func Summarize(ctx context.Context, manifestPath, artifacts string) (*Report, error) {
+	m, err := readManifest(ctx, manifestPath)
 	if err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", manifestPath, errors.Unwrap(err))
+		return nil, err
 	}
-	// the manifest is skimmed while the artifacts are walked: both are large
-	type skimmed struct {
-		m   manifestInfo
-		err error
-	}
-	mc := make(chan skimmed, 1)
-	go func() {
-		m, err := skimManifest(mb)
-		mc <- skimmed{m, err}
-	}()
-	latest, first, walkErr := walkExecutions(artifacts)
-	sk := <-mc
-	m, err := sk.m, sk.err
-	if err != nil {
-		// the full parser names line and column
-		if _, perr := catalog.Disk(manifestPath).ReadJSON(); perr != nil {
-			return nil, perr
-		}
-		return nil, fmt.Errorf("%s: %v", manifestPath, err)
-	}
-	if !m.hasRun || !m.hasSHA || !m.list {
-		return nil, fmt.Errorf("%s: a manifest needs string run_id and source_sha and an include list", manifestPath)
-	}
+	latest, first, walkErr := walkExecutions(ctx, artifacts)
 	// the seed stops at the first execution.json whose provenance differs: when that is
 	// the first one, that error comes before any later one
 	if first != nil && (first.runID != m.runID || first.sha != m.sha) {
@@ -105,37 +84,14 @@ func Summarize(manifestPath, artifacts string) (*Report, error) {
 	}
 	rep := &Report{Shards: make([]Shard, len(m.cells))}
 	for i, cell := range m.cells {
-		if !cell.hasID || !cell.hasCase {
-			return nil, fmt.Errorf("%s: include[%d] needs a string id and a cases list", manifestPath, i)
-		}
 		rep.Shards[i] = Shard{ID: cell.id, RequestedShapes: cell.cases, Status: "missing"}
-		if f, ok := latest[cell.id]; ok {
-			rep.Shards[i].Attempt, rep.Shards[i].HasAttempt, rep.Shards[i].Dir = f.attempt, true, f.dir
+		f, ok := latest[cell.id]
+		if !ok {
+			continue
 		}
-	}
-	// count the shards' rows in parallel; the first error in manifest order is reported
-	errs := make([]error, len(rep.Shards))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var buf []byte // one read buffer per worker
-			for i := range next {
-				errs[i] = settle(&rep.Shards[i], &buf)
-			}
-		}()
-	}
-	for i := range rep.Shards {
-		if rep.Shards[i].HasAttempt {
-			next <- i
-		}
-	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
+		sh := &rep.Shards[i]
+		sh.Attempt, sh.HasAttempt, sh.Dir = f.attempt, true, f.dir
+		if err := settle(ctx, sh); err != nil {
 			return nil, err
 		}
 	}
@@ -148,6 +104,54 @@ func Summarize(manifestPath, artifacts string) (*Report, error) {
 	return rep, nil
 }
 
+// manifestInfo is what summarize needs of a manifest.
+type manifestInfo struct {
+	runID, sha string
+	cells      []cellInfo
+}
+
+type cellInfo struct {
+	id    string
+	cases int
+}
+
+func readManifest(ctx context.Context, path string) (manifestInfo, error) {
+	var m manifestInfo
+	v, err := files.ReadJSON(ctx, path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return m, fmt.Errorf("manifest %s: %w", path, fs.ErrNotExist)
+		}
+		return m, err
+	}
+	o, ok := v.(*pyjson.Object)
+	include, isList := []pyjson.Value(nil), false
+	hasRun, hasSHA := false, false
+	if ok {
+		m.runID, hasRun = o.String("run_id")
+		m.sha, hasSHA = o.String("source_sha")
+		include, isList = o.Array("include")
+	}
+	if !hasRun || !hasSHA || !isList {
+		return m, fmt.Errorf("%s: a manifest needs string run_id and source_sha and an include list", path)
+	}
+	for i, c := range include {
+		co, _ := c.(*pyjson.Object)
+		var id string
+		var cases []pyjson.Value
+		hasID, hasCases := false, false
+		if co != nil {
+			id, hasID = co.String("id")
+			cases, hasCases = co.Array("cases")
+		}
+		if !hasID || !hasCases {
+			return m, fmt.Errorf("%s: include[%d] needs a string id and a cases list", path, i)
+		}
+		m.cells = append(m.cells, cellInfo{id: id, cases: len(cases)})
+	}
+	return m, nil
+}
+
 type found struct {
 	attempt    int
 	dir        string
@@ -157,7 +161,7 @@ type found struct {
 // walkExecutions finds every execution.json under artifacts and keeps the newest attempt
 // of each shard. Provenance is checked against the manifest afterwards; an execution of
 // another run anywhere in the tree fails the walk, as the seed's does.
-func walkExecutions(artifacts string) (map[string]found, *found, error) {
+func walkExecutions(ctx context.Context, artifacts string) (map[string]found, *found, error) {
 	latest := map[string]found{}
 	if fi, err := os.Stat(artifacts); err != nil || !fi.IsDir() {
 		return nil, nil, fmt.Errorf("artifacts directory %s: not found", artifacts)
@@ -167,6 +171,9 @@ func walkExecutions(artifacts string) (map[string]found, *found, error) {
 	err := filepath.WalkDir(artifacts, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
 		}
 		if d.IsDir() || d.Name() != "execution.json" {
 			return nil
@@ -197,11 +204,11 @@ func walkExecutions(artifacts string) (map[string]found, *found, error) {
 }
 
 // settle counts a found shard's rows and decides success or failure.
-func settle(s *Shard, buf *[]byte) error {
-	if err := countRows(s, filepath.Join(s.Dir, "results"), buf); err != nil {
+func settle(ctx context.Context, s *Shard) error {
+	if err := countRows(ctx, s, filepath.Join(s.Dir, "results")); err != nil {
 		return err
 	}
-	exit, err := exitCode(filepath.Join(s.Dir, "status.json"))
+	exit, err := exitCode(ctx, filepath.Join(s.Dir, "status.json"))
 	if err != nil {
 		return err
 	}
@@ -222,7 +229,7 @@ func pyInt(s string) (int, error) {
 }
 
 // countRows counts the rows of every *.json under dir (seed: rglob("*.json")).
-func countRows(s *Shard, dir string, buf *[]byte) error {
+func countRows(ctx context.Context, s *Shard, dir string) error {
 	if _, err := os.Stat(dir); err != nil {
 		return nil
 	}
@@ -230,14 +237,17 @@ func countRows(s *Shard, dir string, buf *[]byte) error {
 		if err != nil {
 			return err
 		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		if d.IsDir() || !strings.HasSuffix(d.Name(), ".json") {
 			return nil
 		}
-		b, err := readInto(path, buf)
+		statuses, err := Statuses(ctx, path)
 		if err != nil {
 			return err
 		}
-		hasRows, err := skimStatuses(b, func(st string) error {
+		for _, st := range statuses {
 			switch st {
 			case "ok":
 				s.OK++
@@ -248,73 +258,91 @@ func countRows(s *Shard, dir string, buf *[]byte) error {
 			default:
 				return fmt.Errorf("invalid result status: %s", st)
 			}
-			return nil
-		})
-		if err != nil {
-			if strings.HasPrefix(err.Error(), "invalid result status") {
-				return err
-			}
-			return fmt.Errorf("%s: not a results file: %v", path, err)
-		}
-		if !hasRows {
-			return fmt.Errorf("%s: results file has no \"rows\" list", path)
 		}
 		return nil
 	})
 }
 
-// readInto reads a whole file into *buf, growing it as needed: summarize reads hundreds
-// of results files and one buffer per worker spares the allocator and the GC.
-func readInto(path string, buf *[]byte) ([]byte, error) {
-	f, err := os.Open(path)
+// Statuses reads a results file and returns each row's status as the seed's message shows
+// it (str() of the value: a string as is, None, True, 1.5, ...).
+func Statuses(ctx context.Context, path string) ([]string, error) {
+	v, err := files.ReadJSON(ctx, path)
 	if err != nil {
+		var se *pyjson.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("%s: not a results file: %v", path, se)
+		}
 		return nil, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
+	doc, ok := v.(*pyjson.Object)
+	if !ok {
+		return nil, fmt.Errorf("%s: not a results file: a results file is a JSON object", path)
 	}
-	if need := int(fi.Size()) + 1; cap(*buf) < need {
-		*buf = make([]byte, 0, need+need/4)
+	rows, ok := doc.Array("rows")
+	if !ok {
+		return nil, fmt.Errorf("%s: results file has no \"rows\" list", path)
 	}
-	b := (*buf)[:0]
-	for {
-		n, err := f.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
+	out := make([]string, 0, len(rows))
+	for i, r := range rows {
+		ro, ok := r.(*pyjson.Object)
+		if !ok {
+			return nil, fmt.Errorf("%s: not a results file: rows[%d] is %s, not an object", path, i, pyjson.TypeName(r))
 		}
-		if err != nil {
-			return nil, err
+		st, ok := ro.Get("status")
+		if !ok {
+			return nil, fmt.Errorf("%s: not a results file: rows[%d] has no \"status\"", path, i)
 		}
-		if len(b) == cap(b) { // the file grew since Stat
-			b = append(b, 0)[:len(b)]
-		}
+		out = append(out, pyStr(st))
 	}
+	return out, nil
 }
 
-// exitCode reports whether status.json exists and says exit_code 0.
-func exitCode(path string) (bool, error) {
-	b, err := os.ReadFile(path)
+// pyStr is Python's str() of a JSON scalar, as the seed's message shows a status; other
+// values are shown as compact JSON.
+func pyStr(v pyjson.Value) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case nil:
+		return "None"
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	}
+	return string(pyjson.MustMarshal(v, pyjson.Default))
+}
+
+// exitCode reports whether status.json exists and says exit_code 0 (Python's == 0: 0,
+// 0.0, -0.0 and false are all zero).
+func exitCode(ctx context.Context, path string) (bool, error) {
+	v, err := files.ReadJSON(ctx, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
+		var se *pyjson.SyntaxError
+		if errors.As(err, &se) {
+			return false, fmt.Errorf("%s: not a status file: %v", path, se)
+		}
 		return false, err
 	}
-	var st struct {
-		ExitCode *json.RawMessage `json:"exit_code"`
+	o, ok := v.(*pyjson.Object)
+	if !ok {
+		return false, fmt.Errorf("%s: not a status file: a status file is a JSON object", path)
 	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return false, fmt.Errorf("%s: not a status file: %v", path, err)
-	}
-	if st.ExitCode == nil {
+	x, ok := o.Get("exit_code")
+	if !ok {
 		return false, fmt.Errorf("%s: status file has no exit_code", path)
 	}
-	switch strings.TrimSpace(string(*st.ExitCode)) {
-	case "0", "0.0", "false", "-0", "-0.0":
-		return true, nil
+	switch n := x.(type) {
+	case pyjson.Int:
+		return n.Big().Sign() == 0, nil
+	case float64:
+		return n == 0, nil
+	case bool:
+		return !n, nil
 	}
 	return false, nil
 }
@@ -328,13 +356,8 @@ func RowsIn(dir string) int {
 		if err != nil || d.IsDir() || !strings.HasSuffix(d.Name(), ".json") {
 			return nil
 		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil
-		}
-		k := 0
-		if _, err := skimStatuses(b, func(string) error { k++; return nil }); err == nil {
-			n += k
+		if st, err := Statuses(context.Background(), path); err == nil {
+			n += len(st)
 		}
 		return nil
 	})

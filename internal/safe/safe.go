@@ -1,0 +1,44 @@
+// Package safe makes outside text safe to print: manifests, testlists and results files
+// come from anywhere, and a name holding an escape sequence must not reach a terminal (or
+// a GitHub step summary) raw, where it could rewrite the screen or hide a line.
+package safe
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Text returns s with every control character (C0 but tab, DEL, C1) and every invalid
+// UTF-8 byte written as a Go escape (\x1b, \u009b); printable text is unchanged.
+func Text(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) && r != '\t' {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsControl(r) && r != '\t':
+			if r < 0x100 {
+				fmt.Fprintf(&b, `\x%02x`, r)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
