@@ -290,6 +290,24 @@ func badInputs() []badCase {
 				m, id := localManifest(t, dir)
 				return executeArgs(m, id, filepath.Join(dir, "out")), []string{m}
 			}},
+		badCase{name: "execute: manifest backend holding a comma", want: "has backend 'cpu,vllm'", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, id := localManifest(t, dir)
+			b, _ := os.ReadFile(m)
+			os.WriteFile(m, bytes.Replace(b, []byte("\"backends\": [\n        \"cpu\""), []byte("\"backends\": [\n        \"cpu,vllm\""), 1), 0o644)
+			return executeArgs(m, id, filepath.Join(dir, "out")), []string{m}
+		}},
+		badCase{name: "execute: manifest env name holding '='", want: "env member 'LD_PRELOAD=/x.so A'", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, id := localManifest(t, dir)
+			b, _ := os.ReadFile(m)
+			os.WriteFile(m, bytes.Replace(b, []byte(`"mode": "timing",`), []byte(`"mode": "timing", "env": {"LD_PRELOAD=/x.so A": "1"},`), 1), 0o644)
+			return executeArgs(m, id, filepath.Join(dir, "out")), []string{m}
+		}},
+		badCase{name: "execute: manifest import_uri that is not docker://", want: "has import_uri 'file:///etc/shadow'", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m, id := localManifest(t, dir)
+			b, _ := os.ReadFile(m)
+			os.WriteFile(m, bytes.Replace(b, []byte(`"import_uri": ""`), []byte(`"import_uri": "file:///etc/shadow"`), 1), 0o644)
+			return executeArgs(m, id, filepath.Join(dir, "out")), []string{m}
+		}},
 		badCase{name: "finalize: stage outside the stage base", want: "refusing unsafe stage cleanup", setup: func(t *testing.T, dir string) ([]string, []string) {
 			precious := writeFile(t, filepath.Join(dir, "precious", "results", "data.json"), `{"rows": []}`)
 			writeFile(t, filepath.Join(dir, "out", "execution.json"), `{"cell": {"id": "x", "runner": "local"}, "source_sha": "a", "run_id": "9", "attempt": "1", "stage": "`+filepath.Join(dir, "precious")+`"}`)

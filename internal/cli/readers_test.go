@@ -5,12 +5,15 @@ package cli
 // Python's.
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 // runWithin runs opx in-process and fails the test if it has not returned after limit:
@@ -156,5 +159,29 @@ func TestEscapeSequencesAreShownEscaped(t *testing.T) {
 	r = runOpx(t, "summarize", "--manifest", filepath.Join(base, "operatorx-manifest.json"), "--artifacts", base, "--out", filepath.Join(t.TempDir(), "s.json"))
 	if strings.ContainsRune(r.stdout+r.stderr, 0x1b) || !strings.Contains(r.stdout, `| s1\x1b[2K |`) {
 		t.Errorf("summarize: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// Finding 4: another user could pre-create .operatorx-<uid> in a shared storage root and
+// block every execution, and the refusal named no path. It now names the directory, its
+// owner and what to do, before anything is allocated.
+func TestStageBaseOfAnotherUser(t *testing.T) {
+	_, uid := testenv.OtherUser(t)
+	dir := t.TempDir()
+	root := testenv.SharedDir(t)
+	os.Chmod(root, os.ModeSticky|0o777)
+	base := filepath.Join(root, fmt.Sprintf(".operatorx-%d", os.Getuid()))
+	testenv.AsOther(t, "mkdir -m 700 "+base)
+	cfg := stagePlatform(t, dir, root)
+	m, id := localManifest(t, dir, cfg)
+	r := runOpx(t, executeArgs(m, id, filepath.Join(dir, "out"), "--platform-config", cfg)...)
+	want := fmt.Sprintf("opx: unsafe shared OperatorX stage directory %s: belongs to another user (owner uid %d, mode 0700); remove it or ask its owner to\n", base, uid)
+	if r.code != 1 || r.stderr != want {
+		t.Errorf("exit %d %q\nwant %q", r.code, r.stderr, want)
+	}
+	// a dry run says the same, touching nothing
+	r = runOpx(t, executeArgs(m, id, filepath.Join(dir, "out2"), "--platform-config", cfg, "--dry-run")...)
+	if r.code != 1 || r.stderr != want {
+		t.Errorf("dry run: exit %d %q", r.code, r.stderr)
 	}
 }

@@ -135,9 +135,8 @@ func Execute(ctx context.Context, o Options) (err error) {
 	if ws < 1 {
 		return fmt.Errorf("shard %s in %s has world_size %d; it must be at least 1", o.Shard, o.Manifest, ws)
 	}
-	// beyond the seed: the cluster names the harness's results directory
-	if cluster, _ := cell.String("cluster"); !SafeID(cluster) {
-		return fmt.Errorf("shard %s in %s has cluster %s: use letters, digits, '.', '_' and '-'", o.Shard, o.Manifest, pyjson.Repr(cluster))
+	if err := checkCell(cell); err != nil {
+		return fmt.Errorf("shard %s in %s: %v", o.Shard, o.Manifest, err)
 	}
 	binary, err := o.BinaryFor(imagePlatform)
 	if err != nil {
@@ -495,6 +494,53 @@ func stageBinary(src, dst string) error {
 		return err
 	}
 	return os.Chmod(dst, 0o755)
+}
+
+// envName is what an environment variable's name may be.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkCell validates, before anything is created or allocated, every cell field that
+// becomes a path, an argument or an environment variable (beyond the seed, which trusts
+// the manifest): the cluster names the harness's results directory; backends are joined
+// with "," into OPERATORX_BACKENDS; env members become variables; mode, image and import
+// URI become arguments.
+func checkCell(cell *pyjson.Object) error {
+	if cluster, _ := cell.String("cluster"); !SafeID(cluster) {
+		return fmt.Errorf("has cluster %s: use letters, digits, '.', '_' and '-'", pyjson.Repr(cluster))
+	}
+	backends, ok := cell.Array("backends")
+	if !ok || len(backends) == 0 {
+		return errors.New("needs a non-empty backends list")
+	}
+	for _, b := range backends {
+		if s, ok := b.(string); !ok || !SafeID(s) {
+			return fmt.Errorf("has backend %s: use letters, digits, '.', '_' and '-'", pyjson.Repr(fmt.Sprint(b)))
+		}
+	}
+	if mode, ok := cell.String("mode"); ok && mode != "timing" && mode != "counters" {
+		return fmt.Errorf("has mode %s: timing or counters", pyjson.Repr(mode))
+	}
+	if v, ok := cell.Get("env"); ok && v != nil {
+		e, isObj := v.(*pyjson.Object)
+		if !isObj {
+			return errors.New("env must be an object of strings")
+		}
+		for _, m := range e.Members() {
+			val, isStr := m.Value.(string)
+			if !envName.MatchString(m.Key) || !isStr || strings.ContainsRune(val, 0) {
+				return fmt.Errorf("env member %s is not NAME: string", pyjson.Repr(m.Key))
+			}
+		}
+	}
+	for _, k := range []string{"image", "import_uri"} {
+		if v, _ := cell.String(k); strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return fmt.Errorf("has %s %s: no spaces or control characters", k, pyjson.Repr(v))
+		}
+	}
+	if uri, _ := cell.String("import_uri"); uri != "" && !strings.HasPrefix(uri, "docker://") {
+		return fmt.Errorf("has import_uri %s: it must be docker://...", pyjson.Repr(uri))
+	}
+	return nil
 }
 
 // testlistsOf groups the cell's case shapes by testlist, in case order.
