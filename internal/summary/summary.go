@@ -16,8 +16,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/pyjson"
@@ -85,15 +88,23 @@ func Summarize(ctx context.Context, manifestPath, artifacts string) (*Report, er
 	rep := &Report{Shards: make([]Shard, len(m.cells))}
 	for i, cell := range m.cells {
 		rep.Shards[i] = Shard{ID: cell.id, RequestedShapes: cell.cases, Status: "missing"}
-		f, ok := latest[cell.id]
-		if !ok {
-			continue
+		if f, ok := latest[cell.id]; ok {
+			rep.Shards[i].Attempt, rep.Shards[i].HasAttempt, rep.Shards[i].Dir = f.attempt, true, f.dir
 		}
-		sh := &rep.Shards[i]
-		sh.Attempt, sh.HasAttempt, sh.Dir = f.attempt, true, f.dir
-		if err := settle(ctx, sh); err != nil {
-			return nil, err
+	}
+	// the shards' files are read a few at a time (one per core); the first error in
+	// manifest order is the one reported, as a sequential read would
+	errs := make([]error, len(rep.Shards))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i := range rep.Shards {
+		if rep.Shards[i].HasAttempt {
+			g.Go(func() error { errs[i] = settle(ctx, &rep.Shards[i]); return nil })
 		}
+	}
+	g.Wait()
+	if err := firstErr(errs); err != nil {
+		return nil, err
 	}
 	rep.Success = len(rep.Shards) > 0
 	for _, s := range rep.Shards {
@@ -102,6 +113,15 @@ func Summarize(ctx context.Context, manifestPath, artifacts string) (*Report, er
 		}
 	}
 	return rep, nil
+}
+
+func firstErr(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // manifestInfo is what summarize needs of a manifest.
