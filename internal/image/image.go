@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/plan"
@@ -168,8 +169,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 
 	uri := o.URI
 	if uri == "" {
-		host, repo, tag := plan.RegistryReference(o.Image)
-		uri = fmt.Sprintf("docker://%s#%s:%s", host, repo, tag)
+		if uri, err = TagURI(o.Image); err != nil {
+			return res, err
+		}
 	}
 	if err := enrootImport(ctx, o, partial, uri); err != nil {
 		return res, err
@@ -211,6 +213,25 @@ func removeStalePartials(cache, key string) error {
 		}
 	}
 	return nil
+}
+
+// TagURI is the enroot URI of an image reference parsed as Docker parses it
+// (go-containerregistry's name): a first component with a "." or a ":", or "localhost",
+// is the registry host; otherwise Docker Hub (registry-1.docker.io, "library/" for a
+// one-part name); no tag means latest; a digest reference imports by digest in the
+// "#repo:sha256:…" form that enroot 3.5 and 4.x both take. The seed's registry_reference
+// sent localhost:5000/busybox:1 to Docker Hub and split "ubuntu" into "library/" and
+// tag "ubuntu" (seed-spec §16.4).
+func TagURI(image string) (string, error) {
+	ref, err := name.ParseReference(image)
+	if err != nil {
+		return "", fmt.Errorf("image %s: %v", pyjson.Repr(image), err)
+	}
+	host := ref.Context().RegistryStr()
+	if host == name.DefaultRegistry {
+		host = "registry-1.docker.io"
+	}
+	return fmt.Sprintf("docker://%s#%s:%s", host, ref.Context().RepositoryStr(), ref.Identifier()), nil
 }
 
 func stderr(o Options) io.Writer {

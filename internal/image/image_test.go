@@ -158,10 +158,10 @@ func TestImportThenReuse(t *testing.T) {
 	if !res.Imported || res.Squash != filepath.Join(f.cache, key+".sqsh") {
 		t.Fatalf("result %+v", res)
 	}
-	host, repo, tag := plan.RegistryReference(f.image)
+	uri, _ := TagURI(f.image)
 	// enroot writes into a private directory of this import's own, in the cache
 	want := regexp.MustCompile("^import -o " + regexp.QuoteMeta(filepath.Join(f.cache, "."+key+".partial-")) + "[0-9]+/" +
-		regexp.QuoteMeta(key+".sqsh "+fmt.Sprintf("docker://%s#%s:%s", host, repo, tag)) + "$")
+		regexp.QuoteMeta(key+".sqsh "+uri) + "$")
 	if c := f.calls(); len(c) != 1 || !want.MatchString(c[0]) {
 		t.Fatalf("enroot calls %q, want [%s]", c, want)
 	}
@@ -551,5 +551,28 @@ func TestSharedCacheTrustsNoOtherUser(t *testing.T) {
 	}
 	if res, err := Run(context.Background(), f.opts()); err != nil || res.Imported {
 		t.Fatalf("reuse in the shared cache: %+v %v", res, err)
+	}
+}
+
+// Registry names as Docker parses them (issue 17): a first component with "." or ":", or
+// localhost, is the registry host; the seed sent localhost:5000/busybox:1 to Docker Hub.
+func TestTagURI(t *testing.T) {
+	h := strings.Repeat("ab", 32)
+	for in, want := range map[string]string{
+		"localhost:5000/busybox:1":         "docker://localhost:5000#busybox:1",
+		"localhost/busybox":                "docker://localhost#busybox:latest",
+		"myhost:5000/a/b":                  "docker://myhost:5000#a/b:latest",
+		"nvcr.io/nvidia/pytorch:26.03-py3": "docker://nvcr.io#nvidia/pytorch:26.03-py3",
+		"ubuntu":                           "docker://registry-1.docker.io#library/ubuntu:latest",
+		"vllm/vllm-openai:v0.11.0":         "docker://registry-1.docker.io#vllm/vllm-openai:v0.11.0",
+		"docker.io/library/ubuntu:22.04":   "docker://registry-1.docker.io#library/ubuntu:22.04",
+		"ubuntu@sha256:" + h:               "docker://registry-1.docker.io#library/ubuntu:sha256:" + h,
+	} {
+		if got, err := TagURI(in); err != nil || got != want {
+			t.Errorf("TagURI(%s) = %s %v, want %s", in, got, err, want)
+		}
+	}
+	if _, err := TagURI("Bad Name:1"); err == nil {
+		t.Error("an invalid reference was accepted")
 	}
 }

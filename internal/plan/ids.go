@@ -80,24 +80,6 @@ func EnrootURI(image string) string {
 	return fmt.Sprintf("docker://%s#%s:%s", registry, repository, digest)
 }
 
-// RegistryReference is CollectiveX's registry_reference (seed-spec §16.4), quirks included.
-func RegistryReference(image string) (host, repository, tag string) {
-	name := image
-	if i := strings.LastIndex(image, ":"); i >= 0 {
-		name, tag = image[:i], image[i+1:]
-	} else {
-		name, tag = "", image
-	}
-	first, rest, _ := strings.Cut(name, "/")
-	if rest != "" && (strings.Contains(first, ".") || first == "localhost") {
-		return first, rest, tag
-	}
-	if strings.Contains(name, "/") {
-		return "registry-1.docker.io", name, tag
-	}
-	return "registry-1.docker.io", "library/" + name, tag
-}
-
 // ValidDigest reports whether d is a sha256 manifest digest: "sha256:" and 64 lowercase hex.
 func ValidDigest(d string) bool {
 	h, ok := strings.CutPrefix(d, "sha256:")

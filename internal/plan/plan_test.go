@@ -172,16 +172,6 @@ func TestEnrootURIAndReference(t *testing.T) {
 			t.Errorf("EnrootURI(%s) = %s, want %s", in, got, want)
 		}
 	}
-	for in, want := range map[string][3]string{
-		"image:1":                     {"registry-1.docker.io", "library/image", "1"},
-		"nvcr.io/nvidia/pytorch:test": {"nvcr.io", "nvidia/pytorch", "test"},
-		"ubuntu":                      {"registry-1.docker.io", "library/", "ubuntu"},
-	} {
-		h, r, tag := RegistryReference(in)
-		if [3]string{h, r, tag} != want {
-			t.Errorf("RegistryReference(%s) = %v, want %v", in, []string{h, r, tag}, want)
-		}
-	}
 	if PinnedDigest("a:b@sha256:"+h) != "sha256:"+h || PinnedDigest("a:b") != "" {
 		t.Fatal("PinnedDigest")
 	}

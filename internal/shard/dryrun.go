@@ -44,7 +44,8 @@ func (r *runner_) dryRun() error {
 	if r.runner.Label == "local" {
 		fmt.Fprintf(w, "\n3. benchmark (log %s): %d process(es) of this machine, no Slurm, no container\n", filepath.Join(r.root, "benchmark.log"), r.ws)
 		fmt.Fprintf(w, "   %s rank   (with SLURM_PROCID, SLURM_LOCALID, RANK and LOCAL_RANK set to 0..%d, SLURM_JOB_ID=%s)\n", filepath.Join(r.stage, "bin", "opx"), r.ws-1, localJob)
-		printEnvDiff(w, r.o.Environ, r.benchEnv(localJob))
+		env, _ := r.benchEnv(localJob)
+		printEnvDiff(w, r.o.Environ, env)
 		fmt.Fprintf(w, "\n4. cleanup, always\n   copy %s -> %s\n   remove %s\n   write %s\n", filepath.Join(r.stage, "results"),
 			filepath.Join(r.root, "results"), r.stage, filepath.Join(r.root, "status.json"))
 		return nil
@@ -67,8 +68,12 @@ func (r *runner_) dryRun() error {
 		fmt.Fprintf(w, "   the install it picks is added to --container-mounts and set as OPERATORX_NCU\n")
 	}
 	step++
-	fmt.Fprintf(w, "\n%d. benchmark (log %s)\n   %s\n", step, filepath.Join(r.root, "benchmark.log"), shellJoin(r.benchArgv(dryJob, mounts)))
-	printEnvDiff(w, r.o.Environ, r.benchEnv(dryJob))
+	env, keep := r.benchEnv(dryJob)
+	if r.searchesNCU() {
+		keep = append(keep, "OPERATORX_NCU")
+	}
+	fmt.Fprintf(w, "\n%d. benchmark (log %s)\n   %s\n", step, filepath.Join(r.root, "benchmark.log"), shellJoin(r.benchArgv(dryJob, mounts, keep)))
+	printEnvDiff(w, r.o.Environ, env)
 	step++
 	fmt.Fprintf(w, "\n%d. cleanup, always (log %s)\n", step, filepath.Join(r.root, "cleanup.log"))
 	fmt.Fprintf(w, "   scancel %s (and any job whose comment is %s)\n", dryJob, r.token)

@@ -316,16 +316,17 @@ func (r *runner_) run(ctx context.Context) error {
 			return err
 		}
 	}
-	env := r.benchEnv(job)
+	env, keep := r.benchEnv(job)
 	mounts := r.stage + ":/opx"
 	if r.searchesNCU() {
 		if ncu := r.findNCU(ctx, job); ncu != "" {
 			root := filepath.Dir(filepath.Dir(ncu))
 			mounts += "," + root + ":" + root
 			env = proc.SetEnv(env, "OPERATORX_NCU", ncu)
+			keep = append(keep, "OPERATORX_NCU")
 		}
 	}
-	err = r.step(ctx, job, r.benchArgv(job, mounts), "benchmark.log", env)
+	err = r.step(ctx, job, r.benchArgv(job, mounts, keep), "benchmark.log", env)
 	r.benchEnd = time.Now()
 	return err
 }
@@ -412,7 +413,7 @@ func (r *runner_) ncuSearchArgv(job string) []string {
 
 // benchArgv is the benchmark command line (seed-spec §6 step 11.15); mounts is the stage
 // mount plus the ncu install when one was found.
-func (r *runner_) benchArgv(job, mounts string) []string {
+func (r *runner_) benchArgv(job, mounts string, keep []string) []string {
 	hw := r.runner.Family
 	if in(hw, "mi300x", "mi325x") {
 		mounts += ",/dev/kfd:/dev/kfd,/dev/dri:/dev/dri"
@@ -424,7 +425,9 @@ func (r *runner_) benchArgv(job, mounts string) []string {
 		digest, _ := r.cell.String("digest")
 		key := plan.ImageKey(image, digest, r.imagePlatform)
 		run = append(run, "--container-image="+filepath.Join(r.cache(), key+".sqsh"), "--container-mounts="+mounts,
-			"--container-workdir=/opx", "--no-container-mount-home", "--no-container-entrypoint", "--container-writable")
+			"--container-workdir=/opx", "--no-container-mount-home", "--no-container-entrypoint", "--container-writable",
+			// beyond the seed: the variables execute sets keep its values over the image's ENV
+			"--container-env="+strings.Join(keep, ","))
 	}
 	run = append(run, "--export=ALL")
 	if r.mode == "pyxis" && (in(hw, "h200", "b300", "h100", "gb200", "gb300") || r.runner.AMD()) {
@@ -574,13 +577,23 @@ func masterPort(job, id string) string {
 var networkPrefixes = []string{"NCCL_NET", "NCCL_SOCKET_IFNAME", "NCCL_IB_", "NVSHMEM_", "MORI_RDMA_", "UCCL_"}
 
 // benchEnv is the benchmark environment contract (seed-spec §6 step 11), with the scrub's
-// image-key bug fixed (decisions §5).
-func (r *runner_) benchEnv(job string) []string {
+// image-key bug fixed (decisions §5). keep names the variables execute sets, which must
+// reach the rank with these values even when the image's ENV sets them too (pyxis gives
+// the image precedence over exported variables; --container-env reverses it for these
+// names). PYTHONPATH is not among them: the rank puts /opx/source first itself and keeps
+// the image's entries after it.
+func (r *runner_) benchEnv(job string) (env, keep []string) {
 	c := r.cell
 	id, _ := c.String("id")
 	image, _ := c.String("image")
 	digest, _ := c.String("digest")
-	env := append([]string(nil), r.o.Environ...)
+	env = append([]string(nil), r.o.Environ...)
+	set := func(k, v string) {
+		env = proc.SetEnv(env, k, v)
+		if k != "PYTHONPATH" && !contains(keep, k) {
+			keep = append(keep, k)
+		}
+	}
 	backends, _ := c.Array("backends")
 	var bs []string
 	for _, b := range backends {
@@ -625,12 +638,12 @@ func (r *runner_) benchEnv(job string) []string {
 		{"OPERATORX_PARALLEL", string(pyjson.MustMarshal(par, pyjson.Default))},
 		{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", masterPort(job, id)},
 	} {
-		env = proc.SetEnv(env, kv[0], kv[1])
+		set(kv[0], kv[1])
 	}
 	ckpt, _ := c.String("checkpoint")
 	if ckpt != "" {
 		if fi, err := os.Stat(filepath.Join(r.stage, "models", ckpt, "config.json")); err == nil && fi.Mode().IsRegular() {
-			env = proc.SetEnv(env, "OPERATORX_MODEL_CONFIG", "/opx/models/"+ckpt)
+			set("OPERATORX_MODEL_CONFIG", "/opx/models/"+ckpt)
 		}
 	}
 	kept := env[:0]
@@ -648,18 +661,18 @@ func (r *runner_) benchEnv(job string) []string {
 	}
 	env = kept
 	if !r.runner.AMD() {
-		env = proc.SetEnv(env, "NCCL_CUMEM_ENABLE", "1")
+		set("NCCL_CUMEM_ENABLE", "1")
 	}
 	if r.mode != "pyxis" {
-		env = proc.SetEnv(env, "OPX_STAGE", r.stage)
+		set("OPX_STAGE", r.stage)
 	}
 	if e, ok := c.Object("env"); ok {
 		for _, m := range e.Members() {
 			s, _ := m.Value.(string)
-			env = proc.SetEnv(env, m.Key, s)
+			set(m.Key, s)
 		}
 	}
-	return env
+	return env, keep
 }
 
 func in(s string, list ...string) bool { return contains(list, s) }

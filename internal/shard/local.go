@@ -34,7 +34,7 @@ func (r *runner_) runLocal(ctx context.Context) error {
 	limit := time.Duration(max(300, r.o.TimeMinutes*60-300)) * time.Second
 	ctx, cancel := context.WithTimeoutCause(ctx, limit, fmt.Errorf("benchmark ran past its %s limit", limit))
 	defer cancel()
-	base := r.benchEnv(localJob)
+	base, _ := r.benchEnv(localJob)
 	bin := filepath.Join(r.stage, "bin", "opx")
 	errs := make([]error, r.ws)
 	var wg sync.WaitGroup

@@ -302,7 +302,7 @@ func TestNineRunnersCommandLines(t *testing.T) {
 				b := benchCall(t, calls)
 				wantBench := append([]string{"srun", "--jobid=4242", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--kill-on-bad-exit=1", "--chdir=/tmp",
 					"--container-image=" + filepath.Join(cache, key+".sqsh"), "--container-mounts=" + mounts, "--container-workdir=/opx",
-					"--no-container-mount-home", "--no-container-entrypoint", "--container-writable", "--export=ALL"}, strings.Fields(rc.benchFlags)...)
+					"--no-container-mount-home", "--no-container-entrypoint", "--container-writable", "--container-env=" + containerEnv(rc, mode), "--export=ALL"}, strings.Fields(rc.benchFlags)...)
 				wantBench = append(wantBench, "/opx/bin/opx", "rank")
 				if !slices.Equal(b.argv, wantBench) {
 					t.Errorf("benchmark\n got %q\nwant %q", b.argv, wantBench)
@@ -394,7 +394,9 @@ func TestNineRunnersMatchSeed(t *testing.T) {
 						if c.argv[0] == "squeue" && slices.Contains(c.argv, "%A %k") || c.argv[0] == "scontrol" {
 							continue // opx's token lookup and its check that each step's job still runs (beyond the seed)
 						}
-						argv := slices.DeleteFunc(slices.Clone(c.argv), func(a string) bool { return strings.HasPrefix(a, "--comment=opx-") })
+						argv := slices.DeleteFunc(slices.Clone(c.argv), func(a string) bool {
+							return strings.HasPrefix(a, "--comment=opx-") || strings.HasPrefix(a, "--container-env=") // beyond the seed
+						})
 						out = append(out, strings.Join(argv, " "))
 					}
 					return out
@@ -555,4 +557,21 @@ func TestDryRunTouchesNothing(t *testing.T) {
 			t.Errorf("dry run output lacks %q:\n%s", want, text)
 		}
 	}
+}
+
+// containerEnv is the --container-env list execute must give pyxis: every variable it sets
+// for the rank, in the order it sets them, but PYTHONPATH (the rank merges the image's).
+func containerEnv(rc runnerCase, mode string) string {
+	names := []string{"OPERATORX_CLUSTER", "OPERATORX_CONTAINER_IMAGE", "OPERATORX_IMAGE_DIGEST", "OPERATORX_IMAGE_PLATFORM",
+		"OPERATORX_GPUS_PER_NODE", "OPERATORX_SOURCE_SHA", "OPERATORX_GITHUB_RUN_ID", "OPERATORX_GITHUB_RUN_ATTEMPT",
+		"OPERATORX_SHARD_ID", "OPERATORX_BACKENDS", "OPERATORX_MODE", "OPERATORX_RECIPE", "OPERATORX_ENGINE_ARGS",
+		"OPERATORX_TESTLISTS", "PYTHONDONTWRITEBYTECODE", "WORLD_SIZE", "OPERATORX_PARALLEL", "MASTER_ADDR", "MASTER_PORT"}
+	amd := strings.HasPrefix(rc.label, "cluster:mi")
+	if !amd {
+		names = append(names, "NCCL_CUMEM_ENABLE")
+	}
+	if mode == "counters" && !amd {
+		names = append(names, "OPERATORX_NCU")
+	}
+	return strings.Join(names, ",")
 }
