@@ -308,6 +308,17 @@ func badInputs() []badCase {
 			os.WriteFile(m, bytes.Replace(b, []byte(`"import_uri": ""`), []byte(`"import_uri": "file:///etc/shadow"`), 1), 0o644)
 			return executeArgs(m, id, filepath.Join(dir, "out")), []string{m}
 		}},
+		badCase{name: "execute: pyxis stage root holding ':'", want: "holds ':' or ',', which pyxis cannot mount", setup: func(t *testing.T, dir string) ([]string, []string) {
+			root := filepath.Join(dir, "a:b")
+			os.MkdirAll(root, 0o755)
+			cfg := writeFile(t, filepath.Join(dir, "platforms.json"), `{"platforms": {"cluster:lab-pyxis": {"cluster": "lab_8x", "gpus_per_node": 8,
+			  "image_platform": "linux/amd64", "operator": {"partition": "debug", "stage_dir": "`+root+`"}}}}`)
+			m := writeFile(t, filepath.Join(dir, "m.json"), `{"version": 1, "include": [{"id": "lab-0000000000000000", "runner": "cluster:lab-pyxis", "cluster": "lab_8x",
+			  "nodes": 1, "gpus_per_node": 8, "image_platform": "linux/amd64", "world_size": 1, "image": "", "mode": "timing",
+			  "backends": ["cpu"], "offset": 0, "cases": [{"testlist": "t", "shape": `+goodShape+`}], "parallel": {"dcp": 1, "dp": 1, "ep": 1, "tp": 1},
+			  "digest": "", "import_uri": ""}], "source_sha": "abc", "run_id": "9", "attempt": "1"}`)
+			return executeArgs(m, "lab-0000000000000000", filepath.Join(dir, "out"), "--platform-config", cfg), []string{m}
+		}},
 		badCase{name: "finalize: stage outside the stage base", want: "refusing unsafe stage cleanup", setup: func(t *testing.T, dir string) ([]string, []string) {
 			precious := writeFile(t, filepath.Join(dir, "precious", "results", "data.json"), `{"rows": []}`)
 			writeFile(t, filepath.Join(dir, "out", "execution.json"), `{"cell": {"id": "x", "runner": "local"}, "source_sha": "a", "run_id": "9", "attempt": "1", "stage": "`+filepath.Join(dir, "precious")+`"}`)

@@ -292,6 +292,13 @@ func (d *doc) storage() {
 			Fix: "set operator.stage_dir (or storage_roots) in the platform config to a directory shared with the compute nodes"})
 		return
 	}
+	if platform.ContainerMode(d.o.Runner.Label, d.o.Entry) == "pyxis" {
+		if err := shard.MountableStage(base); err != nil {
+			d.add(Finding{Check: "storage root", Status: Fail, Detail: err.Error(),
+				Fix: "set operator.stage_dir (or storage_roots) to a shared directory whose path has no ':' or ','"})
+			return
+		}
+	}
 	d.space("storage root", filepath.Dir(base), "stage base "+base, true)
 }
 

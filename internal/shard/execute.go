@@ -156,6 +156,11 @@ func Execute(ctx context.Context, o Options) (err error) {
 	if base, err = checkBase(base, !o.DryRun); err != nil {
 		return err
 	}
+	if platform.ContainerMode(label, entry) == "pyxis" {
+		if err := MountableStage(base); err != nil {
+			return err
+		}
+	}
 	token, err := NewToken(o.RunID, o.Attempt, o.Shard)
 	if err != nil {
 		return err
@@ -497,6 +502,17 @@ func stageBinary(src, dst string) error {
 		return err
 	}
 	return os.Chmod(dst, 0o755)
+}
+
+// MountableStage checks that pyxis can mount a stage under base (beyond the seed): pyxis
+// splits --container-mounts at ',' and each mount at ':', and rejects such a source at step
+// launch — after the allocation and the import. execute, its dry run and doctor refuse it
+// first. (The stage's own name is run id, attempt and shard id: plain names.)
+func MountableStage(base string) error {
+	if strings.ContainsAny(base, ":,") {
+		return fmt.Errorf("the stage base %s holds ':' or ',', which pyxis cannot mount (--container-mounts); choose a storage root without them", catalog.Show(base))
+	}
+	return nil
 }
 
 // envName is what an environment variable's name may be.
