@@ -2,19 +2,42 @@
 # A one-node Slurm on loopback with 8 fake GPUs, for the tests and for trying opx without a
 # cluster. Needs root and Debian's slurmctld, slurmd, slurm-client and munge.
 #   scripts/local-slurm.sh start [DIR]   start (idempotent); prints the SLURM_CONF path
-#   scripts/local-slurm.sh stop [DIR]    stop the daemons and cancel every job
+#   scripts/local-slurm.sh stop [DIR]    stop this instance's daemons and cancel its jobs
+# Other Slurm instances may run on the same machine: this one has its own directory, ports
+# (OPX_SLURMCTLD_PORT, OPX_SLURMD_PORT) and ClusterName (OPX_SLURM_CLUSTER, default derived
+# from DIR). start fails when its slurmctld cannot bind its port, and start and stop talk
+# to a controller only after checking it reports this instance's ClusterName, so they never
+# take another instance's controller for theirs or cancel its jobs.
 set -euo pipefail
 cmd=${1:-start}
 dir=${2:-${OPX_SLURM_DIR:-/tmp/opx-slurm}}
 conf=$dir/slurm.conf
 host=$(hostname -s)
+# the cluster name this directory's instance has (kept in its slurm.conf once written)
+cluster=${OPX_SLURM_CLUSTER:-opx$(printf '%s' "$dir" | sha256sum | cut -c1-10)}
+if [ -f "$conf" ]; then cluster=$(sed -n 's/^ClusterName=//p' "$conf"); fi
+
+# ours: the controller SLURM_CONF=$conf reaches reports our ClusterName
+ours() {
+  [ -f "$conf" ] || return 1
+  local name
+  name=$(SLURM_CONF=$conf timeout 5 scontrol show config 2>/dev/null | sed -n 's/^ClusterName *= *//p')
+  [ "$name" = "$cluster" ]
+}
 
 stop() {
-  if [ -f "$conf" ]; then
+  if ours; then
     SLURM_CONF=$conf scancel -u "$(id -u)" >/dev/null 2>&1 || true
   fi
   for pidfile in "$dir/slurmd.pid" "$dir/slurmctld.pid"; do
-    if [ -f "$pidfile" ]; then kill "$(cat "$pidfile")" 2>/dev/null || true; fi
+    if [ -f "$pidfile" ]; then
+      pid=$(cat "$pidfile")
+      # only a daemon started with this instance's slurm.conf
+      if { tr '\0' ' ' < "/proc/$pid/cmdline"; } 2>/dev/null | grep -qF -- "-f $conf"; then
+        kill "$pid" 2>/dev/null || true
+      fi
+      rm -f "$pidfile"
+    fi
   done
   sleep 0.5
 }
@@ -25,7 +48,7 @@ start) ;;
 *) echo "usage: $0 start|stop [DIR]" >&2; exit 2 ;;
 esac
 
-if [ -f "$conf" ] && SLURM_CONF=$conf timeout 5 sinfo -h -o %T 2>/dev/null | grep -qE 'idle|mixed|alloc'; then
+if ours && SLURM_CONF=$conf timeout 5 sinfo -h -o %T 2>/dev/null | grep -qE 'idle|mixed|alloc'; then
   echo "$conf"; exit 0
 fi
 stop
@@ -36,7 +59,7 @@ done
 ctl_port=${OPX_SLURMCTLD_PORT:-16817}
 d_port=${OPX_SLURMD_PORT:-16818}
 cat > "$conf" <<CONF
-ClusterName=opxtest
+ClusterName=$cluster
 SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$ctl_port
 SlurmdPort=$d_port
@@ -87,6 +110,22 @@ if ! pgrep -x munged >/dev/null; then
 fi
 export SLURM_CONF=$conf
 slurmctld -f "$conf"
+# slurmd only once the controller on our port is ours: a slurmd started beside a slurmctld
+# that lost its port would register with the other instance's controller
+for _ in $(seq 60); do
+  pid=$(cat "$dir/slurmctld.pid" 2>/dev/null || true)
+  if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+    echo "local-slurm: slurmctld exited (port $ctl_port taken by another Slurm? set OPX_SLURMCTLD_PORT); see $dir/slurmctld.log" >&2
+    tail -3 "$dir/slurmctld.log" >&2 || true
+    exit 1
+  fi
+  if ours; then break; fi
+  sleep 0.5
+done
+if ! ours; then
+  echo "local-slurm: the controller on port $ctl_port is not cluster $cluster; see $dir/slurmctld.log" >&2
+  exit 1
+fi
 slurmd -f "$conf" -N "$host"
 for _ in $(seq 60); do
   if timeout 5 sinfo -h -o %T 2>/dev/null | grep -qE 'idle|mixed|alloc'; then

@@ -31,7 +31,7 @@ fi
 # the local Slurm the execute tests run against (stopped, with every job, on exit)
 slurm_dir=$(mktemp -d /tmp/opx-test-slurm.XXXXXX)
 trap 'scripts/local-slurm.sh stop "$slurm_dir" >/dev/null 2>&1 || true' EXIT
-OPX_TEST_SLURM_CONF=$(OPX_SLURMCTLD_PORT=16917 OPX_SLURMD_PORT=16918 scripts/local-slurm.sh start "$slurm_dir")
+OPX_TEST_SLURM_CONF=$(OPX_SLURMCTLD_PORT=${OPX_SLURMCTLD_PORT:-16917} OPX_SLURMD_PORT=${OPX_SLURMD_PORT:-16918} scripts/local-slurm.sh start "$slurm_dir")
 export OPX_TEST_SLURM_CONF OPX_REQUIRE_SLURM=1 OPX_REQUIRE_CHROMIUM=1 OPX_REQUIRE_SHELLCHECK=1 SLURM_CONF=$OPX_TEST_SLURM_CONF
 
 unformatted=$(gofmt -l cmd internal)

@@ -385,3 +385,36 @@ func TestLocalRanksDieWithTheirParent(t *testing.T) {
 		}
 	}
 }
+
+// Issue 17, item 7: scripts/local-slurm.sh must fail when its slurmctld cannot bind its
+// port (another Slurm holds it), and neither its start nor its stop may touch the other
+// instance: its jobs survive.
+func TestLocalSlurmScriptCannotCollide(t *testing.T) {
+	c := slurmCluster(t)
+	conf, _ := os.ReadFile(c.conf)
+	port := regexp.MustCompile(`(?m)^SlurmctldPort=(\d+)$`).FindSubmatch(conf)
+	if port == nil {
+		t.Fatalf("no SlurmctldPort in %s", c.conf)
+	}
+	hold := exec.Command("salloc", "--no-shell", "--time=5", "--job-name=other-instance")
+	hold.Env = c.env()
+	b, err := hold.CombinedOutput()
+	if err != nil {
+		t.Fatalf("salloc: %v %s", err, b)
+	}
+	job := string(regexp.MustCompile(`allocation (\d+)`).FindSubmatch(b)[1])
+	script, _ := filepath.Abs("../../scripts/local-slurm.sh")
+	dir := t.TempDir()
+	start := exec.Command(script, "start", dir)
+	start.Env = append(os.Environ(), "OPX_SLURMCTLD_PORT="+string(port[1]), "OPX_SLURMD_PORT=1")
+	r := run(start)
+	if r.code != 1 || !strings.Contains(r.stderr, "slurmctld exited (port "+string(port[1])+" taken by another Slurm?") {
+		t.Errorf("start on a taken port: exit %d %q", r.code, r.stderr)
+	}
+	if r := run(exec.Command(script, "stop", dir)); r.code != 0 {
+		t.Errorf("stop: exit %d %q", r.code, r.stderr)
+	}
+	if !c.jobListed(job) {
+		t.Errorf("the other instance's job %s was cancelled", job)
+	}
+}
