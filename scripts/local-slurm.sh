@@ -8,6 +8,8 @@
 # from DIR). start fails when its slurmctld cannot bind its port, and start and stop talk
 # to a controller only after checking it reports this instance's ClusterName, so they never
 # take another instance's controller for theirs or cancel its jobs.
+# For pyxis (scripts/real-stack.sh): OPX_SLURM_PLUGSTACK names a plugstack.conf, and
+# OPX_SLURMD_PATH is put first on slurmd's PATH (pyxis runs the enroot it finds there).
 set -euo pipefail
 cmd=${1:-start}
 dir=${2:-${OPX_SLURM_DIR:-/tmp/opx-slurm}}
@@ -89,6 +91,7 @@ MessageTimeout=10
 KillWait=2
 InactiveLimit=0
 MinJobAge=2
+${OPX_SLURM_PLUGSTACK:+PlugStackConfig=$OPX_SLURM_PLUGSTACK}
 NodeName=$host NodeAddr=127.0.0.1 CPUs=16 Gres=gpu:8 State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
@@ -126,7 +129,7 @@ if ! ours; then
   echo "local-slurm: the controller on port $ctl_port is not cluster $cluster; see $dir/slurmctld.log" >&2
   exit 1
 fi
-slurmd -f "$conf" -N "$host"
+PATH=${OPX_SLURMD_PATH:+$OPX_SLURMD_PATH:}$PATH slurmd -f "$conf" -N "$host"
 for _ in $(seq 60); do
   if timeout 5 sinfo -h -o %T 2>/dev/null | grep -qE 'idle|mixed|alloc'; then
     echo "$conf"; exit 0

@@ -5,6 +5,7 @@
 #   FUZZTIME=30s scripts/test.sh      (longer fuzzing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+missing_dev=()
 export PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null || { echo "test.sh: go is not installed (need go 1.26)" >&2; exit 1; }
 
@@ -14,7 +15,17 @@ command -v go >/dev/null || { echo "test.sh: go is not installed (need go 1.26)"
 # the workflow's scripts.
 declare -A pkg_of=([python3]=python3 [slurmctld]=slurmctld [slurmd]=slurmd [salloc]=slurm-client
                    [munged]=munge [mksquashfs]=squashfs-tools [chromium]=chromium [shellcheck]=shellcheck)
-missing=()
+# the real pyxis/enroot stack (scripts/real-stack.sh) builds enroot and pyxis from
+# ../shared/thirdparty and runs them: a compiler, Slurm's headers, libbsd, and enroot's
+# runtime tools (jq, curl, parallel, pigz, zstd, makeself, setcap, busybox for the images)
+thirdparty=${OPX_THIRDPARTY:-../shared/thirdparty}
+if [ -d "$thirdparty" ]; then
+  pkg_of+=([gcc]=gcc [make]=make [jq]=jq [curl]=curl [parallel]=parallel [pigz]=pigz [zstd]=zstd [makeself]=makeself
+           [setcap]=libcap2-bin [busybox]=busybox-static [hexdump]=bsdextrautils)
+  [ -f /usr/include/slurm/spank.h ] || missing_dev+=(libslurm-dev)
+  [ -f /usr/include/bsd/string.h ] || missing_dev+=(libbsd-dev)
+fi
+missing=("${missing_dev[@]}")
 for cmd in "${!pkg_of[@]}"; do command -v "$cmd" >/dev/null || missing+=("${pkg_of[$cmd]}"); done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test.sh: installing ${missing[*]}"
@@ -33,6 +44,17 @@ slurm_dir=$(mktemp -d /tmp/opx-test-slurm.XXXXXX)
 trap 'scripts/local-slurm.sh stop "$slurm_dir" >/dev/null 2>&1 || true' EXIT
 OPX_TEST_SLURM_CONF=$(OPX_SLURMCTLD_PORT=${OPX_SLURMCTLD_PORT:-16917} OPX_SLURMD_PORT=${OPX_SLURMD_PORT:-16918} scripts/local-slurm.sh start "$slurm_dir")
 export OPX_TEST_SLURM_CONF OPX_REQUIRE_SLURM=1 OPX_REQUIRE_CHROMIUM=1 OPX_REQUIRE_SHELLCHECK=1 SLURM_CONF=$OPX_TEST_SLURM_CONF
+
+# the real pyxis/enroot stack, when its sources are here (its tests skip, saying so, when not)
+if [ -d "$thirdparty" ]; then
+  echo "test.sh: building and starting the real pyxis/enroot stack (scripts/real-stack.sh)"
+  real_dir=$(mktemp -d /tmp/opx-test-real.XXXXXX)
+  trap 'scripts/local-slurm.sh stop "$slurm_dir" >/dev/null 2>&1 || true; scripts/real-stack.sh stop "$real_dir" >/dev/null 2>&1 || true' EXIT
+  OPX_REAL_STACK_ENV=$(OPX_THIRDPARTY=$thirdparty scripts/real-stack.sh start "$real_dir")
+  export OPX_REAL_STACK_ENV OPX_REQUIRE_REAL_STACK=1
+else
+  echo "test.sh: $thirdparty is absent: the real pyxis/enroot tests will skip"
+fi
 
 unformatted=$(gofmt -l cmd internal)
 if [ -n "$unformatted" ]; then echo "test.sh: not gofmt-ed: $unformatted" >&2; exit 1; fi
