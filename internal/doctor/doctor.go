@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/shard"
@@ -252,9 +254,10 @@ func (d *doc) pyxis() {
 var enrootVersion = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(\d+)\.(\d+)(?:\.(\d+))?`) })
 
 func (d *doc) enroot() {
-	if _, err := d.o.LookPath("enroot"); err != nil {
+	path, err := d.o.LookPath("enroot")
+	if err != nil {
 		d.add(Finding{Check: "enroot", Status: Fail, Detail: "enroot not found on PATH; opx import runs it on the node",
-			Fix: "install enroot (4.0 or newer) on the compute nodes and the submit host"})
+			Fix: "install enroot (3.5 or newer) on the compute nodes and the submit host"})
 		return
 	}
 	out, err := d.output("enroot", "version")
@@ -264,15 +267,27 @@ func (d *doc) enroot() {
 		return
 	}
 	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
 	v := m[0]
-	if major >= 4 {
-		d.add(Finding{Check: "enroot", Status: OK, Detail: "enroot " + v + ": imports by tag, and by digest-pinned URI (image@sha256:…) when a plan pinned one"})
+	// opx imports by tag (docker://host#repo:tag) or by digest in the "#repo:sha256:…"
+	// form (plan's import URI, the containers.toml fallback), which enroot 3.5 and 4.x both
+	// take (seen with the real tools); only "@sha256:" URIs need 4.x, and opx emits none
+	if major > 3 || major == 3 && minor >= 5 {
+		d.add(Finding{Check: "enroot", Status: OK, Detail: "enroot " + v + ": imports by tag and by digest (docker://host#repo:sha256:…)"})
 	} else {
-		d.add(Finding{Check: "enroot", Status: Warn, Detail: "enroot " + v + ": imports by tag only (then opx checks the digest); a shard whose plan pinned a digest (its tag moved or vanished) cannot import",
-			Fix: "upgrade enroot to 4.0 or newer for digest-pinned imports"})
+		d.add(Finding{Check: "enroot", Status: Warn, Detail: "enroot " + v + ": older than 3.5, the oldest release opx is tested with",
+			Fix: "upgrade enroot to 3.5 or newer"})
 	}
-	cache := d.o.Getenv("ENROOT_CACHE_PATH")
-	how := "ENROOT_CACHE_PATH"
+	conf := readEnrootConf(path, d.o.Getenv)
+	if os.Geteuid() != 0 {
+		d.helperCaps(filepath.Dir(path))
+	}
+	cache, how := d.o.Getenv("ENROOT_CACHE_PATH"), "ENROOT_CACHE_PATH"
+	if cache == "" {
+		if c, ok := conf["ENROOT_CACHE_PATH"]; ok {
+			cache, how = c.value, "ENROOT_CACHE_PATH in "+c.file
+		}
+	}
 	if cache == "" {
 		how = "enroot's default"
 		base := d.o.Getenv("XDG_CACHE_HOME")
@@ -282,6 +297,77 @@ func (d *doc) enroot() {
 		cache = filepath.Join(base, "enroot")
 	}
 	d.space("enroot cache", cache, how, false)
+}
+
+type confValue struct{ value, file string }
+
+var (
+	enrootSysconf = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`config::init "([^"]+)"`) })
+	enrootKey     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^ENROOT_[A-Z_]+$`) })
+)
+
+// readEnrootConf reads enroot's own settings as enroot does: the enroot.conf its script
+// names (config::init "<sysconfdir>/enroot.conf"), then enroot.conf.d/*.conf in order, a
+// later file winning; "KEY VALUE" lines (or KEY=VALUE) with $VAR and ${VAR} expanded from
+// the environment (enroot eval-echoes them; UID is the user's). A variable set in the
+// environment wins over all of them, as in enroot.
+func readEnrootConf(enroot string, getenv func(string) string) map[string]confValue {
+	out := map[string]confValue{}
+	script, err := files.ReadRegular(context.Background(), enroot, 1<<20)
+	if err != nil {
+		return out
+	}
+	m := enrootSysconf().FindSubmatch(script)
+	if m == nil {
+		return out
+	}
+	main := string(m[1])
+	paths := []string{main}
+	dropins, _ := filepath.Glob(main + ".d/*.conf")
+	sort.Strings(dropins)
+	paths = append(paths, dropins...)
+	expand := func(k string) string {
+		if k == "UID" || k == "EUID" {
+			return strconv.Itoa(os.Geteuid())
+		}
+		return getenv(k)
+	}
+	for _, p := range paths {
+		b, err := files.ReadRegular(context.Background(), p, 1<<20)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			key, value, _ := strings.Cut(strings.TrimSpace(line), " ")
+			if k, v, ok := strings.Cut(key, "="); ok {
+				key, value = k, v
+			}
+			if !enrootKey().MatchString(key) {
+				continue
+			}
+			out[key] = confValue{value: os.Expand(strings.Trim(strings.TrimSpace(value), `"'`), expand), file: p}
+		}
+	}
+	return out
+}
+
+// helperCaps checks the file capabilities a non-root import needs (enroot's make setcap):
+// without them enroot fails with "enroot-aufs2ovlfs: failed to set capabilities".
+func (d *doc) helperCaps(bin string) {
+	var missing []string
+	for _, h := range []string{"enroot-aufs2ovlfs", "enroot-mksquashovlfs"} {
+		buf := make([]byte, 64)
+		if n, err := syscall.Getxattr(filepath.Join(bin, h), "security.capability", buf); err != nil || n == 0 {
+			missing = append(missing, h)
+		}
+	}
+	if len(missing) > 0 {
+		d.add(Finding{Check: "enroot helpers", Status: Fail,
+			Detail: strings.Join(missing, ", ") + " in " + bin + " have no file capabilities: an import as this user fails",
+			Fix:    "as root: setcap cap_sys_admin,cap_mknod+pe " + filepath.Join(bin, "enroot-aufs2ovlfs") + " and setcap cap_sys_admin+pe " + filepath.Join(bin, "enroot-mksquashovlfs") + " (enroot's make setcap)"})
+		return
+	}
+	d.add(Finding{Check: "enroot helpers", Status: OK, Detail: "enroot-aufs2ovlfs and enroot-mksquashovlfs carry file capabilities (imports as this user)"})
 }
 
 // storage checks the stage base the runner's entry chooses, as execute will.

@@ -347,3 +347,26 @@ func TestRealStackRunSeveralShards(t *testing.T) {
 		t.Errorf("jobs left: %q", q)
 	}
 }
+
+// doctor against the real tools: real srun with the pyxis plugin, real enroot 3.5.0 and
+// 4.1.2 — both import the URIs opx emits, so both are ok — the enroot cache enroot itself
+// would use (from its enroot.conf.d drop-in, not only the environment), and, for a user
+// who is not root, the helpers' file capabilities.
+func TestRealStackDoctor(t *testing.T) {
+	s := newRealStack(t)
+	root := filepath.Join(s.workdir, "shared")
+	os.MkdirAll(root, 0o755)
+	cfg := s.pyxisPlatform(root)
+	for _, e := range []string{s.enroot35, s.enroot} {
+		c := s.cmd(e, "doctor", "--runner", "cluster:real-plain", "--platform-config", cfg, "--min-free-gib", "0")
+		r := run(c)
+		v := strings.TrimPrefix(filepath.Base(filepath.Dir(e)), "enroot-")
+		for _, want := range []string{"pyxis             ok      srun accepts --container-image",
+			"enroot            ok      enroot " + v + ": imports by tag and by digest",
+			"ENROOT_CACHE_PATH in " + filepath.Dir(e) + "/etc/enroot/enroot.conf.d/opx-real-stack.conf"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("enroot %s: doctor lacks %q (exit %d)\n%s%s", v, want, r.code, r.stdout, r.stderr)
+			}
+		}
+	}
+}
