@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/semianalysis/opx/internal/plan"
+	"github.com/semianalysis/opx/internal/pyjson"
 )
 
 // dryJob stands for the job id salloc will grant.
@@ -58,7 +61,8 @@ func (r *runner_) dryRun() error {
 	fmt.Fprintf(w, "\n%d. allocation (log %s); %s is the job id it grants\n   %s\n", step, filepath.Join(r.root, "allocation.log"), dryJob, shellJoin(alloc))
 	if argv, env := r.importStep(dryJob); argv != nil {
 		step++
-		fmt.Fprintf(w, "\n%d. import (log %s)\n   %s\n", step, filepath.Join(r.root, "import.log"), shellJoin(argv))
+		fmt.Fprintf(w, "\n%d. import (log %s), skipped when %s is already valid in the cache\n   %s\n", step, filepath.Join(r.root, "import.log"),
+			filepath.Join(r.cache(), plan.ImageKey(str(r.cell, "image"), str(r.cell, "digest"), r.imagePlatform)+".sqsh"), shellJoin(argv))
 		printEnvDiff(w, r.o.Environ, env)
 	}
 	mounts := r.stage + ":/opx"
@@ -147,3 +151,5 @@ func shellQuote(s string) string {
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+func str(o *pyjson.Object, k string) string { v, _ := o.String(k); return v }

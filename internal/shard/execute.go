@@ -18,6 +18,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/files"
+	imagepkg "github.com/semianalysis/opx/internal/image"
 	"github.com/semianalysis/opx/internal/plan"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/proc"
@@ -317,7 +318,9 @@ func (r *runner_) run(ctx context.Context) error {
 	job := jobs[0]
 	r.allocated = true
 	if argv, env := r.importStep(job); argv != nil {
-		if err := r.step(ctx, job, argv, "import.log", env); err != nil {
+		if squash, ok := r.cachedImage(ctx); ok {
+			fmt.Fprintf(r.o.Stdout, "[operatorx] phase=import (cache hit: %s)\n", squash)
+		} else if err := r.command(ctx, argv, "import.log", env); err != nil {
 			return err
 		}
 	}
@@ -386,6 +389,21 @@ func (r *runner_) allocArgv() ([]string, error) {
 }
 
 func (r *runner_) cache() string { return filepath.Join(r.base, "containers") }
+
+// cachedImage reports whether the shard's squash is already in the shared cache, valid and
+// this user's (or root's) own, as opx import on the node would find it: then the import
+// step, one srun on the allocation, is skipped (beyond the seed, which always runs it and
+// returns at once on a cache hit). The cache is on the shared storage the node mounts.
+func (r *runner_) cachedImage(ctx context.Context) (string, bool) {
+	image, _ := r.cell.String("image")
+	digest, _ := r.cell.String("digest")
+	squash := filepath.Join(r.cache(), plan.ImageKey(image, digest, r.imagePlatform)+".sqsh")
+	fi, err := os.Lstat(squash)
+	if err != nil || files.CheckTrustedFile(squash, fi) != nil || files.CheckSharedDir(r.cache()) != nil {
+		return squash, false
+	}
+	return squash, imagepkg.Validate(ctx, squash, "", r.o.Environ) == nil
+}
 
 // importStep is the srun that runs opx import on the node (pyxis runners only) and its
 // environment; nil when the runner has no container.
