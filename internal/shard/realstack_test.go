@@ -18,11 +18,15 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/semianalysis/opx/internal/image"
 )
@@ -367,6 +371,112 @@ func TestRealStackDoctor(t *testing.T) {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("enroot %s: doctor lacks %q (exit %d)\n%s%s", v, want, r.code, r.stdout, r.stderr)
 			}
+		}
+	}
+}
+
+// pushHeavy pushes opx/heavy:1: the busybox image with a 64 MiB layer of random bytes on
+// top, so that a real enroot import takes long enough to be interrupted.
+func (s *realStack) pushHeavy() {
+	s.t.Helper()
+	base, err := name.ParseReference(s.registry + "/opx/busybox:1")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	img, err := remote.Image(base)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	noise, err := random.Layer(64<<20, types.DockerLayer)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	heavy, err := mutate.AppendLayers(img, noise)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ref, _ := name.ParseReference(s.registry + "/opx/heavy:1")
+	if err := remote.Write(ref, heavy); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// The fault-injection test extended to the import phase and to pyxis starting the
+// container, on the real stack: SIGINT, SIGTERM or SIGKILL (then finalize, as the
+// workflow's always-step does) while enroot imports or while the benchmark step starts.
+// After each: no allocation left, no stage left, no partial squash in the cache and any
+// squash there valid; then the same shard executes cleanly.
+func TestRealStackFaultsDuringImport(t *testing.T) {
+	s := newRealStack(t)
+	s.pushHeavy()
+	tl := s.testlists()
+	ct := s.containers("opx/heavy:1")
+	for _, phase := range []string{"import", "benchmark"} {
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
+			t.Run(phase+"-"+sig.String(), func(t *testing.T) {
+				root := filepath.Join(s.workdir, "shared-"+phase+"-"+fmt.Sprint(int(sig)))
+				os.MkdirAll(root, 0o755)
+				cfg := s.pyxisPlatform(root)
+				m := filepath.Join(root, "m.json")
+				r := run(s.cmd("", "plan", "--runner", "cluster:real-plain", "--backends", "cpu", "--testlists", "two", "--world-sizes", "1",
+					"--run-id", "90", "--attempt", "1", "--source-sha", "abc", "--platform-config", cfg, "--testlist-dir", tl,
+					"--containers", ct, "--out", m))
+				if r.code != 0 {
+					t.Fatalf("plan: %s", r.stderr)
+				}
+				id := regexp.MustCompile(`"id":"([^"]+)"`).FindStringSubmatch(r.stdout)[1]
+				execute := func(out string) *exec.Cmd {
+					return s.cmd("", "execute", "--shard", id, "--run-id", "90", "--attempt", "1", "--source-sha", "abc", "--runner-name", "real",
+						"--time-minutes", "10", "--cleanup-seconds", "30", "--manifest", m, "--platform-config", cfg, "--output", out)
+				}
+				if phase == "benchmark" { // the image is cached: the next run goes straight to pyxis
+					if r := run(execute(filepath.Join(root, "warm"))); r.code != 0 {
+						t.Fatalf("warm-up execute: %d %s", r.code, r.stderr)
+					}
+				}
+				out := filepath.Join(root, "out")
+				cmd := execute(out)
+				var stdout strings.Builder
+				cmd.Stdout = &stdout
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "phase "+phase, 60*time.Second, func() bool {
+					return strings.Contains(stdout.String(), "[operatorx] phase="+phase)
+				})
+				if phase == "import" {
+					time.Sleep(300 * time.Millisecond) // enroot is fetching and unpacking
+				}
+				cmd.Process.Signal(sig)
+				cmd.Wait()
+				if sig == syscall.SIGKILL {
+					if r := run(s.cmd("", "finalize", "--output", out, "--cleanup-seconds", "30")); r.code != 0 {
+						t.Fatalf("finalize: %d %s", r.code, r.stderr)
+					}
+				}
+				if q := squeueOn(s); q != "" {
+					t.Errorf("allocation left: %q", q)
+				}
+				// an import killed mid-way (srun's SIGKILL after KillWait) may leave its private
+				// .<key>.partial-* directory: never a <key>.sqsh, and the next import of the
+				// key removes it
+				cache := filepath.Join(root, fmt.Sprintf(".operatorx-%d", os.Getuid()), "containers")
+				squashes, _ := filepath.Glob(filepath.Join(cache, "*.sqsh"))
+				for _, sq := range squashes {
+					if err := image.Validate(t.Context(), sq, "", nil); err != nil {
+						t.Errorf("an unusable squash is in the cache: %v", err)
+					}
+				}
+				if stages, _ := filepath.Glob(filepath.Join(root, ".operatorx-*", "90-1-*")); len(stages) > 0 {
+					t.Errorf("stage left behind: %v", stages)
+				}
+				if r := run(execute(filepath.Join(root, "again"))); r.code != 0 {
+					t.Errorf("the next execute: exit %d %s", r.code, r.stderr)
+				}
+				if partials, _ := filepath.Glob(filepath.Join(cache, "*partial*")); len(partials) > 0 {
+					t.Errorf("partial imports left after the next import: %v", partials)
+				}
+			})
 		}
 	}
 }
