@@ -29,6 +29,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/semianalysis/opx/internal/image"
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 type realStack struct {
@@ -478,5 +479,51 @@ func TestRealStackFaultsDuringImport(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A shard under real pyxis as an unprivileged user (runuser, as a CI runner's account
+// would run it): the import runs enroot's helpers with their file capabilities, and the
+// h200 family's --container-remap-root and a plain family both start.
+func TestRealStackAsAnotherUser(t *testing.T) {
+	s := newRealStack(t)
+	user, uid := testenv.OtherUser(t)
+	shared := testenv.SharedDir(t)
+	home := filepath.Join(shared, "home")
+	os.Mkdir(home, 0o755)
+	os.Chown(home, uid, -1)
+	tl := filepath.Join(shared, "testlists")
+	os.MkdirAll(tl, 0o755)
+	b, _ := os.ReadFile(filepath.Join(s.testlists(), "quick.json"))
+	os.WriteFile(filepath.Join(tl, "quick.json"), b, 0o644)
+	ct := filepath.Join(shared, "containers.toml")
+	os.WriteFile(ct, []byte("[nvidia.cpu]\nimage = \""+s.registry+"/opx/busybox:1\"\n"), 0o644)
+	cfg := filepath.Join(shared, "platforms.json")
+	entry := func(fam string) string {
+		return `{"cluster": "real_8x", "family": "` + fam + `", "gpus_per_node": 8, "image_platform": "linux/amd64",
+		  "operator": {"partition": "debug", "stage_dir": "` + home + `"}}`
+	}
+	os.WriteFile(cfg, []byte(`{"platforms": {"cluster:real-plain": `+entry("lab")+`, "cluster:real-h200": `+entry("h200")+`}}`), 0o644)
+	for _, runner := range []string{"cluster:real-plain", "cluster:real-h200"} {
+		t.Run(strings.TrimPrefix(runner, "cluster:"), func(t *testing.T) {
+			m := filepath.Join(home, "m-"+strings.TrimPrefix(runner, "cluster:")+".json")
+			out := filepath.Join(home, "out-"+strings.TrimPrefix(runner, "cluster:"))
+			script := fmt.Sprintf(`%[1]s plan --runner %[2]s --backends cpu --testlists quick --world-sizes 1 --run-id 91 --attempt 1 --source-sha abc \
+			  --platform-config %[3]s --testlist-dir %[4]s --containers %[5]s --out %[6]s > %[6]s.matrix &&
+			  id=$(sed 's/.*"id":"\([^"]*\)".*/\1/' %[6]s.matrix) &&
+			  exec %[1]s execute --shard "$id" --run-id 91 --attempt 1 --source-sha abc --runner-name real --time-minutes 10 \
+			  --cleanup-seconds 30 --manifest %[6]s --platform-config %[3]s --output %[7]s`, s.opx, runner, cfg, tl, ct, m, out)
+			c := exec.Command("runuser", "-u", user, "--", "env", "HOME="+home, "sh", "-c", script)
+			c.Env = s.env("")
+			r := run(c)
+			if r.code != 0 {
+				b, _ := os.ReadFile(filepath.Join(out, "benchmark.log"))
+				i, _ := os.ReadFile(filepath.Join(out, "import.log"))
+				t.Fatalf("as %s: exit %d %s\nimport.log:\n%s\nbenchmark.log:\n%s", user, r.code, r.stderr, i, b)
+			}
+			if got := rows(t, out); got["ok"] != 1 || got["unsupported"] != 1 {
+				t.Errorf("rows %v", got)
+			}
+		})
 	}
 }

@@ -127,7 +127,7 @@ func rootfs(busybox string) (v1.Layer, error) {
 	for _, d := range []struct {
 		name string
 		mode int64
-	}{{"bin/", 0o755}, {"etc/", 0o755}, {"tmp/", 0o1777}, {"dev/", 0o755}, {"proc/", 0o755}, {"sys/", 0o755}, {"opx/", 0o755}, {"image-bin/", 0o755}} {
+	}{{"bin/", 0o755}, {"etc/", 0o755}, {"root/", 0o700}, {"tmp/", 0o1777}, {"dev/", 0o755}, {"proc/", 0o755}, {"sys/", 0o755}, {"opx/", 0o755}, {"image-bin/", 0o755}} {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d.name, Mode: d.mode}); err != nil {
 			return nil, err
 		}
