@@ -527,3 +527,50 @@ func TestRealStackAsAnotherUser(t *testing.T) {
 		})
 	}
 }
+
+// The containers.toml digest fallback end to end: the image's tag is gone from the registry
+// (a pruned nightly), plan takes the table's digest and an import URI by digest, and the
+// real enroot imports it by that digest.
+func TestRealStackContainersDigestFallback(t *testing.T) {
+	s := newRealStack(t)
+	base, _ := name.ParseReference(s.registry + "/opx/busybox:1")
+	bb, err := remote.Image(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, _ := name.ParseReference(s.registry + "/opx/pruned:1")
+	if err := remote.Write(tag, bb); err != nil {
+		t.Fatal(err)
+	}
+	d := s.digest("opx/pruned:1")
+	if err := remote.Delete(tag); err != nil {
+		t.Fatalf("deleting the tag: %v", err)
+	}
+	root := filepath.Join(s.workdir, "shared")
+	os.MkdirAll(root, 0o755)
+	cfg := s.pyxisPlatform(root)
+	ct := filepath.Join(s.workdir, "pruned.toml")
+	os.WriteFile(ct, []byte("[nvidia.cpu]\nimage = \""+s.registry+"/opx/pruned:1\"\ndigest = \""+d+"\"\n"), 0o644)
+	m := filepath.Join(s.workdir, "m-pruned.json")
+	r := run(s.cmd("", "plan", "--runner", "cluster:real-plain", "--backends", "cpu", "--testlists", "quick", "--world-sizes", "1",
+		"--run-id", "92", "--attempt", "1", "--source-sha", "abc", "--platform-config", cfg, "--testlist-dir", s.testlists(),
+		"--containers", ct, "--out", m))
+	if r.code != 0 {
+		t.Fatalf("plan: %s", r.stderr)
+	}
+	b, _ := os.ReadFile(m)
+	if !strings.Contains(string(b), `"import_uri": "docker://`+s.registry+`#opx/pruned:`+d+`"`) {
+		t.Fatalf("the plan does not import by the table's digest:\n%s", b)
+	}
+	id := regexp.MustCompile(`"id":"([^"]+)"`).FindStringSubmatch(r.stdout)[1]
+	out := filepath.Join(s.workdir, "out-pruned")
+	r = run(s.cmd("", "execute", "--shard", id, "--run-id", "92", "--attempt", "1", "--source-sha", "abc", "--runner-name", "real",
+		"--time-minutes", "10", "--cleanup-seconds", "30", "--manifest", m, "--platform-config", cfg, "--output", out))
+	if r.code != 0 {
+		i, _ := os.ReadFile(filepath.Join(out, "import.log"))
+		t.Fatalf("execute: exit %d %s\n%s", r.code, r.stderr, i)
+	}
+	if got := rows(t, out); got["ok"] != 1 {
+		t.Errorf("rows %v", got)
+	}
+}
