@@ -76,6 +76,19 @@ func stagePlatform(t *testing.T, dir, root string) string {
 	  "image_platform": "linux/amd64", "operator": {"container": "none", "partition": "debug", "stage_dir": "`+root+`"}}}}`)
 }
 
+// pyxisLab declares a pyxis custom runner staging under root (made here) and a one-shard
+// manifest for it (shard lab-0000000000000000, no image); it returns both paths.
+func pyxisLab(t *testing.T, dir, root string) (cfg, manifest string) {
+	os.MkdirAll(root, 0o755)
+	cfg = writeFile(t, filepath.Join(dir, "platforms.json"), `{"platforms": {"cluster:lab-pyxis": {"cluster": "lab_8x", "gpus_per_node": 8,
+	  "image_platform": "linux/amd64", "operator": {"partition": "debug", "stage_dir": "`+root+`"}}}}`)
+	manifest = writeFile(t, filepath.Join(dir, "m.json"), `{"version": 1, "include": [{"id": "lab-0000000000000000", "runner": "cluster:lab-pyxis", "cluster": "lab_8x",
+	  "nodes": 1, "gpus_per_node": 8, "image_platform": "linux/amd64", "world_size": 1, "image": "", "mode": "timing",
+	  "backends": ["cpu"], "offset": 0, "cases": [{"testlist": "t", "shape": `+goodShape+`}], "parallel": {"dcp": 1, "dp": 1, "ep": 1, "tp": 1},
+	  "digest": "", "import_uri": ""}], "source_sha": "abc", "run_id": "9", "attempt": "1"}`)
+	return cfg, manifest
+}
+
 // shardTree is a one-shard run for summarize/report/compare; mutate edits files after.
 func shardTree(t *testing.T, dir string) (manifest, artifacts string) {
 	run := craftedRun(t, "100", map[int][3]float64{1: {100, 98, 102}})
@@ -309,14 +322,7 @@ func badInputs() []badCase {
 			return executeArgs(m, id, filepath.Join(dir, "out")), []string{m}
 		}},
 		badCase{name: "execute: pyxis stage root holding ':'", want: "holds ':' or ',', which pyxis cannot mount", setup: func(t *testing.T, dir string) ([]string, []string) {
-			root := filepath.Join(dir, "a:b")
-			os.MkdirAll(root, 0o755)
-			cfg := writeFile(t, filepath.Join(dir, "platforms.json"), `{"platforms": {"cluster:lab-pyxis": {"cluster": "lab_8x", "gpus_per_node": 8,
-			  "image_platform": "linux/amd64", "operator": {"partition": "debug", "stage_dir": "`+root+`"}}}}`)
-			m := writeFile(t, filepath.Join(dir, "m.json"), `{"version": 1, "include": [{"id": "lab-0000000000000000", "runner": "cluster:lab-pyxis", "cluster": "lab_8x",
-			  "nodes": 1, "gpus_per_node": 8, "image_platform": "linux/amd64", "world_size": 1, "image": "", "mode": "timing",
-			  "backends": ["cpu"], "offset": 0, "cases": [{"testlist": "t", "shape": `+goodShape+`}], "parallel": {"dcp": 1, "dp": 1, "ep": 1, "tp": 1},
-			  "digest": "", "import_uri": ""}], "source_sha": "abc", "run_id": "9", "attempt": "1"}`)
+			cfg, m := pyxisLab(t, dir, filepath.Join(dir, "a:b"))
 			return executeArgs(m, "lab-0000000000000000", filepath.Join(dir, "out"), "--platform-config", cfg), []string{m}
 		}},
 		badCase{name: "finalize: stage outside the stage base", want: "refusing unsafe stage cleanup", setup: func(t *testing.T, dir string) ([]string, []string) {

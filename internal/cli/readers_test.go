@@ -192,13 +192,7 @@ func TestStageBaseOfAnotherUser(t *testing.T) {
 func TestPyxisUnmountableStageRoot(t *testing.T) {
 	dir := t.TempDir()
 	root := filepath.Join(dir, "x,y")
-	os.MkdirAll(root, 0o755)
-	cfg := writeFile(t, filepath.Join(dir, "platforms.json"), `{"platforms": {"cluster:lab-pyxis": {"cluster": "lab_8x", "gpus_per_node": 8,
-	  "image_platform": "linux/amd64", "operator": {"partition": "debug", "stage_dir": "`+root+`"}}}}`)
-	m := writeFile(t, filepath.Join(dir, "m.json"), `{"version": 1, "include": [{"id": "lab-0000000000000000", "runner": "cluster:lab-pyxis", "cluster": "lab_8x",
-	  "nodes": 1, "gpus_per_node": 8, "image_platform": "linux/amd64", "world_size": 1, "image": "", "mode": "timing",
-	  "backends": ["cpu"], "offset": 0, "cases": [{"testlist": "t", "shape": `+goodShape+`}], "parallel": {"dcp": 1, "dp": 1, "ep": 1, "tp": 1},
-	  "digest": "", "import_uri": ""}], "source_sha": "abc", "run_id": "9", "attempt": "1"}`)
+	cfg, m := pyxisLab(t, dir, root)
 	want := root + "/.operatorx-" + fmt.Sprint(os.Getuid()) + " holds ':' or ',', which pyxis cannot mount"
 	r := runOpx(t, executeArgs(m, "lab-0000000000000000", filepath.Join(dir, "out"), "--platform-config", cfg, "--dry-run")...)
 	if r.code != 1 || !strings.Contains(r.stderr, want) {
