@@ -320,27 +320,39 @@ func EndedEarly(job, state string) error {
 // (srun can exit 0 after "Timed out waiting for job step to complete"). A controller that
 // does not answer within a few tries is an error too: the step's end cannot be vouched for.
 func (s *Slurm) checkRunning(ctx context.Context, job string) error {
+	const (
+		tries       = 5                      // a controller that does not answer
+		poll        = 200 * time.Millisecond // while the job completes: its final state lasts MinJobAge
+		completeFor = 30 * time.Second       // how long a COMPLETING job is watched
+	)
 	var last string
-	for try := 0; try < 5; try++ {
-		if try > 0 {
-			s.sleep(time.Duration(try) * 500 * time.Millisecond)
-		}
+	failed, completing := 0, false
+	deadline := s.now().Add(completeFor)
+	for {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		var stdout, stderr strings.Builder
 		err := proc.Run(sctx, proc.Cmd{Argv: []string{"scontrol", "show", "job", "-o", job}, Env: s.scrubbedEnv(),
 			Stdout: &stdout, Stderr: &stderr, Grace: time.Second})
 		cancel()
-		if err == nil {
+		switch {
+		case err == nil:
 			state := ParseJobState(stdout.String())
-			if state == "COMPLETING" && try < 4 {
-				continue // a job being cancelled completes first; its final state says why
+			if state != "COMPLETING" || !s.now().Before(deadline) {
+				return EndedEarly(job, state)
 			}
-			return EndedEarly(job, state)
-		}
-		if strings.Contains(stderr.String(), "Invalid job id") {
+			completing = true // a job being cancelled completes first; its final state says why
+			s.sleep(poll)
+			continue
+		case strings.Contains(stderr.String(), "Invalid job id"):
+			if completing {
+				return EndedEarly(job, "COMPLETING") // it finished ending and was purged before we saw how
+			}
 			return EndedEarly(job, "")
 		}
 		last = strings.TrimSpace(stderr.String() + " " + err.Error())
+		if failed++; failed >= tries || ctx.Err() != nil {
+			return fmt.Errorf("could not confirm allocation %s was still running after the step: %s", job, last)
+		}
+		s.sleep(time.Duration(failed) * 500 * time.Millisecond)
 	}
-	return fmt.Errorf("could not confirm allocation %s was still running after the step: %s", job, last)
 }
