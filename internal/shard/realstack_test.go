@@ -388,7 +388,7 @@ func (s *realStack) pushHeavy() {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	noise, err := random.Layer(64<<20, types.DockerLayer)
+	noise, err := random.Layer(32<<20, types.DockerLayer)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -451,8 +451,16 @@ func TestRealStackFaultsDuringImport(t *testing.T) {
 				cmd.Process.Signal(sig)
 				cmd.Wait()
 				if sig == syscall.SIGKILL {
-					if r := run(s.cmd("", "finalize", "--output", out, "--cleanup-seconds", "30")); r.code != 0 {
-						t.Fatalf("finalize: %d %s", r.code, r.stderr)
+					// the loopback Slurm tracks a step's processes by parentage
+					// (proctrack/linuxproc): an enroot child orphaned by the SIGKILL can hold
+					// the step until it finishes writing, so the job may take a while to end
+					if r := run(s.cmd("", "finalize", "--output", out, "--cleanup-seconds", "180")); r.code != 0 {
+						log, _ := os.ReadFile(filepath.Join(out, "cleanup.log"))
+						lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+						c := exec.Command("scontrol", "show", "job", "-o")
+						c.Env = s.env("")
+						jobs, _ := c.CombinedOutput()
+						t.Fatalf("finalize: %d %s\nlast cleanup.log line: %s\n%s", r.code, r.stderr, lines[len(lines)-1], jobs)
 					}
 				}
 				if q := squeueOn(s); q != "" {
