@@ -376,7 +376,7 @@ func TestRealStackDoctor(t *testing.T) {
 	}
 }
 
-// pushHeavy pushes opx/heavy:1: the busybox image with a 64 MiB layer of random bytes on
+// pushHeavy pushes opx/heavy:1: the busybox image with a 32 MiB layer of random bytes on
 // top, so that a real enroot import takes long enough to be interrupted.
 func (s *realStack) pushHeavy() {
 	s.t.Helper()
