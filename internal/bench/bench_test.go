@@ -10,6 +10,8 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
+
+	"github.com/semianalysis/opx/internal/catalog"
 )
 
 func env(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
@@ -88,4 +90,40 @@ func BenchmarkHarnessVsDgemm(b *testing.B) {
 			Measure(func() { blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, a, bb, 0, c) }, 0, 1, 1)
 		}
 	})
+}
+
+// The cpu backend takes every testlist opx ships and every one of the reference catalog
+// (issue 20): both operand schemas ({"a": {"dtype"}} and dtype_a), entries with a "name"
+// and without "sources". fp32/fp64 GEMMs small enough are measured; everything else is an
+// unsupported row with its reason — never an error row or a harness failure.
+func TestEveryTestlistRuns(t *testing.T) {
+	dirs := map[string]string{"embedded": ""}
+	if _, err := os.Stat("../../../shared/reference/testlists"); err == nil {
+		dirs["reference"] = "../../../shared/reference/testlists"
+	}
+	for where, dir := range dirs {
+		for _, name := range catalog.NewTestlists(dir).Names() {
+			t.Run(where+"/"+name, func(t *testing.T) {
+				res := t.TempDir()
+				sum, err := Run(context.Background(), Options{Strict: true, TestlistDir: dir, Testlists: []string{name}, ResultsDir: res,
+					Getenv: env(map[string]string{"OPERATORX_WARMUP_MIN_S": "0"})}, nil)
+				if err != nil || sum.Error != 0 {
+					t.Fatalf("%+v %v", sum, err)
+				}
+				if sum.OK+sum.Unsupported == 0 {
+					return // every shape of this list needs more than one rank
+				}
+				b, _ := os.ReadFile(sum.Path)
+				var doc struct {
+					Rows []struct{ Status, Message string }
+				}
+				json.Unmarshal(b, &doc)
+				for i, r := range doc.Rows {
+					if r.Status == "unsupported" && r.Message == "" {
+						t.Errorf("row %d is unsupported without a reason", i)
+					}
+				}
+			})
+		}
+	}
 }

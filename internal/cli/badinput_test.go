@@ -325,6 +325,9 @@ func badInputs() []badCase {
 			cfg, m := pyxisLab(t, dir, filepath.Join(dir, "a:b"))
 			return executeArgs(m, "lab-0000000000000000", filepath.Join(dir, "out"), "--platform-config", cfg), []string{m}
 		}},
+		plan("counters mode with the cpu backend", "counters mode profiles GPU kernels with ncu or rocprofv3; the cpu backend has none", func(t *testing.T, dir string) []string {
+			return []string{"--mode", "counters"}
+		}),
 		badCase{name: "finalize: stage outside the stage base", want: "refusing unsafe stage cleanup", setup: func(t *testing.T, dir string) ([]string, []string) {
 			precious := writeFile(t, filepath.Join(dir, "precious", "results", "data.json"), `{"rows": []}`)
 			writeFile(t, filepath.Join(dir, "out", "execution.json"), `{"cell": {"id": "x", "runner": "local"}, "source_sha": "a", "run_id": "9", "attempt": "1", "stage": "`+filepath.Join(dir, "precious")+`"}`)
@@ -358,7 +361,7 @@ func badInputs() []badCase {
 			setup: func(t *testing.T, dir string) ([]string, []string) { return []string{"rank"}, nil }},
 		badCase{name: "rank: WORLD_SIZE not a number", want: "WORLD_SIZE='two' is not a non-negative integer", env: map[string]string{"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "WORLD_SIZE": "two", "SLURM_JOB_ID": "7"},
 			setup: func(t *testing.T, dir string) ([]string, []string) { return []string{"rank"}, nil }},
-		badCase{name: "bench: testlist entry with a number for sources", want: "bad[0]: every testlist entry needs a 'sources' list", env: map[string]string{"OPERATORX_CLUSTER": "local"},
+		badCase{name: "bench: testlist entry with a number for sources", want: "bad[0]: 'sources' must be a list of '<org>/<model>[/<role>]' strings", env: map[string]string{"OPERATORX_CLUSTER": "local"},
 			setup: func(t *testing.T, dir string) ([]string, []string) {
 				writeFile(t, filepath.Join(dir, "tl", "bad.json"), `[{"type": "gemm", "args": {}, "sources": 3}]`)
 				return []string{"bench", "--strict", "--testlist-dir", filepath.Join(dir, "tl"), "--testlists", "bad", "--results-dir", filepath.Join(dir, "res")}, nil

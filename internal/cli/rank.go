@@ -205,7 +205,7 @@ func newBenchCmd(env Env) *cobra.Command {
 		Long: `The harness of the cpu backend (seed-spec §8.1, §12.9): runs the shapes of the selected
 testlists whose split matches OPERATORX_PARALLEL, fp32/fp64 GEMMs with gonum (other dtypes
 and op types give 'unsupported' rows), and writes <results-dir>/cpu/<cluster>/<run>.json
-from rank 0, checkpointed after every op. --strict exits 1 on any error row or no ok row.`,
+from rank 0, checkpointed after every op. --strict exits 1 on any error row.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if lists != "" {

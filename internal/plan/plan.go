@@ -131,6 +131,10 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 			return nil, valueErr("select at least one registered backend for this GPU platform")
 		}
 	}
+	// beyond the seed: a combination that can only fail after allocation is refused here
+	if sel.Mode == "counters" && contains(sel.Backends, CPU) {
+		return nil, valueErr("counters mode profiles GPU kernels with ncu or rocprofv3; the cpu backend has none (use --mode timing)")
+	}
 	if runner.AMD() {
 		bad := false
 		for _, b := range sel.Backends {
