@@ -204,7 +204,12 @@ func runPlan(ctx context.Context, env Env, o *planOptions) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("no %s backend module for: %s", vendor, strings.Join(missing, ", "))
+		known := []string{plan.CPU}
+		for b := range images {
+			known = append(known, b)
+		}
+		sort.Strings(known)
+		return fmt.Errorf("no %s backend module for: %s (%s backends: %s; see opx list backends)", vendor, strings.Join(missing, ", "), vendor, strings.Join(known, ", "))
 	}
 	var sizes []int64
 	for _, w := range strings.Split(o.worldSizes, ",") {

@@ -204,7 +204,7 @@ func newRoot(ctx context.Context, env Env) *cobra.Command {
 			WaitSignals(c.Context())
 		}
 	}
-	root.AddCommand(quick(newVersionCmd(env)), quick(newPlanCmd(env)), newExecuteCmd(env), newFinalizeCmd(env), newRecoverCmd(env), newRankCmd(env), newBenchCmd(env), newImportCmd(env), quick(newSummarizeCmd(env)), quick(newReportCmd(env)), quick(newCompareCmd(env)), newRunCmd(env), quick(newDoctorCmd(env)))
+	root.AddCommand(quick(newVersionCmd(env)), quick(newListCmd(env)), quick(newPlanCmd(env)), newExecuteCmd(env), newFinalizeCmd(env), newRecoverCmd(env), newRankCmd(env), newBenchCmd(env), newImportCmd(env), quick(newSummarizeCmd(env)), quick(newReportCmd(env)), quick(newCompareCmd(env)), newRunCmd(env), quick(newDoctorCmd(env)))
 	return root
 }
 

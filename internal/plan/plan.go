@@ -93,7 +93,7 @@ func registered(in Inputs, runner platform.Runner, entry *pyjson.Object, backend
 func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 	runner, ok := in.Registry.Runner(sel.Runner)
 	if !ok {
-		return nil, valueErr("unsupported runner: %s", sel.Runner)
+		return nil, valueErr("unsupported runner: %s (runners: %s; see opx list runners)", sel.Runner, strings.Join(in.Registry.Labels(), ", "))
 	}
 	if !contains(Modes, sel.Mode) {
 		return nil, valueErr("mode must be one of timing, counters")

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// opx list names what a plan can use (issue 20): every runner label with its platform,
+// GPUs per node, architecture and container mode; each vendor's backends; the testlists;
+// the images. Errors about unknown runners and backends list the valid ones.
+func TestList(t *testing.T) {
+	for what, wants := range map[string][]string{
+		"runners": {"RUNNER", "cluster:h100-dsxe    h100_dgxc_8x    h100    nvidia  8          linux/amd64  pyxis",
+			"cluster:gb200-nv     gb200_nvl72_4x  gb200   nvidia  4          linux/arm64  pyxis", "local (processes on this machine)"},
+		"backends":  {"nvidia  cpu (built in), vllm", "amd     cpu (built in), torch, vllm"},
+		"testlists": {"cpu_smoke              6      gemm", "moe_subset_legacy      317    moe_forward"},
+		"images":    {"nvidia  vllm     vllm/vllm-openai:nightly-", "(resolved by plan)"},
+	} {
+		r := runOpx(t, "list", what)
+		if r.code != 0 {
+			t.Fatalf("list %s: exit %d %s", what, r.code, r.stderr)
+		}
+		for _, w := range wants {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("list %s lacks %q:\n%s", what, w, r.stdout)
+			}
+		}
+	}
+	dir := t.TempDir()
+	cfg := stagePlatform(t, dir, dir)
+	if r := runOpx(t, "list", "runners", "--platform-config", cfg); !strings.Contains(r.stdout, "cluster:bad-stage") || !strings.Contains(r.stdout, "none") {
+		t.Errorf("a custom runner is not listed: %s %s", r.stdout, r.stderr)
+	}
+	if r := runOpx(t, "list", "nothing"); r.code != 2 || !strings.Contains(r.stderr, "runners, backends, testlists or images") {
+		t.Errorf("list nothing: exit %d %q", r.code, r.stderr)
+	}
+	r := runOpx(t, "plan", "--runner", "cluster:nosuch", "--backends", "vllm", "--testlists", "gemm_perf", "--world-sizes", "1", "--out", filepath.Join(dir, "m.json"))
+	if r.code != 1 || !strings.Contains(r.stderr, "unsupported runner: cluster:nosuch (runners: cluster:h100-dsxe, ") || !strings.Contains(r.stderr, "local; see opx list runners)") {
+		t.Errorf("unknown runner: %q", r.stderr)
+	}
+	r = runOpx(t, "plan", "--runner", "cluster:h200-dgxc", "--backends", "sglang", "--testlists", "gemm_perf", "--world-sizes", "1", "--out", filepath.Join(dir, "m.json"))
+	if r.code != 1 || !strings.Contains(r.stderr, "no nvidia backend module for: sglang (nvidia backends: cpu, vllm; see opx list backends)") {
+		t.Errorf("unknown backend: %q", r.stderr)
+	}
+}
