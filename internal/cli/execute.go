@@ -145,6 +145,12 @@ func newRecoverCmd(env Env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "recover",
 		Short: "Finalize the executions of an earlier run found in downloaded artifacts",
+		Long: `For a workflow re-run after a cancelled or crashed one: walk --artifacts (the earlier
+run's downloaded shard outputs), check that every execution.json belongs to --run-id and
+--runner and that its stage lies under this user's stage base for that runner, then
+finalize each: cancel and confirm its allocation (or stop a local shard's ranks), collect
+its results, remove its stage. Idempotent; exits 1 when nothing was found to recover.`,
+		Example: `  opx recover --artifacts ./artifacts --run-id 12 --runner cluster:h200-dgxc --cleanup-seconds 180`,
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			reg, _, err := loadRegistry(cfg, env)

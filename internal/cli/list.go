@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/semianalysis/opx/internal/catalog"
-	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/plan"
+	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/pyjson"
 )
 

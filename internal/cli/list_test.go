@@ -44,3 +44,34 @@ func TestList(t *testing.T) {
 		t.Errorf("unknown backend: %q", r.stderr)
 	}
 }
+
+// Help for users (issue 20): sweep commands first, the per-shard and node-side commands in
+// groups of their own, every command described, no spec references, a --version flag, and
+// opx run's plan flags without "(required)" next to their defaults.
+func TestHelpForUsers(t *testing.T) {
+	r := runOpx(t, "--help")
+	sweeps, shard, node := strings.Index(r.stdout, "Sweeps:\n  run "), strings.Index(r.stdout, "One shard on a cluster"), strings.Index(r.stdout, "Run by opx itself on the compute node:")
+	if r.code != 0 || sweeps < 0 || shard < sweeps || node < shard {
+		t.Errorf("help groups out of order:\n%s", r.stdout)
+	}
+	root := newRoot(t.Context(), Env{})
+	for _, c := range root.Commands() {
+		for _, text := range []string{c.Short, c.Long} {
+			if strings.Contains(text, "seed-spec") || strings.Contains(text, "§") {
+				t.Errorf("%s help cites the spec: %q", c.Name(), text)
+			}
+		}
+		if c.Short == "" || (c.Long == "" && c.Name() != "help" && c.Name() != "completion" && c.Name() != "version") {
+			t.Errorf("%s is not described", c.Name())
+		}
+	}
+	if r := runOpx(t, "--version"); r.code != 0 || !strings.HasPrefix(r.stdout, "opx ") {
+		t.Errorf("--version: exit %d %q", r.code, r.stdout)
+	}
+	if r := runOpx(t, "run", "--help"); strings.Contains(r.stdout, "(required)") {
+		t.Errorf("run --help marks defaulted flags required:\n%s", r.stdout)
+	}
+	if got := (&SignalError{Signal: 2}).Error(); got != "interrupted by SIGINT (Ctrl-C)" {
+		t.Errorf("SignalError: %q", got)
+	}
+}

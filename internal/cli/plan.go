@@ -42,7 +42,8 @@ is embedded in opx; --platform-config, --testlist-dir, --containers and --recipe
 its parts. Runners: the nine cluster:* labels, custom runners declared in a platform
 config (an entry with "cluster"), and "local" (this machine, no Slurm).
 
-Shard ids, manifests and messages are exactly the seed planner's for the same inputs.`
+Shard ids, manifests and messages are exactly those of InferenceX's OperatorX planner
+(ci.py) for the same inputs, so workflows written for it keep working.`
 
 const planExample = `  opx plan --runner cluster:h200-dgxc --backends vllm --testlists gemm_perf \
       --world-sizes 1 --run-id 12 --attempt 1 --source-sha $(git rev-parse HEAD) \
@@ -69,10 +70,14 @@ func newPlanCmd(env Env) *cobra.Command {
 // the selection flags required, else they keep o's defaults.
 func addPlanFlags(c *cobra.Command, o *planOptions, required bool) {
 	f := c.Flags()
-	f.StringVar(&o.runner, "runner", o.runner, "runner label, e.g. cluster:h200-dgxc, a custom runner, or local (required)")
-	f.StringVar(&o.backends, "backends", o.backends, "comma-separated backends, e.g. vllm,torch or cpu (required)")
-	f.StringVar(&o.testlists, "testlists", o.testlists, "comma-separated testlist names (required)")
-	f.StringVar(&o.worldSizes, "world-sizes", o.worldSizes, "comma-separated world sizes from 1,2,4,8 (required)")
+	req := ""
+	if required {
+		req = " (required)"
+	}
+	f.StringVar(&o.runner, "runner", o.runner, "runner label, e.g. cluster:h200-dgxc, a custom runner, or local (opx list runners)"+req)
+	f.StringVar(&o.backends, "backends", o.backends, "comma-separated backends, e.g. vllm,torch or cpu (opx list backends)"+req)
+	f.StringVar(&o.testlists, "testlists", o.testlists, "comma-separated testlist names (opx list testlists)"+req)
+	f.StringVar(&o.worldSizes, "world-sizes", o.worldSizes, "comma-separated world sizes from 1,2,4,8"+req)
 	f.StringVar(&o.runID, "run-id", "local", "GitHub run id (part of queue tokens and stage names)")
 	f.StringVar(&o.attempt, "attempt", "1", "GitHub run attempt")
 	f.StringVar(&o.sourceSHA, "source-sha", "unknown", "source commit recorded in the manifest")

@@ -39,8 +39,8 @@ var RocprofPasses = [][2]string{
 func newRankCmd(env Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "rank",
-		Short: "Set up one rank's environment and exec the benchmark (inside the container)",
-		Long: `Run by srun once per rank (seed-spec §8): checks SLURM_PROCID, SLURM_LOCALID and
+		Short: "Set up one rank's environment and run the benchmark (inside the container)",
+		Long: `Run by srun once per rank: checks SLURM_PROCID, SLURM_LOCALID and
 WORLD_SIZE, sets RANK, LOCAL_RANK, PYTHONPATH and a private HOME (made by the rank,
 refused when another user made it, removed afterwards), then runs the harness
 (opx bench for the cpu backend, python3 -m operatorx otherwise), under ncu or rocprofv3
@@ -202,7 +202,7 @@ func newBenchCmd(env Env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "bench",
 		Short: "opx's built-in cpu backend: benchmark testlist GEMMs on this CPU",
-		Long: `The harness of the cpu backend (seed-spec §8.1, §12.9): runs the shapes of the selected
+		Long: `The harness of the cpu backend: runs the shapes of the selected
 testlists whose split matches OPERATORX_PARALLEL, fp32/fp64 GEMMs with gonum (other dtypes
 and op types give 'unsupported' rows), and writes <results-dir>/cpu/<cluster>/<run>.json
 from rank 0, checkpointed after every op. --strict exits 1 on any error row.`,

@@ -59,7 +59,20 @@ func (e *UsageError) Unwrap() error { return e.Err }
 // SignalError ends a command that was interrupted: exit 128+n.
 type SignalError struct{ Signal syscall.Signal }
 
-func (e *SignalError) Error() string { return fmt.Sprintf("interrupted by %s", e.Signal) }
+func (e *SignalError) Error() string { return "interrupted by " + signalName(e.Signal) }
+
+// signalName is a signal as users know it: SIGINT (Ctrl-C), SIGTERM, SIGHUP.
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "SIGINT (Ctrl-C)"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return s.String()
+}
 
 // ExitError carries an exit code chosen by a command (summarize's 1 on incomplete coverage)
 // without printing anything more.
@@ -172,12 +185,13 @@ func isCobraUsage(err error) bool {
 	return false
 }
 
-const rootLong = `opx plans GPU operator benchmark sweeps (GEMM, MoE, attention kernels across
-vLLM/SGLang/torch backends) and runs them on Slurm GPU clusters, from GitHub Actions or
-a login node, then reports what was measured and what is missing.
+const rootLong = `opx plans GPU operator benchmark sweeps (GEMM, MoE and attention kernels on the vLLM
+and torch backends, or its own cpu backend) and runs them on Slurm GPU clusters under
+pyxis/enroot, from GitHub Actions or a login node, then reports what was measured and
+what is missing. Start with 'opx run' (a real sweep on this machine) and 'opx list'.
 
-It is the Go port of the OperatorX CI (the seed's ci.py): the same manifests, shard ids,
-file formats and messages, in one static binary.
+It re-implements InferenceX's OperatorX CI (a Python ci.py) in one static binary: the
+same manifests, shard ids, file formats and messages, so its workflows keep working.
 
 Exit codes:
   0    success
@@ -204,7 +218,23 @@ func newRoot(ctx context.Context, env Env) *cobra.Command {
 			WaitSignals(c.Context())
 		}
 	}
-	root.AddCommand(quick(newVersionCmd(env)), quick(newListCmd(env)), quick(newPlanCmd(env)), newExecuteCmd(env), newFinalizeCmd(env), newRecoverCmd(env), newRankCmd(env), newBenchCmd(env), newImportCmd(env), quick(newSummarizeCmd(env)), quick(newReportCmd(env)), quick(newCompareCmd(env)), newRunCmd(env), quick(newDoctorCmd(env)))
+	cobra.EnableCommandSorting = false // the groups list their commands in the order a user needs them
+	root.Version = version.String()
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.AddGroup(&cobra.Group{ID: "sweep", Title: "Sweeps:"},
+		&cobra.Group{ID: "shard", Title: "One shard on a cluster (the workflow's per-shard steps):"},
+		&cobra.Group{ID: "node", Title: "Run by opx itself on the compute node:"})
+	group := func(id string, cs ...*cobra.Command) {
+		for _, c := range cs {
+			c.GroupID = id
+			root.AddCommand(c)
+		}
+	}
+	group("sweep", newRunCmd(env), quick(newPlanCmd(env)), quick(newReportCmd(env)), quick(newCompareCmd(env)),
+		quick(newSummarizeCmd(env)), quick(newListCmd(env)), quick(newDoctorCmd(env)))
+	group("shard", newExecuteCmd(env), newFinalizeCmd(env), newRecoverCmd(env))
+	group("node", newImportCmd(env), newRankCmd(env), newBenchCmd(env))
+	root.AddCommand(quick(newVersionCmd(env)))
 	return root
 }
 

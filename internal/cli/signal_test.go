@@ -33,7 +33,7 @@ func TestSignalContextArmsInBackground(t *testing.T) {
 // Commands that take allocations, start processes or fill caches wait for the handlers
 // before they run; only the quick, read-and-replace ones start without them.
 func TestCommandsThatWaitForSignals(t *testing.T) {
-	quickOnes := map[string]bool{"version": true, "plan": true, "summarize": true, "report": true, "compare": true, "doctor": true}
+	quickOnes := map[string]bool{"version": true, "list": true, "plan": true, "summarize": true, "report": true, "compare": true, "doctor": true}
 	root := newRoot(context.Background(), Env{})
 	seen := 0
 	for _, c := range root.Commands() {

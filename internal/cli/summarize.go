@@ -12,7 +12,7 @@ func newSummarizeCmd(env Env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "summarize",
 		Short: "Count what every shard of a run measured; exit 1 unless all succeeded",
-		Long: `The seed's summarize (seed-spec §10): for each shard of the manifest, the newest attempt
+		Long: `OperatorX's summarize, byte for byte: for each shard of the manifest, the newest attempt
 found under --artifacts (every execution.json must belong to the manifest's run and source
 SHA), its result rows counted by status, and success when status.json says exit 0, at least
 one row is ok and none is an error. Writes the report JSON to --out, prints the markdown

@@ -189,7 +189,11 @@ func (d *doc) entry() {
 	g, _ := e.Get("gpus_per_node")
 	ip, _ := e.String("image_platform")
 	part, _ := op.String("partition")
-	detail := fmt.Sprintf("%s: cluster %s, %v GPUs per node, %s, container %s", d.o.Runner.Label, d.o.Runner.Cluster, g, ip,
+	gpus := fmt.Sprintf("%v GPUs", g)
+	if fmt.Sprint(g) == "1" {
+		gpus = "1 GPU"
+	}
+	detail := fmt.Sprintf("%s: cluster %s, %s per node, %s, container %s", d.o.Runner.Label, d.o.Runner.Cluster, gpus, ip,
 		platform.ContainerMode(d.o.Runner.Label, e))
 	if part != "" {
 		detail += ", partition " + part
