@@ -151,7 +151,7 @@ run's downloaded shard outputs), check that every execution.json belongs to --ru
 finalize each: cancel and confirm its allocation (or stop a local shard's ranks), collect
 its results, remove its stage. Idempotent; exits 1 when nothing was found to recover.`,
 		Example: `  opx recover --artifacts ./artifacts --run-id 12 --runner cluster:h200-dgxc --cleanup-seconds 180`,
-		Args:  cobra.NoArgs,
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			reg, _, err := loadRegistry(cfg, env)
 			if err != nil {
