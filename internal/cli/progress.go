@@ -116,6 +116,37 @@ func (p *progress) logf(format string, a ...any) {
 	}
 }
 
+// lineWriter is a writer for other output on the same stream (execute's messages): each
+// complete line is written like logf's, with the status line cleared first and redrawn
+// after, so the two never mix on a terminal.
+type lineWriter struct {
+	p   *progress
+	buf []byte
+}
+
+func (p *progress) writer() *lineWriter { return &lineWriter{p: p} }
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+		w.p.mu.Lock()
+		if w.p.tty && w.p.lineWritten {
+			fmt.Fprint(w.p.w, "\r\x1b[2K")
+		}
+		fmt.Fprintln(w.p.w, safe.Text(line))
+		if w.p.tty {
+			w.p.draw()
+		}
+		w.p.mu.Unlock()
+	}
+}
+
 func (p *progress) setPhase(phase string) {
 	p.mu.Lock()
 	p.phase = phase

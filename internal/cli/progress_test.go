@@ -64,3 +64,25 @@ func TestProgressStatusLine(t *testing.T) {
 		t.Errorf("plain output %q, want %q", plain.String(), want)
 	}
 }
+
+// Issue 20: other output on the same terminal (execute's "allocation released" line) clears
+// the status line first and redraws it after: the two never run together.
+func TestOtherOutputClearsTheStatusLine(t *testing.T) {
+	var tty bytes.Buffer
+	p := newProgress(&tty, true, 2, 4)
+	p.mu.Lock()
+	p.draw()
+	p.mu.Unlock()
+	w := p.writer()
+	w.Write([]byte("opx: allocation 7 rel"))
+	w.Write([]byte("eased\nopx: second\n"))
+	p.finish()
+	s := tty.String()
+	want := "· 0:00\r\x1b[2Kopx: allocation 7 released\n\r\x1b[2Kopx run: [plan] shard 0/2 · case 0/4 · 0:00\r\x1b[2Kopx: second\n"
+	if !strings.Contains(s, want) {
+		t.Errorf("terminal output %q\nlacks %q", s, want)
+	}
+	if strings.Contains(s, "0:00opx") {
+		t.Errorf("a line ran into the status line: %q", s)
+	}
+}

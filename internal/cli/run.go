@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -17,8 +18,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/proc"
+	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/shard"
 	"github.com/semianalysis/opx/internal/summary"
+	"github.com/semianalysis/opx/internal/version"
 )
 
 type runOptions struct {
@@ -87,6 +91,11 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 	manifest := filepath.Join(dir, "operatorx-manifest.json")
 	p := o.plan
 	p.out = manifest
+	if p.sourceSHA == "unknown" { // not given: the commit of the checkout opx runs in, if any
+		if sha := gitHead(ctx, "."); sha != "" {
+			p.sourceSHA = sha
+		}
+	}
 	pr.logf("planning %s on %s (backends %s, world sizes %s)", p.testlists, p.runner, p.backends, p.worldSizes)
 	if err := runPlan(ctx, Env{Stdin: env.Stdin, Stdout: io.Discard, Stderr: env.Stderr, Getenv: env.Getenv, Environ: env.Environ}, &p); err != nil {
 		pr.finish()
@@ -125,6 +134,22 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 	pr.shards, pr.cases, pr.phase = n, cases, "execute"
 	pr.mu.Unlock()
 	pr.logf("%d shard(s) of %d case(s), %d at a time; output in %s", n, cases, parallel, dir)
+	stderr := pr.writer() // execute's own messages, kept apart from the status line
+	// on the first Ctrl-C, say what happens next: the running shards clean up (their
+	// allocations cancelled and confirmed gone, their rows collected), then the summary and
+	// report of what finished are written
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+			pr.mu.Lock()
+			running := len(pr.running)
+			pr.mu.Unlock()
+			pr.logf("%s: no new shard starts; cleaning up %d running shard(s) (allocations cancelled and confirmed gone, rows collected), then writing the summary and report of what finished", oneLine(context.Cause(ctx).Error()), running)
+		case <-stopped:
+		}
+	}()
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	for i, cell := range m.Include {
@@ -147,7 +172,7 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 			err := shard.Execute(ctx, shard.Options{
 				Shard: cell.ID, RunID: p.runID, Attempt: p.attempt, SourceSHA: p.sourceSHA, RunnerName: "opx-run",
 				TimeMinutes: o.timeMinutes, CleanupSeconds: o.cleanupSecs, Manifest: manifest, Output: out,
-				Registry: reg, Getenv: env.getenv, Environ: env.environ(), Stderr: env.Stderr,
+				Registry: reg, Getenv: env.getenv, Environ: env.environ(), Stderr: stderr,
 				Stdout: &phaseWriter{fn: func(ph string) { pr.shardPhase(cell.ID, ph) }},
 				Slurm:  newSlurm(env),
 				BinaryFor: func(imagePlatform string) (string, error) {
@@ -162,9 +187,10 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 		}()
 	}
 	wg.Wait()
-	if ctx.Err() != nil {
-		pr.finish()
-		return context.Cause(ctx)
+	interrupted := context.Cause(ctx)
+	if interrupted != nil {
+		// what finished is still summarized and reported, with a context of its own
+		ctx = context.WithoutCancel(ctx)
 	}
 	pr.setPhase("summarize")
 	rep, err := summary.Summarize(ctx, manifest, shards)
@@ -190,6 +216,12 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 	logf("shard outputs: %s", shards)
 	logf("summary: %s", sumPath)
 	logf("report: %s", reportPath)
+	if err := writeRunRecord(dir, pr.start, p.sourceSHA, interrupted); err != nil {
+		return err
+	}
+	if interrupted != nil {
+		return interrupted
+	}
 	if !rep.Success {
 		return &ExitError{Code: 1}
 	}
@@ -248,4 +280,27 @@ func claimRunDir(dir string) (release func(planned bool), err error) {
 			os.RemoveAll(dir)
 		}
 	}, nil
+}
+
+// writeRunRecord writes <dir>/run.json: when the sweep started and ended, the source
+// commit, the opx version, and whether a signal cut it short.
+func writeRunRecord(dir string, start time.Time, sha string, interrupted error) error {
+	var why pyjson.Value
+	if interrupted != nil {
+		why = oneLine(interrupted.Error())
+	}
+	return files.WriteJSON(filepath.Join(dir, "run.json"), pyjson.Obj(
+		"started_at", start.UTC().Format(time.RFC3339), "finished_at", time.Now().UTC().Format(time.RFC3339),
+		"source_sha", sha, "opx_version", version.String(), "interrupted", why))
+}
+
+// gitHead is the commit of the git checkout dir is in ("" when it is not one).
+func gitHead(ctx context.Context, dir string) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, err := proc.Output(ctx, proc.Cmd{Argv: []string{"git", "-C", dir, "rev-parse", "--verify", "HEAD"}, Stderr: io.Discard})
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(out)
 }

@@ -297,6 +297,18 @@ func TestRunStartsNoShardAfterSignal(t *testing.T) {
 	if q := c.squeue(); q != "" {
 		t.Errorf("jobs left in squeue: %q", q)
 	}
+	// issue 20: the first Ctrl-C says what happens next, and what finished is summarized
+	if !strings.Contains(res.stderr, "opx run: interrupted by SIGINT (Ctrl-C): no new shard starts; cleaning up ") {
+		t.Errorf("no word about the cleanup on stderr: %q", res.stderr)
+	}
+	for _, f := range []string{"summary.json", "report.html", "run.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("an interrupted run wrote no %s", f)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "run.json")); !strings.Contains(string(b), `"interrupted": "interrupted by SIGINT (Ctrl-C)"`) {
+		t.Errorf("run.json: %s", b)
+	}
 }
 
 // A failed plan leaves no run directory behind (opx run created it, planned nothing).
