@@ -75,3 +75,23 @@ func TestHelpForUsers(t *testing.T) {
 		t.Errorf("SignalError: %q", got)
 	}
 }
+
+// doctor agrees with execute (issue 20): an AMD runner without an integer
+// operator.cpus_per_node, which execute's salloc needs, is not "ready"; a storage root
+// that is configured but absent is named.
+func TestDoctorAgreesWithExecute(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, filepath.Join(dir, "p.json"), `{"base": "opx:embedded", "platforms": {"cluster:lab-mi300": {"cluster": "lab_8x", "family": "mi300x",
+	  "gpus_per_node": 8, "image_platform": "linux/amd64", "operator": {"container": "none", "partition": "debug", "stage_dir": "`+filepath.Join(dir, "absent")+`"}}}}`)
+	r := runOpx(t, "doctor", "--runner", "cluster:lab-mi300", "--platform-config", cfg)
+	for _, want := range []string{"operator.cpus_per_node (an integer", "not ready"} {
+		if r.code != 1 || !strings.Contains(r.stdout, want) {
+			t.Errorf("doctor lacks %q (exit %d):\n%s", want, r.code, r.stdout)
+		}
+	}
+	r = runOpx(t, "doctor", "--runner", "cluster:h200-dgxc", "--platform-config", writeFile(t, filepath.Join(dir, "h.json"),
+		`{"base": "opx:embedded", "platforms": {"cluster:h200-dgxc": {"operator": {"stage_dir": "`+filepath.Join(dir, "absent")+`"}}}}`))
+	if !strings.Contains(r.stdout, "no writable shared storage root for this runner: "+filepath.Join(dir, "absent")+" does not exist") {
+		t.Errorf("doctor does not name the absent root:\n%s", r.stdout)
+	}
+}

@@ -178,6 +178,12 @@ func (d *doc) entry() {
 			missing = append(missing, "operator.partition")
 		}
 	}
+	if d.o.Runner.AMD() {
+		// execute's salloc gives AMD shards --cpus-per-task=cpus_per_node/gpus_per_node
+		if v, _ := op.Get("cpus_per_node"); !isInt(v) {
+			missing = append(missing, "operator.cpus_per_node (an integer: AMD shards get --cpus-per-task=cpus_per_node/gpus_per_node)")
+		}
+	}
 	if m := platform.ContainerMode(d.o.Runner.Label, e); m != "pyxis" && m != "none" {
 		missing = append(missing, fmt.Sprintf("operator.container (%q is neither pyxis nor none)", m))
 	}

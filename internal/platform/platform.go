@@ -154,34 +154,25 @@ func Load(src catalog.Source, local LocalDefaults) (*Registry, error) {
 		return nil, fmt.Errorf("%s: a platform config is a JSON object, found %s", src.Name, pyjson.TypeName(v))
 	}
 	base := pyjson.NewObject()
+	platforms, ok := doc.Object("platforms")
+	if !ok {
+		return nil, fmt.Errorf("%s: no \"platforms\" object", src.Name)
+	}
 	if b, ok := doc.Get("base"); ok {
 		rel, ok := b.(string)
 		if !ok {
 			return nil, fmt.Errorf("%s: \"base\" is %s, not a path", src.Name, pyjson.TypeName(b))
 		}
-		bsrc := src.Sibling(rel)
-		bv, err := bsrc.ReadJSON()
-		if err != nil {
-			return nil, fmt.Errorf("%s: base: %w", src.Name, err)
-		}
-		bdoc, ok := bv.(*pyjson.Object)
-		if !ok {
-			return nil, fmt.Errorf("%s: a platform registry is a JSON object, found %s", bsrc.Name, pyjson.TypeName(bv))
-		}
-		bp, ok := bdoc.Object("platforms")
-		if !ok {
-			return nil, fmt.Errorf("%s: no \"platforms\" object", bsrc.Name)
-		}
-		for _, m := range bp.Members() {
-			if _, ok := m.Value.(*pyjson.Object); !ok {
-				return nil, fmt.Errorf("%s: platforms.%s is %s, not an object", bsrc.Name, catalog.Show(m.Key), pyjson.TypeName(m.Value))
+		if rel == EmbeddedBase {
+			// beyond the seed: an overlay on opx's own embedded overlay (and its registry)
+			eb, eplatforms, err := embeddedLayers()
+			if err != nil {
+				return nil, err
 			}
+			base, platforms = eb, overlay(eplatforms, platforms)
+		} else if base, err = loadBase(src.Sibling(rel), src.Name); err != nil {
+			return nil, err
 		}
-		base = bp
-	}
-	platforms, ok := doc.Object("platforms")
-	if !ok {
-		return nil, fmt.Errorf("%s: no \"platforms\" object", src.Name)
 	}
 	for _, m := range platforms.Members() {
 		o, ok := m.Value.(*pyjson.Object)
@@ -254,6 +245,65 @@ func Load(src catalog.Source, local LocalDefaults) (*Registry, error) {
 	g.runners[Local] = Runner{Label: Local, Cluster: "local", Profile: Local, Family: Local}
 	g.order = append(g.order, Local)
 	return g, nil
+}
+
+// EmbeddedBase, as an overlay's "base", names opx's embedded platform overlay (with the
+// registry under it): a site's file then only says what differs.
+const EmbeddedBase = "opx:embedded"
+
+// loadBase reads a base registry (keyed by profile) for the overlay named from.
+func loadBase(bsrc catalog.Source, from string) (*pyjson.Object, error) {
+	bv, err := bsrc.ReadJSON()
+	if err != nil {
+		return nil, fmt.Errorf("%s: base: %w", from, err)
+	}
+	bdoc, ok := bv.(*pyjson.Object)
+	if !ok {
+		return nil, fmt.Errorf("%s: a platform registry is a JSON object, found %s", bsrc.Name, pyjson.TypeName(bv))
+	}
+	bp, ok := bdoc.Object("platforms")
+	if !ok {
+		return nil, fmt.Errorf("%s: no \"platforms\" object", bsrc.Name)
+	}
+	for _, m := range bp.Members() {
+		if _, ok := m.Value.(*pyjson.Object); !ok {
+			return nil, fmt.Errorf("%s: platforms.%s is %s, not an object", bsrc.Name, catalog.Show(m.Key), pyjson.TypeName(m.Value))
+		}
+	}
+	return bp, nil
+}
+
+// embeddedLayers is the embedded overlay's base registry and its platforms.
+func embeddedLayers() (base, platforms *pyjson.Object, err error) {
+	src := catalog.Embedded("platforms.json")
+	v, err := src.ReadJSON()
+	if err != nil {
+		return nil, nil, err
+	}
+	doc := v.(*pyjson.Object)
+	rel, _ := doc.String("base")
+	if base, err = loadBase(src.Sibling(rel), src.Name); err != nil {
+		return nil, nil, err
+	}
+	platforms, _ = doc.Object("platforms")
+	return base, platforms, nil
+}
+
+// overlay is lower's entries with upper's merged over them label by label (merge's rule).
+func overlay(lower, upper *pyjson.Object) *pyjson.Object {
+	out := pyjson.NewObject()
+	for _, m := range lower.Members() {
+		out.Set(m.Key, m.Value)
+	}
+	for _, m := range upper.Members() {
+		own, _ := m.Value.(*pyjson.Object)
+		if low, ok := out.Object(m.Key); ok && own != nil {
+			out.Set(m.Key, merge(low, own))
+			continue
+		}
+		out.Set(m.Key, m.Value)
+	}
+	return out
 }
 
 // merge is the seed's shallow merge with the operator object merged key by key.

@@ -2,6 +2,8 @@ package platform
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -130,5 +132,31 @@ func TestCustomRunnerVendor(t *testing.T) {
 		if got := (Runner{Family: fam}).AMD(); got != amd {
 			t.Errorf("family %q: AMD() = %v, want %v", fam, got, amd)
 		}
+	}
+}
+
+// An overlay may sit on opx's embedded overlay ("base": "opx:embedded", issue 20): it only
+// says what differs, and everything else — the embedded overlay's AMD cpus_per_node, the
+// registry's GPUs and partitions — is kept.
+func TestOverlayOnTheEmbeddedBase(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "site.json")
+	os.WriteFile(p, []byte(`{"base": "opx:embedded", "platforms": {"cluster:h200-dgxc": {"operator": {"partition": "mine"}},
+	  "cluster:lab-x": {"cluster": "lab_8x", "gpus_per_node": 8, "image_platform": "linux/amd64", "operator": {"container": "none", "partition": "p"}}}}`), 0o644)
+	g, err := Load(catalog.Disk(p), LocalDefaults{GPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := g.Entry("cluster:h200-dgxc")
+	part, _ := Operator(e).String("partition")
+	gpus, _ := e.Get("gpus_per_node")
+	if part != "mine" || fmt.Sprint(gpus) != "8" {
+		t.Errorf("h200 entry: partition %q, gpus %v", part, gpus)
+	}
+	mi, _ := g.Entry("cluster:mi300x-amd")
+	if cpus, _ := Operator(mi).Get("cpus_per_node"); fmt.Sprint(cpus) != "128" {
+		t.Errorf("the embedded overlay's cpus_per_node was lost: %v", cpus)
+	}
+	if _, ok := g.Runner("cluster:lab-x"); !ok {
+		t.Error("the site's custom runner is missing")
 	}
 }

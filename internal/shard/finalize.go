@@ -252,16 +252,28 @@ func SharedBase(profile *pyjson.Object, runner platform.Runner, getenv func(stri
 			}
 		}
 	}
+	var why []string
 	for _, r := range roots {
 		if !filepath.IsAbs(r) {
 			// a relative root would stage wherever execute, finalize or the node happen to run
 			return "", fmt.Errorf("platform entry for %s: storage root %s is not an absolute path", runner.Label, catalog.Show(r))
 		}
-		if fi, err := os.Stat(r); err == nil && fi.IsDir() && writable(r) {
+		fi, err := os.Stat(r)
+		switch {
+		case err != nil:
+			why = append(why, catalog.Show(r)+" does not exist")
+		case !fi.IsDir():
+			why = append(why, catalog.Show(r)+" is not a directory")
+		case !writable(r):
+			why = append(why, catalog.Show(r)+" is not writable by this user")
+		default:
 			return filepath.Join(r, fmt.Sprintf(".operatorx-%d", os.Getuid())), nil
 		}
 	}
-	return "", errors.New("no writable shared storage root configured for this runner")
+	if len(why) == 0 {
+		return "", errors.New("no writable shared storage root configured for this runner")
+	}
+	return "", fmt.Errorf("no writable shared storage root for this runner: %s", strings.Join(why, "; "))
 }
 
 func get(o *pyjson.Object, k string) pyjson.Value { v, _ := o.Get(k); return v }
