@@ -58,7 +58,11 @@ fi
 
 unformatted=$(gofmt -l cmd internal)
 if [ -n "$unformatted" ]; then echo "test.sh: not gofmt-ed: $unformatted" >&2; exit 1; fi
+echo "test.sh: downloading Go modules"
+go mod download
+echo "test.sh: go vet (compiles every package: a few minutes on a cold Go cache)"
 go vet ./...
+echo "test.sh: go test ./... (the shard package, on the real Slurm and pyxis, takes the longest)"
 go test -count=1 ./...
 
 # fuzz each target briefly (go test -fuzz takes one target per run). New inputs are not
