@@ -95,3 +95,16 @@ func TestDoctorAgreesWithExecute(t *testing.T) {
 		t.Errorf("doctor does not name the absent root:\n%s", r.stdout)
 	}
 }
+
+// An offline plan says it fell back to containers.toml's digest (issue 20): the seed did
+// it silently.
+func TestPlanSaysItUsedTheTableDigest(t *testing.T) {
+	dir := t.TempDir()
+	d := "sha256:" + strings.Repeat("ab", 32)
+	ct := writeFile(t, filepath.Join(dir, "c.toml"), "[nvidia.vllm]\nimage = \"127.0.0.1:1/opx/gone:1\"\ndigest = \""+d+"\"\n")
+	r := runOpx(t, "plan", "--runner", "cluster:h200-dgxc", "--backends", "vllm", "--testlists", "gemm_perf", "--world-sizes", "1",
+		"--containers", ct, "--digest-timeout", "2s", "--out", filepath.Join(dir, "m.json"))
+	if r.code != 0 || !strings.Contains(r.stderr, "opx plan: 127.0.0.1:1/opx/gone:1 did not resolve (offline, or the tag is gone); using its digest from containers.toml") {
+		t.Errorf("exit %d %q", r.code, r.stderr)
+	}
+}

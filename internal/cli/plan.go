@@ -241,9 +241,14 @@ func runPlan(ctx context.Context, env Env, o *planOptions) error {
 	entry, _ := reg.Entry(o.runner)
 	imagePlatform, _ := entry.String("image_platform")
 	resolver := &registry.Resolver{Timeout: o.digestTimeout}
-	if err := plan.Finish(ctx, result, images, resolver, imagePlatform,
-		plan.Provenance{SourceSHA: o.sourceSHA, RunID: o.runID, Attempt: o.attempt}); err != nil {
+	fallbacks, err := plan.Finish(ctx, result, images, resolver, imagePlatform,
+		plan.Provenance{SourceSHA: o.sourceSHA, RunID: o.runID, Attempt: o.attempt})
+	if err != nil {
 		return err
+	}
+	for _, img := range fallbacks {
+		// beyond the seed, which says nothing: the shard will import by that digest
+		fmt.Fprintf(env.Stderr, "opx plan: %s did not resolve (offline, or the tag is gone); using its digest from containers.toml\n", img)
 	}
 	if err := files.WriteJSON(o.out, result); err != nil {
 		return fmt.Errorf("writing manifest: %w", err)

@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/pyjson"
@@ -25,8 +26,10 @@ type Provenance struct{ SourceSHA, RunID, Attempt string }
 
 // Finish is the plan CLI's part after plan() (seed-spec §5.5–§5.7, decisions §4): resolve
 // digests, apply the image-unavailable fallback, add digest, import_uri and queue-token to
-// every cell, and the provenance to the top level. Ids are not recomputed.
-func Finish(ctx context.Context, result *pyjson.Object, images map[string]catalog.Image, r Resolver, imagePlatform string, prov Provenance) error {
+// every cell, and the provenance to the top level. Ids are not recomputed. It returns the
+// images whose tag did not resolve and that fall back to containers.toml's digest, so the
+// caller can say so (the seed says nothing).
+func Finish(ctx context.Context, result *pyjson.Object, images map[string]catalog.Image, r Resolver, imagePlatform string, prov Provenance) ([]string, error) {
 	include, _ := result.Array("include")
 	cells := make([]*pyjson.Object, len(include))
 	var distinct []string
@@ -73,7 +76,7 @@ func Finish(ctx context.Context, result *pyjson.Object, images map[string]catalo
 		return nil
 	}
 	if err := resolve(distinct); err != nil {
-		return err
+		return nil, err
 	}
 	for _, cell := range cells {
 		img, _ := cell.String("image")
@@ -89,7 +92,7 @@ func Finish(ctx context.Context, result *pyjson.Object, images map[string]catalo
 			cell.Set("image", fallback)
 			if res[fallback].Digest == "" {
 				if err := resolve([]string{fallback}); err != nil {
-					return err
+					return nil, err
 				}
 			}
 		}
@@ -97,7 +100,7 @@ func Finish(ctx context.Context, result *pyjson.Object, images map[string]catalo
 	for _, cell := range cells {
 		img, _ := cell.String("image")
 		if img != "" && res[img].Digest == "" {
-			return &RuntimeError{"cannot resolve image digest: " + img}
+			return nil, &RuntimeError{"cannot resolve image digest: " + img}
 		}
 	}
 	for _, cell := range cells {
@@ -123,7 +126,7 @@ func Finish(ctx context.Context, result *pyjson.Object, images map[string]catalo
 	result.Set("source_sha", prov.SourceSHA)
 	result.Set("run_id", prov.RunID)
 	result.Set("attempt", prov.Attempt)
-	return nil
+	return fallbacks(byDigest), nil
 }
 
 // RuntimeError is one of the seed's runtime errors (a Python RuntimeError).
@@ -145,4 +148,13 @@ func Matrix(result *pyjson.Object) []byte {
 		slim[i] = o
 	}
 	return pyjson.MustMarshal(pyjson.Obj("include", slim), pyjson.Compact)
+}
+
+func fallbacks(byDigest map[string]bool) []string {
+	var out []string
+	for img := range byDigest {
+		out = append(out, img)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -311,7 +311,7 @@ func TestFinishFallbacks(t *testing.T) {
 	res := pyjson.Obj("version", 1, "include", []pyjson.Value{c1, c2})
 	r := &fakeResolver{table: map[string]Resolution{"v:1": {Digest: d1}}}
 	images := map[string]catalog.Image{"vllm": {Image: "v:1"}, "torch": {Image: "nightly:x", Digest: d2}}
-	if err := Finish(context.Background(), res, images, r, "linux/amd64", Provenance{"sha", "12", "1"}); err != nil {
+	if _, err := Finish(context.Background(), res, images, r, "linux/amd64", Provenance{"sha", "12", "1"}); err != nil {
 		t.Fatal(err)
 	}
 	if id, _ := c1.String("id"); id != id1 {
@@ -334,13 +334,13 @@ func TestFinishFallbacks(t *testing.T) {
 	}
 	// nothing resolves: the seed's error
 	res = pyjson.Obj("include", []pyjson.Value{cell("x:1", "vllm")})
-	err := Finish(context.Background(), res, map[string]catalog.Image{"vllm": {Image: "x:1"}}, &fakeResolver{}, "linux/amd64", Provenance{})
+	_, err := Finish(context.Background(), res, map[string]catalog.Image{"vllm": {Image: "x:1"}}, &fakeResolver{}, "linux/amd64", Provenance{})
 	if err == nil || err.Error() != "cannot resolve image digest: x:1" {
 		t.Fatal(err)
 	}
 	// an image with no manifest for the platform is refused
 	res = pyjson.Obj("include", []pyjson.Value{cell("x86only:1", "vllm")})
-	err = Finish(context.Background(), res, map[string]catalog.Image{"vllm": {Image: "x86only:1"}},
+	_, err = Finish(context.Background(), res, map[string]catalog.Image{"vllm": {Image: "x86only:1"}},
 		&fakeResolver{table: map[string]Resolution{"x86only:1": {Digest: d1, NoPlatform: true}}}, "linux/arm64", Provenance{})
 	if err == nil || !strings.Contains(err.Error(), "x86only:1 has no manifest for linux/arm64") {
 		t.Fatal(err)
@@ -348,7 +348,7 @@ func TestFinishFallbacks(t *testing.T) {
 	// a pinned image is not asked about
 	r = &fakeResolver{}
 	res = pyjson.Obj("include", []pyjson.Value{cell("p:1@"+d1, "vllm")})
-	if err := Finish(context.Background(), res, map[string]catalog.Image{"vllm": {Image: "p:1@" + d1}}, r, "linux/amd64", Provenance{}); err != nil || len(r.asked) != 0 {
+	if _, err := Finish(context.Background(), res, map[string]catalog.Image{"vllm": {Image: "p:1@" + d1}}, r, "linux/amd64", Provenance{}); err != nil || len(r.asked) != 0 {
 		t.Fatal(err, r.asked)
 	}
 }
