@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -428,5 +429,56 @@ func TestLocalSlurmScriptCannotCollide(t *testing.T) {
 	}
 	if !c.jobListed(job) {
 		t.Errorf("the other instance's job %s was cancelled", job)
+	}
+}
+
+// The README's dry run of a cluster shard works as written, on a machine with no cluster
+// and no network (issue 20): a transcript test of the lines under "# every command one
+// shard would run".
+func TestReadmeDryRunOfAClusterShard(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	i := strings.Index(text, "# every command one shard would run")
+	if i < 0 {
+		t.Fatal("the README has no dry-run section")
+	}
+	block := text[i:]
+	block = block[:strings.Index(block, "\n\n")]
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "-c", block)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(opxBin)+":"+os.Getenv("PATH"))
+	r := run(cmd)
+	if r.code != 0 || !strings.Contains(r.stdout, "opx execute --dry-run: shard h200-dgxc-") || !strings.Contains(r.stdout, "salloc --no-shell --partition=main") {
+		t.Errorf("the README's dry run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// Two `opx run`s started in the same second get directories of their own (issue 20): the
+// default .opx-run/<time>-<pid>.
+func TestTwoRunsAtOnceDoNotCollide(t *testing.T) {
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	res := make([]outcome, 2)
+	for i := range res {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := exec.Command(opxBin, "run")
+			c.Dir = dir
+			res[i] = run(c)
+		}()
+	}
+	wg.Wait()
+	for i, r := range res {
+		if r.code != 0 {
+			t.Errorf("run %d: exit %d %s", i, r.code, r.stderr)
+		}
+	}
+	if runs, _ := filepath.Glob(filepath.Join(dir, ".opx-run", "*", "report.html")); len(runs) != 2 {
+		t.Errorf("two runs, reports %v", runs)
 	}
 }
