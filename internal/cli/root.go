@@ -80,26 +80,15 @@ type ExitError struct{ Code int }
 
 func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
-type signalKey struct{}
-
 // SignalContext is signal.NotifyContext that remembers which signal arrived, so commands
-// can exit 128+n.
-//
-// The handlers are installed in the background. os/signal's first Notify starts a thread
-// locked to its signal mask and waits on it once per signal, which cost every opx process
-// about 0.7 ms before its command could start (and Stop as much again). Until they are
-// in place a signal has its default effect, as it has while the Go runtime starts; a
-// command that takes something which must be given back (an allocation) calls
-// WaitSignals first.
+// can exit 128+n. The handlers are in place when it returns: from then on a signal cancels
+// the context instead of killing the process, before any command has started.
 func SignalContext(parent context.Context, sigs ...os.Signal) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
-	armed := make(chan struct{})
-	ctx = context.WithValue(ctx, signalKey{}, armed)
 	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
 	stopped := make(chan struct{})
 	go func() {
-		signal.Notify(ch, sigs...)
-		close(armed)
 		select {
 		case s := <-ch:
 			if ss, ok := s.(syscall.Signal); ok {
@@ -113,19 +102,10 @@ func SignalContext(parent context.Context, sigs ...os.Signal) (context.Context, 
 	var once sync.Once
 	return ctx, func() {
 		once.Do(func() {
-			<-armed
 			signal.Stop(ch)
 			close(stopped)
 			cancel(nil)
 		})
-	}
-}
-
-// WaitSignals returns once the signal handlers of ctx's SignalContext, if it has one,
-// are installed.
-func WaitSignals(ctx context.Context) {
-	if armed, ok := ctx.Value(signalKey{}).(chan struct{}); ok {
-		<-armed
 	}
 }
 
@@ -210,14 +190,6 @@ func newRoot(ctx context.Context, env Env) *cobra.Command {
 		SilenceUsage:  true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &UsageError{err} })
-	// commands that take allocations, start processes or fill caches wait until an
-	// interrupt would reach them; the quick ones, which only read and replace files
-	// atomically, start at once
-	root.PersistentPreRun = func(c *cobra.Command, _ []string) {
-		if c.Annotations[signalsLater] == "" {
-			WaitSignals(c.Context())
-		}
-	}
 	cobra.EnableCommandSorting = false // the groups list their commands in the order a user needs them
 	root.Version = version.String()
 	root.SetVersionTemplate("{{.Version}}\n")
@@ -230,23 +202,12 @@ func newRoot(ctx context.Context, env Env) *cobra.Command {
 			root.AddCommand(c)
 		}
 	}
-	group("sweep", newRunCmd(env), quick(newPlanCmd(env)), quick(newReportCmd(env)), quick(newCompareCmd(env)),
-		quick(newSummarizeCmd(env)), quick(newListCmd(env)), quick(newDoctorCmd(env)))
+	group("sweep", newRunCmd(env), newPlanCmd(env), newReportCmd(env), newCompareCmd(env),
+		newSummarizeCmd(env), newListCmd(env), newDoctorCmd(env))
 	group("shard", newExecuteCmd(env), newFinalizeCmd(env), newRecoverCmd(env))
 	group("node", newImportCmd(env), newRankCmd(env), newBenchCmd(env))
-	root.AddCommand(quick(newVersionCmd(env)))
+	root.AddCommand(newVersionCmd(env))
 	return root
-}
-
-// signalsLater marks a command that need not wait for the signal handlers (SignalContext).
-const signalsLater = "opx/signals-later"
-
-func quick(c *cobra.Command) *cobra.Command {
-	if c.Annotations == nil {
-		c.Annotations = map[string]string{}
-	}
-	c.Annotations[signalsLater] = "yes"
-	return c
 }
 
 func newVersionCmd(env Env) *cobra.Command {

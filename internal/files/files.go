@@ -4,6 +4,7 @@
 package files
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -35,10 +36,7 @@ func WriteJSON(path string, v pyjson.Value) error {
 }
 
 // WriteAtomicFunc is WriteAtomic for content produced by write, which streams into the
-// temporary file. A large file's pages are sent to disk behind the writer, from another
-// goroutine, so the rename that replaces an existing file (which on ext4 flushes the new
-// data first) finds nothing left to flush: a 2.6 MB manifest is replaced 1.5 ms sooner,
-// and reaches the disk sooner too.
+// temporary file (buffered).
 func WriteAtomicFunc(path string, perm os.FileMode, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -56,10 +54,11 @@ func WriteAtomicFunc(path string, perm os.FileMode, write func(io.Writer) error)
 			os.Remove(name)
 		}
 	}()
-	wb := &writeBehind{f: tmp}
-	err = write(wb)
-	wb.finish()
-	if err != nil {
+	bw := bufio.NewWriterSize(tmp, 64<<10)
+	if err := write(bw); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := tmp.Chmod(perm); err != nil {
@@ -73,50 +72,4 @@ func WriteAtomicFunc(path string, perm os.FileMode, write func(io.Writer) error)
 	}
 	ok = true
 	return nil
-}
-
-// writeBehindChunk is how much is written before its writeback is started.
-const writeBehindChunk = 512 << 10
-
-// writeBehind passes writes to f and starts the writeback of each completed chunk in the
-// background.
-type writeBehind struct {
-	f       *os.File
-	written int64 // bytes written so far
-	sent    int64 // bytes whose writeback was started
-	ranges  chan [2]int64
-	done    chan struct{}
-}
-
-func (w *writeBehind) Write(p []byte) (int, error) {
-	n, err := w.f.Write(p)
-	w.written += int64(n)
-	if w.written-w.sent >= writeBehindChunk {
-		if w.ranges == nil {
-			w.ranges, w.done = make(chan [2]int64, 16), make(chan struct{})
-			go func() {
-				defer close(w.done)
-				for r := range w.ranges {
-					startWriteback(w.f.Fd(), r[0], r[1])
-				}
-			}()
-		}
-		w.ranges <- [2]int64{w.sent, w.written - w.sent}
-		w.sent = w.written
-	}
-	return n, err
-}
-
-// finish starts the writeback of the rest, for a file large enough to have started
-// any, and waits for the background goroutine, so the file can be closed.
-func (w *writeBehind) finish() {
-	if w.ranges == nil {
-		return
-	}
-	if w.written > w.sent {
-		w.ranges <- [2]int64{w.sent, w.written - w.sent}
-		w.sent = w.written
-	}
-	close(w.ranges)
-	<-w.done
 }

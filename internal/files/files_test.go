@@ -22,8 +22,7 @@ func listDir(t *testing.T, dir string) []string {
 	return names
 }
 
-// A large file is written whole, behind a writer that starts its writeback chunk by
-// chunk, and replaces the old one with nothing left over.
+// A large file is written whole and replaces the old one with nothing left over.
 func TestWriteAtomicLarge(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sub", "manifest.json")
@@ -43,35 +42,6 @@ func TestWriteAtomicLarge(t *testing.T) {
 	}
 	if names := listDir(t, filepath.Dir(path)); len(names) != 1 {
 		t.Fatalf("left in the directory: %v", names)
-	}
-}
-
-// The write-behind writer hands every byte to writeback, in chunks, once finished.
-func TestWriteBehindCoversTheFile(t *testing.T) {
-	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w := &writeBehind{f: f}
-	piece := bytes.Repeat([]byte{'x'}, 100<<10)
-	for range 15 {
-		if _, err := w.Write(piece); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if w.ranges == nil || w.sent == 0 || w.sent >= w.written {
-		t.Fatalf("after 1.5 MB: sent %d of %d", w.sent, w.written)
-	}
-	w.finish()
-	if w.sent != w.written || w.written != 15*100<<10 {
-		t.Fatalf("finished: sent %d of %d", w.sent, w.written)
-	}
-	small := &writeBehind{f: f}
-	small.Write([]byte("tiny"))
-	small.finish()
-	if small.ranges != nil {
-		t.Fatal("a small file started writeback")
 	}
 }
 

@@ -1,5 +1,0 @@
-//go:build !linux
-
-package files
-
-func startWriteback(uintptr, int64, int64) {}
