@@ -18,6 +18,7 @@ import (
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/plan"
 	"github.com/semianalysis/opx/internal/platform"
+	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/recipes"
 	"github.com/semianalysis/opx/internal/registry"
@@ -108,10 +109,21 @@ func loadRegistry(path string, env Env) (*platform.Registry, string, error) {
 	return g, src.Name, err
 }
 
+// deviceTool runs a GPU tool for its stdout, bounded (a hung driver must not hang plan).
+func deviceTool(argv ...string) (string, error) {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return proc.Output(ctx, proc.Cmd{Argv: append([]string{path}, argv[1:]...), Stderr: io.Discard, Grace: time.Second})
+}
+
 // localGPUs counts this machine's devices for the local runner: nvidia-smi -L, then
 // rocm-smi, else 1.
 func localGPUs() int {
-	if out, err := exec.Command("nvidia-smi", "-L").Output(); err == nil {
+	if out, err := deviceTool("nvidia-smi", "-L"); err == nil {
 		n := 0
 		for _, l := range strings.Split(string(out), "\n") {
 			if strings.HasPrefix(l, "GPU ") {
@@ -122,7 +134,7 @@ func localGPUs() int {
 			return n
 		}
 	}
-	if out, err := exec.Command("rocm-smi", "--showid").Output(); err == nil {
+	if out, err := deviceTool("rocm-smi", "--showid"); err == nil {
 		seen := map[string]bool{}
 		for _, l := range strings.Split(string(out), "\n") {
 			if strings.HasPrefix(l, "GPU[") {

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/platform"
+	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/shard"
 )
@@ -126,12 +126,15 @@ func (d *doc) output(argv ...string) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(d.ctx, d.o.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, p, argv[1:]...)
-	cmd.Env = d.o.Environ
-	cmd.WaitDelay = time.Second
-	b, err := cmd.CombinedOutput()
+	var out strings.Builder
+	err = proc.Run(ctx, proc.Cmd{Argv: append([]string{p}, argv[1:]...), Env: d.o.Environ, Stdout: &out, Stderr: &out, Grace: time.Second})
+	b := []byte(out.String())
 	if ctx.Err() != nil {
 		return string(b), fmt.Errorf("%s did not answer within %s", strings.Join(argv, " "), d.o.Timeout)
+	}
+	var ee *proc.ExitError
+	if errors.As(err, &ee) {
+		return string(b), fmt.Errorf("%s: exit status %d: %s", strings.Join(argv, " "), ee.Code, firstLine(string(b)))
 	}
 	if err != nil {
 		return string(b), fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, firstLine(string(b)))

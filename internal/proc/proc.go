@@ -32,13 +32,37 @@ type ExitError struct {
 	Argv   []string
 	Code   int            // exit status, or -1 when killed by a signal
 	Signal syscall.Signal // the signal that ended it, if any
+	Stderr string         // the last bytes (at most tailSize) the command wrote to stderr
 }
 
 func (e *ExitError) Error() string {
+	msg := fmt.Sprintf("%s exited %d", shortArgv(e.Argv), e.Code)
 	if e.Code < 0 {
-		return fmt.Sprintf("%s: killed by %s", shortArgv(e.Argv), e.Signal)
+		msg = fmt.Sprintf("%s: killed by %s", shortArgv(e.Argv), e.Signal)
 	}
-	return fmt.Sprintf("%s exited %d", shortArgv(e.Argv), e.Code)
+	if last := lastLine(e.Stderr); last != "" {
+		msg += ": " + last
+	}
+	return msg
+}
+
+// tailSize is how much of a failed command's stderr its ExitError keeps.
+const tailSize = 4 << 10
+
+// tail keeps the last tailSize bytes written to it.
+type tail struct{ b []byte }
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > tailSize {
+		t.b = append(t.b[:0], t.b[len(t.b)-tailSize:]...)
+	}
+	return len(p), nil
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 func shortArgv(argv []string) string {
@@ -60,7 +84,12 @@ func Run(ctx context.Context, c Cmd) error {
 		grace = 10 * time.Second
 	}
 	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
-	cmd.Env, cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Env, c.Dir, c.Stdin, c.Stdout, c.Stderr
+	stderrTail := &tail{}
+	var stderr io.Writer = stderrTail
+	if c.Stderr != nil {
+		stderr = io.MultiWriter(c.Stderr, stderrTail)
+	}
+	cmd.Env, cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Env, c.Dir, c.Stdin, c.Stdout, stderr
 	// Pdeathsig: a child outlives no opx that was SIGKILLed. The kernel sends it when the
 	// thread that forked the child ends, so this goroutine keeps that thread (locked) until
 	// the child has been waited for: the thread ends only with opx itself. (A rank then ends
@@ -101,7 +130,7 @@ func Run(ctx context.Context, c Cmd) error {
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		out := &ExitError{Argv: c.Argv, Code: ee.ExitCode()}
+		out := &ExitError{Argv: c.Argv, Code: ee.ExitCode(), Stderr: string(stderrTail.b)}
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			out.Code, out.Signal = -1, ws.Signal()
 		}
