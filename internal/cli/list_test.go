@@ -108,3 +108,18 @@ func TestPlanSaysItUsedTheTableDigest(t *testing.T) {
 		t.Errorf("exit %d %q", r.code, r.stderr)
 	}
 }
+
+// Usage errors are known by when they happen (before any command runs), not by their
+// message text: each exits 2 with a pointer to the help.
+func TestUsageErrorsExit2(t *testing.T) {
+	for _, args := range [][]string{{"nosuch"}, {"list"}, {"report", "a", "b"}, {"summarize", "--manifest", "m"}, {"plan", "--bogus"}, {"run", "--max-parallel", "0"}} {
+		r := runOpx(t, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "--help')") {
+			t.Errorf("%v: exit %d %q", args, r.code, r.stderr)
+		}
+	}
+	// an error once the command runs is not a usage error
+	if r := runOpx(t, "report", filepath.Join(t.TempDir(), "nosuch")); r.code != 1 {
+		t.Errorf("report of a missing directory: exit %d %q", r.code, r.stderr)
+	}
+}

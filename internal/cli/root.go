@@ -112,6 +112,8 @@ func SignalContext(parent context.Context, sigs ...os.Signal) (context.Context, 
 // Main runs opx with args and returns the exit code.
 func Main(ctx context.Context, args []string, env Env) int {
 	root := newRoot(ctx, env)
+	started := false // a command's RunE began: an error before it is cobra's or pflag's usage error
+	markRuns(root, &started)
 	root.SetArgs(args)
 	root.SetIn(env.Stdin)
 	root.SetOut(env.Stdout)
@@ -132,7 +134,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 		}
 	}
 	var ue *UsageError
-	if errors.As(err, &ue) || isCobraUsage(err) {
+	if errors.As(err, &ue) || !started {
 		fmt.Fprintf(env.Stderr, "opx: %s (see 'opx %s--help')\n", oneLine(err.Error()), commandName(root, args))
 		return 2
 	}
@@ -154,15 +156,20 @@ func commandName(root *cobra.Command, args []string) string {
 	return strings.TrimPrefix(c.CommandPath(), "opx ") + " "
 }
 
-// isCobraUsage recognises cobra's and pflag's own argument errors.
-func isCobraUsage(err error) bool {
-	msg := err.Error()
-	for _, p := range []string{"unknown flag", "unknown shorthand", "required flag", "invalid argument", "flag needs an argument", "unknown command", "accepts ", "requires at least", "bad flag syntax", "if any flags in the group"} {
-		if strings.Contains(msg, p) {
-			return true
+// markRuns wraps every command's RunE to record that it began. cobra reports a bad command
+// line (an unknown command or flag, a missing required flag, the wrong number of
+// arguments) before any RunE runs, with untyped errors: so an error returned before one
+// began is a usage error, and no message text needs matching.
+func markRuns(c *cobra.Command, started *bool) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			*started = true
+			return run(cmd, args)
 		}
 	}
-	return false
+	for _, sub := range c.Commands() {
+		markRuns(sub, started)
+	}
 }
 
 const rootLong = `opx plans GPU operator benchmark sweeps (GEMM, MoE and attention kernels on the vLLM
