@@ -6,6 +6,7 @@ package catalog
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -192,7 +193,7 @@ func (t Testlists) Load(name string) ([]pyjson.Value, error) {
 		b, err = fs.ReadFile(t.dir, name+".json")
 	}
 	if err != nil {
-		if os.IsNotExist(err) || strings.Contains(err.Error(), "file does not exist") {
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("unknown testlist %q in %s; available: %s", name, t.loc, strings.Join(t.Names(), ", "))
 		}
 		var pe *fs.PathError

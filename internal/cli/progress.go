@@ -147,6 +147,20 @@ func (w *lineWriter) Write(b []byte) (int, error) {
 	}
 }
 
+// planned records the sweep's size once the plan is written.
+func (p *progress) planned(shards, cases int) {
+	p.mu.Lock()
+	p.shards, p.cases, p.phase = shards, cases, "execute"
+	p.mu.Unlock()
+}
+
+// runningShards is how many shards are running now.
+func (p *progress) runningShards() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.running)
+}
+
 func (p *progress) setPhase(phase string) {
 	p.mu.Lock()
 	p.phase = phase

@@ -130,9 +130,7 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 	for _, c := range m.Include {
 		cases += len(c.Cases)
 	}
-	pr.mu.Lock()
-	pr.shards, pr.cases, pr.phase = n, cases, "execute"
-	pr.mu.Unlock()
+	pr.planned(n, cases)
 	pr.logf("%d shard(s) of %d case(s), %d at a time; output in %s", n, cases, parallel, dir)
 	stderr := pr.writer() // execute's own messages, kept apart from the status line
 	// on the first Ctrl-C, say what happens next: the running shards clean up (their
@@ -143,10 +141,7 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 	go func() {
 		select {
 		case <-ctx.Done():
-			pr.mu.Lock()
-			running := len(pr.running)
-			pr.mu.Unlock()
-			pr.logf("%s: no new shard starts; cleaning up %d running shard(s) (allocations cancelled and confirmed gone, rows collected), then writing the summary and report of what finished", oneLine(context.Cause(ctx).Error()), running)
+			pr.logf("%s: no new shard starts; cleaning up %d running shard(s) (allocations cancelled and confirmed gone, rows collected), then writing the summary and report of what finished", oneLine(context.Cause(ctx).Error()), pr.runningShards())
 		case <-stopped:
 		}
 	}()
