@@ -21,11 +21,7 @@ import (
 
 // Owner is a path's owner and mode, for messages.
 func Owner(fi fs.FileInfo) string {
-	uid := -1
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		uid = int(st.Uid)
-	}
-	return fmt.Sprintf("owner uid %d, mode %04o", uid, fi.Mode().Perm()|stickyBits(fi))
+	return fmt.Sprintf("owner uid %d, mode %04o", UID(fi), fi.Mode().Perm()|stickyBits(fi))
 }
 
 func stickyBits(fi fs.FileInfo) fs.FileMode {
@@ -35,7 +31,8 @@ func stickyBits(fi fs.FileInfo) fs.FileMode {
 	return 0
 }
 
-func uidOf(fi fs.FileInfo) int {
+// UID is the owner of a path opx stat'ed (-1 when the file system does not say).
+func UID(fi fs.FileInfo) int {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return int(st.Uid)
 	}
@@ -61,7 +58,7 @@ func CheckPrivateDir(path string) error {
 		return &UntrustedError{path, "is a symlink, not a directory of this user's"}
 	case !fi.IsDir():
 		return &UntrustedError{path, "is not a directory"}
-	case uidOf(fi) != os.Geteuid():
+	case UID(fi) != os.Geteuid():
 		return &UntrustedError{path, fmt.Sprintf("belongs to another user (%s); remove it or ask its owner to", Owner(fi))}
 	case fi.Mode().Perm()&0o077 != 0:
 		return &UntrustedError{path, fmt.Sprintf("is open to other users (%s); chmod 700 it", Owner(fi))}
@@ -86,7 +83,7 @@ func MkdirPrivate(path string) error {
 // written by this user or root: a regular file (fi from Lstat: a symlink is refused), owned
 // by the effective user or root, not writable by group or others.
 func CheckTrustedFile(path string, fi fs.FileInfo) error {
-	uid := uidOf(fi)
+	uid := UID(fi)
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		return &UntrustedError{path, "is a symlink"}
@@ -109,7 +106,7 @@ func CheckSharedDir(path string) error {
 	if err != nil {
 		return err
 	}
-	uid := uidOf(fi)
+	uid := UID(fi)
 	switch {
 	case !fi.IsDir():
 		return &UntrustedError{path, "is not a directory"}

@@ -205,7 +205,7 @@ func removeStalePartials(cache, key string) error {
 		if err != nil {
 			continue
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+		if files.UID(fi) != os.Geteuid() {
 			continue
 		}
 		if err := os.RemoveAll(p); err != nil {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/semianalysis/opx/internal/files"
 )
 
 // Ranks that run on this host (the local runner) are what an allocation is on Slurm: the
@@ -25,7 +27,7 @@ func liveRanks(stage string) []int {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		if fi, err := os.Stat(p); err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
+		if fi, err := os.Stat(p); err != nil || files.UID(fi) != os.Geteuid() {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join(p, "environ"))
