@@ -11,7 +11,7 @@ work=${OPX_BENCH_DIR:-$(mktemp -d)}; [ -n "${OPX_BENCH_DIR:-}" ] || trap 'rm -rf
 # built as scripts/release.sh builds it: static, trimmed, stripped
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/opx" ./cmd/opx
 mkdir -p "$work/ref"
-"$shared/seed/seedtree" "$work/ref" "$work/seed" >/dev/null
+[ -d "$work/seed" ] || "$shared/seed/seedtree" "$work/ref" "$work/seed" >/dev/null
 python3 - "$work" <<'PY'
 import json, os, sys
 work = sys.argv[1]
@@ -21,7 +21,7 @@ for s in range(256):
     cells.append({"id": sid, "runner": "cluster:h200-dgxc", "cases": [{"testlist": "t", "shape": {"type": "gemm", "args": {"m": i}}} for i in range(500)]})
     for attempt in (1, 2):
         d = os.path.join(work, "artifacts", f"operatorx-shard-7-{attempt}-{sid}")
-        os.makedirs(os.path.join(d, "results", "nvidia", "h200_dgxc_8x"))
+        os.makedirs(os.path.join(d, "results", "nvidia", "h200_dgxc_8x"), exist_ok=True)
         json.dump({"cell": {"id": sid, "runner": "cluster:h200-dgxc"}, "source_sha": "s", "run_id": "7", "attempt": str(attempt), "stage": "/x"}, open(os.path.join(d, "execution.json"), "w"))
         json.dump({"exit_code": 0, "slurm_jobs": ["1"]}, open(os.path.join(d, "status.json"), "w"))
         rows = [{"op": {"type": "gemm", "args": {"m": i, "n": 4096, "k": 4096, "a": {"dtype": "bf16"}, "b": {"dtype": "bf16"}, "out": "bf16"}, "backend": "vllm", "sources": []},

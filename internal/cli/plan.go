@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -168,40 +167,25 @@ func runPlan(ctx context.Context, env Env, o *planOptions) error {
 			return fmt.Errorf("invalid testlist name: %s (allowed: letters, digits, '_' and '-')", pyjson.Repr(n))
 		}
 	}
-	// the inputs are read at once (the small testlists and the registry while the big
-	// ones parse); their errors are reported in the order the seed meets them
+	// the inputs are read in the order the seed meets their errors
 	tls := catalog.NewTestlists(o.testlistDir)
-	type loaded struct {
-		shapes []pyjson.Value
-		err    error
+	var lists []plan.Testlist
+	for _, n := range names {
+		shapes, err := tls.Load(n)
+		if err != nil {
+			return err
+		}
+		lists = append(lists, plan.Testlist{Name: n, Shapes: shapes})
 	}
-	testlists := make([]loaded, len(names))
-	var reg *platform.Registry
-	var regName string
-	var regErr error
+	reg, regName, err := loadRegistry(o.platformConfig, env)
+	if err != nil {
+		return err
+	}
 	csrc := catalog.Embedded("containers.toml")
 	if o.containers != "" {
 		csrc = catalog.Disk(o.containers)
 	}
-	var containers catalog.Containers
-	var containersErr error
-	var wg sync.WaitGroup
-	for i, n := range names {
-		wg.Go(func() { testlists[i].shapes, testlists[i].err = tls.Load(n) })
-	}
-	wg.Go(func() { reg, regName, regErr = loadRegistry(o.platformConfig, env) })
-	wg.Go(func() { containers, containersErr = catalog.LoadContainers(csrc) })
-	wg.Wait()
-	var lists []plan.Testlist
-	for i, n := range names {
-		if testlists[i].err != nil {
-			return testlists[i].err
-		}
-		lists = append(lists, plan.Testlist{Name: n, Shapes: testlists[i].shapes})
-	}
-	if regErr != nil {
-		return regErr
-	}
+	containers, containersErr := catalog.LoadContainers(csrc)
 	runner, known := reg.Runner(o.runner)
 	if !known {
 		runner = platform.Runner{Label: o.runner, Family: platform.Family(o.runner)}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -215,11 +216,17 @@ func SafeName(v string) bool {
 // (manifests, execution, status and results files), so they all accept and refuse the same
 // inputs. Errors name the file.
 func ReadJSON(ctx context.Context, path string) (pyjson.Value, error) {
+	return ReadJSONDepth(ctx, path, math.MaxInt)
+}
+
+// ReadJSONDepth is ReadJSON building only the top depth levels (pyjson.ParseDepth): for
+// readers that need a large document's outline, not its leaves.
+func ReadJSONDepth(ctx context.Context, path string, depth int) (pyjson.Value, error) {
 	b, err := ReadRegular(ctx, path, MaxInput)
 	if err != nil {
 		return nil, err
 	}
-	v, err := pyjson.Parse(b)
+	v, err := pyjson.ParseDepth(b, depth)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

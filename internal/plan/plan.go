@@ -9,11 +9,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/platform"
@@ -371,51 +368,24 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 		return nil, valueErr("selection exceeds 256 shards; narrow the testlists/backends/world sizes")
 	}
 	include := make([]pyjson.Value, len(cells))
-	caseKeys := []string{"testlist", "shape"}
-	parallel(len(cells), func(i int, buf *[]byte) {
-		idx := cellCases[i]
-		cells[i].Set("cases", pyjson.Records(caseKeys, len(idx), func(c, j int) pyjson.Value {
-			if j == 0 {
-				return listNames[kept[idx[c]].list]
-			}
-			return kept[idx[c]].shape
-		}))
-		include[i] = withID(cells[i], buf)
-	})
-	return pyjson.Obj("version", 1, "excluded_shapes", excluded, "include", include), nil
-}
-
-// parallel runs f(0..n-1) on every core; the ids of big plans are independent hashes.
-func parallel(n int, f func(int, *[]byte)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 0, 64<<10) // one encoding buffer per worker, sized for a cell
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				f(i, &buf)
-			}
-		}()
+	for i, cell := range cells {
+		cases := make([]pyjson.Value, len(cellCases[i]))
+		for c, k := range cellCases[i] {
+			cases[c] = pyjson.Obj("testlist", listNames[kept[k].list], "shape", kept[k].shape)
+		}
+		cell.Set("cases", cases)
+		include[i] = WithID(cell)
 	}
-	wg.Wait()
+	return pyjson.Obj("version", 1, "excluded_shapes", excluded, "include", include), nil
 }
 
 // WithID returns {"id": <label>-<16 hex of sha256(json.dumps(cell, sort_keys=True))>, ...cell}
 // (seed-spec §5.4).
 func WithID(cell *pyjson.Object) *pyjson.Object {
-	var buf []byte
-	return withID(cell, &buf)
-}
-
-func withID(cell *pyjson.Object, buf *[]byte) *pyjson.Object {
-	b, err := pyjson.AppendMarshal((*buf)[:0], cell, pyjson.Identity)
+	b, err := pyjson.Marshal(cell, pyjson.Identity)
 	if err != nil {
 		panic(err) // cells are built from parsed values only
 	}
-	*buf = b
 	sum := sha256.Sum256(b)
 	runner, _ := cell.String("runner")
 	out := pyjson.Obj("id", platform.ShortLabel(runner)+"-"+hex.EncodeToString(sum[:])[:16])

@@ -11,6 +11,7 @@ package pyjson
 import (
 	"fmt"
 	"math/big"
+	"slices"
 	"strconv"
 )
 
@@ -45,78 +46,24 @@ type Member struct {
 }
 
 // Object is a JSON object that keeps insertion order, like a Python dict.
-//
-// Its keys are a keyList that objects with the same keys share (a testlist's thousands
-// of shapes have a handful of key sequences), and its values a slice of its own: a
-// member costs 16 bytes, not 32.
 type Object struct {
-	kl     *keyList
-	values []Value
+	members []Member
+	index   map[string]int // key → position, built once the object outgrows a linear scan
 }
 
-// keyList is a sequence of distinct keys. The list an object builds with Set is its own
-// and grows in place; a shared one (parsed, Records, Clone) is copied on the first Set
-// that adds a key. Keys are never changed or removed in place, so a list and a length
-// name one sequence.
-type keyList struct {
-	keys  []string
-	index map[string]int // built once the list outgrows a linear scan
-	owner *Object        // the object that may append in place; nil when shared
-	plain bool           // (shared lists) no key needs escaping: its quoted text is itself
-}
-
-// indexAt is the size from which lookups go through a map. Below it a scan is as quick
-// and allocates nothing (a testlist's moe shapes have 12 args each).
-const indexAt = 32
-
-func (l *keyList) reindex() {
-	l.index = nil
-	if len(l.keys) < indexAt {
-		return
-	}
-	l.index = make(map[string]int, len(l.keys))
-	for i, k := range l.keys {
-		l.index[k] = i
-	}
-}
-
-// sharedKeys returns a shared list of keys (which must be distinct).
-func sharedKeys(keys []string) *keyList {
-	l := &keyList{keys: keys, plain: true}
-	for _, k := range keys {
-		for i := 0; i < len(k); i++ {
-			if c := k[i]; c < 0x20 || c == '"' || c == '\\' {
-				l.plain = false
-			}
-		}
-	}
-	l.reindex()
-	return l
-}
-
-// seqSlot picks the slot of a direct-mapped cache of key sequences (the parser's and the
-// encoder's) from a sequence's length and its first and last keys.
-func seqSlot(n int, first, last string, slots int) int {
-	h := n*31 + len(first)*7 + len(last)
-	if first != "" {
-		h += int(first[0])
-	}
-	return h % slots
-}
+// indexAt is the size from which lookups go through a map; below it a scan is as quick.
+const indexAt = 16
 
 // NewObject returns an empty object.
 func NewObject() *Object { return &Object{} }
 
 func (o *Object) find(key string) (int, bool) {
-	if o.kl == nil {
-		return 0, false
+	if o.index != nil {
+		i, ok := o.index[key]
+		return i, ok
 	}
-	if o.kl.index != nil {
-		i, ok := o.kl.index[key]
-		return i, ok && i < len(o.values)
-	}
-	for i, k := range o.kl.keys[:len(o.values)] {
-		if k == key {
+	for i := range o.members {
+		if o.members[i].Key == key {
 			return i, true
 		}
 	}
@@ -126,15 +73,14 @@ func (o *Object) find(key string) (int, bool) {
 // Obj builds an object from alternating keys and values: Obj("a", 1, "b", "x").
 // Go ints are converted to Int.
 func Obj(kv ...any) *Object {
-	o := &Object{kl: &keyList{keys: make([]string, 0, len(kv)/2)}, values: make([]Value, 0, len(kv)/2)}
-	o.kl.owner = o
+	o := &Object{members: make([]Member, 0, len(kv)/2)}
 	for i := 0; i+1 < len(kv); i += 2 {
 		o.Set(kv[i].(string), From(kv[i+1]))
 	}
 	return o
 }
 
-// From converts common Go values (int, []string, map-free) into the value model.
+// From converts common Go values (int, int64, []string) into the value model.
 func From(v any) Value {
 	switch x := v.(type) {
 	case int:
@@ -154,51 +100,20 @@ func From(v any) Value {
 	}
 }
 
-// Records returns n objects (as values) with the same distinct keys, member j of object i
-// holding value(i, j). They are allocated together and share their keys — a plan wraps
-// thousands of shapes this way — and, like any object, may grow with Set.
-func Records(keys []string, n int, value func(i, j int) Value) []Value {
-	for i := range keys {
-		for j := range i {
-			if keys[i] == keys[j] {
-				panic("pyjson.Records: repeated key " + keys[i])
-			}
-		}
-	}
-	k := len(keys)
-	kl := sharedKeys(append([]string(nil), keys...))
-	objs := make([]Object, n)
-	values := make([]Value, n*k)
-	out := make([]Value, n)
-	for i := range objs {
-		v := values[i*k : (i+1)*k : (i+1)*k]
-		for j := range v {
-			v[j] = value(i, j)
-		}
-		objs[i] = Object{kl: kl, values: v}
-		out[i] = &objs[i]
-	}
-	return out
-}
-
 // Len is the number of members.
-func (o *Object) Len() int { return len(o.values) }
+func (o *Object) Len() int { return len(o.members) }
 
-// Members returns the members in order, in a new slice.
-func (o *Object) Members() []Member {
-	m := make([]Member, len(o.values))
-	for i, v := range o.values {
-		m[i] = Member{o.kl.keys[i], v}
-	}
-	return m
-}
+// Members returns the members in order. The slice is the object's own: read it, do not
+// change it (appending to it copies).
+func (o *Object) Members() []Member { return slices.Clip(o.members) }
 
 // Keys returns the keys in order.
 func (o *Object) Keys() []string {
-	if o.kl == nil {
-		return []string{}
+	keys := make([]string, len(o.members))
+	for i, m := range o.members {
+		keys[i] = m.Key
 	}
-	return append([]string{}, o.kl.keys[:len(o.values)]...)
+	return keys
 }
 
 // Get returns the value for key.
@@ -206,11 +121,10 @@ func (o *Object) Get(key string) (Value, bool) {
 	if o == nil {
 		return nil, false
 	}
-	i, ok := o.find(key)
-	if !ok {
-		return nil, false
+	if i, ok := o.find(key); ok {
+		return o.members[i].Value, true
 	}
-	return o.values[i], true
+	return nil, false
 }
 
 // Has reports whether key is present.
@@ -219,49 +133,41 @@ func (o *Object) Has(key string) bool { _, ok := o.Get(key); return ok }
 // Set adds key at the end, or replaces its value in place (Python dict semantics).
 func (o *Object) Set(key string, v Value) {
 	if i, ok := o.find(key); ok {
-		o.values[i] = v
+		o.members[i].Value = v
 		return
 	}
-	l := o.kl
-	if l == nil || l.owner != o { // start a list of its own
-		n := 0
-		if l != nil {
-			n = len(l.keys)
-		}
-		own := &keyList{keys: make([]string, n, n+4), owner: o}
-		if l != nil {
-			copy(own.keys, l.keys)
-		}
-		own.reindex()
-		l, o.kl = own, own
+	o.members = append(o.members, Member{key, v})
+	if o.index != nil {
+		o.index[key] = len(o.members) - 1
+	} else if len(o.members) >= indexAt {
+		o.reindex()
 	}
-	l.keys = append(l.keys, key)
-	o.values = append(o.values, v)
-	if l.index != nil {
-		l.index[key] = len(l.keys) - 1
-	} else if len(l.keys) >= indexAt {
-		l.reindex()
+}
+
+func (o *Object) reindex() {
+	o.index = nil
+	if len(o.members) < indexAt {
+		return
+	}
+	o.index = make(map[string]int, len(o.members))
+	for i, m := range o.members {
+		o.index[m.Key] = i
 	}
 }
 
 // Delete removes key, keeping the order of the rest.
 func (o *Object) Delete(key string) {
-	i, ok := o.find(key)
-	if !ok {
-		return
+	if i, ok := o.find(key); ok {
+		o.members = slices.Delete(o.members, i, i+1)
+		o.reindex()
 	}
-	keys := append(append(make([]string, 0, len(o.values)-1), o.kl.keys[:i]...), o.kl.keys[i+1:len(o.values)]...)
-	o.values = append(append(make([]Value, 0, len(keys)), o.values[:i]...), o.values[i+1:]...)
-	o.kl = &keyList{keys: keys, owner: o}
-	o.kl.reindex()
 }
 
 // Clone returns a shallow copy of o.
 func (o *Object) Clone() *Object {
-	if o.kl != nil && o.kl.owner != nil {
-		o.kl.owner = nil // shared from now on: whichever adds a key first copies it
-	}
-	return &Object{kl: o.kl, values: append([]Value(nil), o.values...)}
+	c := &Object{members: slices.Clone(o.members)}
+	c.reindex()
+	return c
 }
 
 // String returns the member as a string if it is one.
@@ -332,6 +238,8 @@ func TypeName(v Value) string {
 		return "object"
 	case []Value:
 		return "array"
+	case Raw:
+		return "unread JSON"
 	}
 	return fmt.Sprintf("%T", v)
 }

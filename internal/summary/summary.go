@@ -16,11 +16,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/pyjson"
@@ -92,19 +89,12 @@ func Summarize(ctx context.Context, manifestPath, artifacts string) (*Report, er
 			rep.Shards[i].Attempt, rep.Shards[i].HasAttempt, rep.Shards[i].Dir = f.attempt, true, f.dir
 		}
 	}
-	// the shards' files are read a few at a time (one per core); the first error in
-	// manifest order is the one reported, as a sequential read would
-	errs := make([]error, len(rep.Shards))
-	var g errgroup.Group
-	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i := range rep.Shards {
 		if rep.Shards[i].HasAttempt {
-			g.Go(func() error { errs[i] = settle(ctx, &rep.Shards[i]); return nil })
+			if err := settle(ctx, &rep.Shards[i]); err != nil {
+				return nil, err
+			}
 		}
-	}
-	g.Wait()
-	if err := firstErr(errs); err != nil {
-		return nil, err
 	}
 	rep.Success = len(rep.Shards) > 0
 	for _, s := range rep.Shards {
@@ -113,15 +103,6 @@ func Summarize(ctx context.Context, manifestPath, artifacts string) (*Report, er
 		}
 	}
 	return rep, nil
-}
-
-func firstErr(errs []error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // manifestInfo is what summarize needs of a manifest.
@@ -137,7 +118,8 @@ type cellInfo struct {
 
 func readManifest(ctx context.Context, path string) (manifestInfo, error) {
 	var m manifestInfo
-	v, err := files.ReadJSON(ctx, path)
+	// the cells and their lists of cases are built, not the cases themselves
+	v, err := files.ReadJSONDepth(ctx, path, 4)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return m, fmt.Errorf("manifest %s: %w", path, fs.ErrNotExist)
@@ -285,8 +267,9 @@ func countRows(ctx context.Context, s *Shard, dir string) error {
 
 // Statuses reads a results file and returns each row's status as the seed's message shows
 // it (str() of the value: a string as is, None, True, 1.5, ...).
+// Only the document's top is built: each row's op and metrics are checked, not kept.
 func Statuses(ctx context.Context, path string) ([]string, error) {
-	v, err := files.ReadJSON(ctx, path)
+	v, err := files.ReadJSONDepth(ctx, path, 3) // a row's members are at depth 3
 	if err != nil {
 		var se *pyjson.SyntaxError
 		if errors.As(err, &se) {
@@ -320,6 +303,9 @@ func Statuses(ctx context.Context, path string) ([]string, error) {
 // pyStr is Python's str() of a JSON scalar, as the seed's message shows a status; other
 // values are shown as compact JSON.
 func pyStr(v pyjson.Value) string {
+	if raw, ok := v.(pyjson.Raw); ok { // an object or list as a status: built to be shown
+		v, _ = pyjson.Parse(raw)
+	}
 	switch x := v.(type) {
 	case string:
 		return x
