@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/safe"
-	"github.com/semianalysis/opx/internal/shard"
 	"github.com/semianalysis/opx/internal/summary"
 )
 
@@ -91,7 +91,7 @@ func (p *progress) draw() {
 
 // stageOf reads the stage path execute recorded in out/execution.json ("" until it is there).
 func stageOf(out string) string {
-	ex, err := shard.ReadExecution(filepath.Join(out, "execution.json"))
+	ex, err := manifest.ReadExecution(filepath.Join(out, "execution.json"))
 	if err != nil {
 		return ""
 	}

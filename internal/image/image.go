@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/semianalysis/opx/internal/manifest"
+
 	"github.com/gofrs/flock"
 	"github.com/google/go-containerregistry/pkg/name"
 
@@ -95,7 +97,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if o.Image == "" || o.Digest == "" {
 		return Result{}, errors.New("import needs --image and --digest")
 	}
-	if !plan.ValidDigest(o.Digest) {
+	if !manifest.ValidDigest(o.Digest) {
 		return Result{}, fmt.Errorf("--digest %s is not a sha256:<64 hex> manifest digest", pyjson.Repr(o.Digest))
 	}
 	if err := os.MkdirAll(o.Cache, 0o700); err != nil {
@@ -106,7 +108,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err := files.CheckSharedDir(o.Cache); err != nil {
 		return Result{}, fmt.Errorf("image cache %v", err)
 	}
-	key := plan.ImageKey(o.Image, o.Digest, o.ImagePlatform)
+	key := manifest.ImageKey(o.Image, o.Digest, o.ImagePlatform)
 	squash := filepath.Join(o.Cache, key+".sqsh")
 	res := Result{Squash: squash}
 	// O_NOFOLLOW: a lock planted as a symlink is refused, never followed to create its

@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/semianalysis/opx/internal/manifest"
+
 	"github.com/gofrs/flock"
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
@@ -154,7 +156,7 @@ func TestImportThenReuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := plan.ImageKey(f.image, f.digest, "linux/amd64")
+	key := manifest.ImageKey(f.image, f.digest, "linux/amd64")
 	if !res.Imported || res.Squash != filepath.Join(f.cache, key+".sqsh") {
 		t.Fatalf("result %+v", res)
 	}
@@ -217,7 +219,7 @@ func TestImportRefusesMovedTag(t *testing.T) {
 	if err == nil || err.Error() != "image tag moved or digest verification failed; dispatch again" {
 		t.Fatalf("err = %v", err)
 	}
-	key := plan.ImageKey(f.image, f.digest, "linux/amd64")
+	key := manifest.ImageKey(f.image, f.digest, "linux/amd64")
 	if got := f.entries(); strings.Join(got, " ") != key+".lock" {
 		t.Fatalf("a moved tag left %v in the cache", got)
 	}
@@ -258,8 +260,8 @@ func TestTwoArchitecturesTwoEntries(t *testing.T) {
 	if err != nil || !res.Imported {
 		t.Fatalf("%+v %v", res, err)
 	}
-	a := plan.ImageKey(f.image, f.digest, "linux/amd64")
-	b := plan.ImageKey(f.image, f.digest, "linux/arm64")
+	a := manifest.ImageKey(f.image, f.digest, "linux/amd64")
+	b := manifest.ImageKey(f.image, f.digest, "linux/arm64")
 	if got := strings.Join(f.entries(), " "); got != strings.Join(sorted(a+".lock", a+".sqsh", b+".lock", b+".sqsh"), " ") {
 		t.Fatalf("cache holds %s", got)
 	}
@@ -355,7 +357,7 @@ func TestTruncatedEntryIsReplaced(t *testing.T) {
 
 func TestGarbageEntryAndStalePartialAreReplaced(t *testing.T) {
 	f := newFixture(t)
-	key := plan.ImageKey(f.image, f.digest, "linux/amd64")
+	key := manifest.ImageKey(f.image, f.digest, "linux/amd64")
 	os.MkdirAll(f.cache, 0o700)
 	os.WriteFile(filepath.Join(f.cache, key+".sqsh"), []byte("<html>proxy error</html>"), 0o644)
 	os.WriteFile(filepath.Join(f.cache, key+".partial"), []byte("half an import"), 0o644)
@@ -377,7 +379,7 @@ func TestFailedEnrootLeavesNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "enroot import of docker://") {
 		t.Fatalf("err = %v", err)
 	}
-	key := plan.ImageKey(f.image, f.digest, "linux/amd64")
+	key := manifest.ImageKey(f.image, f.digest, "linux/amd64")
 	if got := strings.Join(f.entries(), " "); got != key+".lock" {
 		t.Fatalf("cache holds %s", got)
 	}
@@ -387,7 +389,7 @@ func TestFailedEnrootLeavesNothing(t *testing.T) {
 func (f *fixture) holdLock() *exec.Cmd {
 	f.t.Helper()
 	os.MkdirAll(f.cache, 0o700)
-	key := plan.ImageKey(f.image, f.digest, "linux/amd64")
+	key := manifest.ImageKey(f.image, f.digest, "linux/amd64")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "OPX_TEST_HOLD_LOCK="+filepath.Join(f.cache, key+".lock"))
 	out, _ := cmd.StdoutPipe()
@@ -498,7 +500,7 @@ func waitForFile(t *testing.T, path string) {
 func TestSharedCacheTrustsNoOtherUser(t *testing.T) {
 	f := newFixture(t)
 	_, otherUID := testenv.OtherUser(t)
-	key := plan.ImageKey(f.image, f.digest, "linux/amd64")
+	key := manifest.ImageKey(f.image, f.digest, "linux/amd64")
 	shared := testenv.SharedDir(t)
 	f.cache = filepath.Join(shared, "cache")
 	os.Mkdir(f.cache, 0o755)

@@ -5,20 +5,15 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/semianalysis/opx/internal/manifest"
+
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/pyjson"
 )
 
-// Resolution is what a registry says about one image tag.
-type Resolution struct {
-	Digest         string // the tag's manifest (or index) digest; "" when unavailable
-	PlatformDigest string // for a multi-arch index: the manifest digest for the platform
-	NoPlatform     bool   // the image exists but has no manifest for the platform
-}
-
 // Resolver resolves image tags to digests, each distinct image once.
 type Resolver interface {
-	Resolve(ctx context.Context, images []string, imagePlatform string) map[string]Resolution
+	Resolve(ctx context.Context, images []string, imagePlatform string) map[string]manifest.Resolution
 }
 
 // Provenance is what plan adds at the top level.
@@ -42,13 +37,13 @@ func Finish(ctx context.Context, result *pyjson.Object, images map[string]catalo
 			distinct = append(distinct, img)
 		}
 	}
-	res := map[string]Resolution{}
+	res := map[string]manifest.Resolution{}
 	byDigest := map[string]bool{} // decisions §4: imported by the containers.toml digest
 	resolve := func(list []string) error {
 		var ask []string
 		for _, img := range list {
 			if d := PinnedDigest(img); d != "" {
-				res[img] = Resolution{Digest: d} // a pinned image is used as is
+				res[img] = manifest.Resolution{Digest: d} // a pinned image is used as is
 			} else {
 				ask = append(ask, img)
 			}
@@ -67,7 +62,7 @@ func Finish(ctx context.Context, result *pyjson.Object, images map[string]catalo
 			}
 			for _, entry := range images {
 				if entry.Image == img && entry.Digest != "" {
-					res[img] = Resolution{Digest: entry.Digest}
+					res[img] = manifest.Resolution{Digest: entry.Digest}
 					byDigest[img] = true
 					break
 				}
@@ -121,7 +116,7 @@ func Finish(ctx context.Context, result *pyjson.Object, images map[string]catalo
 			uri = EnrootURI(img)
 		}
 		cell.Set("import_uri", uri)
-		cell.Set("queue-token", QueueToken(prov.RunID, prov.Attempt, id))
+		cell.Set("queue-token", manifest.QueueToken(prov.RunID, prov.Attempt, id))
 	}
 	result.Set("source_sha", prov.SourceSHA)
 	result.Set("run_id", prov.RunID)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/semianalysis/opx/internal/manifest"
+
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/pyjson"
@@ -73,10 +75,10 @@ func TestGoldenExample1(t *testing.T) {
 	if ex, _ := res.Get("excluded_shapes"); ex != pyjson.Int("0") {
 		t.Fatalf("excluded %v", ex)
 	}
-	if got := QueueToken("12", "1", "h100-dsxe-b69a80e232af6935"); got != "87ac7c7dd71370045621324494d635c2" {
+	if got := manifest.QueueToken("12", "1", "h100-dsxe-b69a80e232af6935"); got != "87ac7c7dd71370045621324494d635c2" {
 		t.Fatalf("queue token %s", got)
 	}
-	if got := MasterPort("12345", "h100-dsxe-b69a80e232af6935"); got != 30435 {
+	if got := manifest.MasterPort("12345", "h100-dsxe-b69a80e232af6935"); got != 30435 {
 		t.Fatalf("master port %d", got)
 	}
 }
@@ -149,10 +151,10 @@ func TestGoldenExample4CountersOrdering(t *testing.T) {
 
 func TestImageKeyGolden(t *testing.T) {
 	d := "sha256:" + strings.Repeat("a", 64)
-	if got := ImageKey("image:1", d, "linux/amd64"); got != "73a5e67fbf66881a829820a2800f4b76417ba33c39739c3b706121b7390d4661" {
+	if got := manifest.ImageKey("image:1", d, "linux/amd64"); got != "73a5e67fbf66881a829820a2800f4b76417ba33c39739c3b706121b7390d4661" {
 		t.Fatal(got)
 	}
-	if got := ImageKey("image:1", d, "linux/arm64"); got != "3db3d6c05db1ebcb30f89b854ea9861ceaa26122fff808483adfd4f17bd3d45b" {
+	if got := manifest.ImageKey("image:1", d, "linux/arm64"); got != "3db3d6c05db1ebcb30f89b854ea9861ceaa26122fff808483adfd4f17bd3d45b" {
 		t.Fatal(got)
 	}
 }
@@ -286,12 +288,12 @@ func TestRecipeShards(t *testing.T) {
 
 // fakeResolver answers from a table, recording what it was asked.
 type fakeResolver struct {
-	table map[string]Resolution
+	table map[string]manifest.Resolution
 	asked []string
 }
 
-func (f *fakeResolver) Resolve(_ context.Context, images []string, _ string) map[string]Resolution {
-	out := map[string]Resolution{}
+func (f *fakeResolver) Resolve(_ context.Context, images []string, _ string) map[string]manifest.Resolution {
+	out := map[string]manifest.Resolution{}
 	for _, i := range images {
 		f.asked = append(f.asked, i)
 		out[i] = f.table[i]
@@ -309,7 +311,7 @@ func TestFinishFallbacks(t *testing.T) {
 	id1, _ := c1.String("id")
 	c2 := cell("nightly:x", "torch") // unresolvable, but containers.toml has its digest
 	res := pyjson.Obj("version", 1, "include", []pyjson.Value{c1, c2})
-	r := &fakeResolver{table: map[string]Resolution{"v:1": {Digest: d1}}}
+	r := &fakeResolver{table: map[string]manifest.Resolution{"v:1": {Digest: d1}}}
 	images := map[string]catalog.Image{"vllm": {Image: "v:1"}, "torch": {Image: "nightly:x", Digest: d2}}
 	if _, err := Finish(context.Background(), res, images, r, "linux/amd64", Provenance{"sha", "12", "1"}); err != nil {
 		t.Fatal(err)
@@ -341,7 +343,7 @@ func TestFinishFallbacks(t *testing.T) {
 	// an image with no manifest for the platform is refused
 	res = pyjson.Obj("include", []pyjson.Value{cell("x86only:1", "vllm")})
 	_, err = Finish(context.Background(), res, map[string]catalog.Image{"vllm": {Image: "x86only:1"}},
-		&fakeResolver{table: map[string]Resolution{"x86only:1": {Digest: d1, NoPlatform: true}}}, "linux/arm64", Provenance{})
+		&fakeResolver{table: map[string]manifest.Resolution{"x86only:1": {Digest: d1, NoPlatform: true}}}, "linux/arm64", Provenance{})
 	if err == nil || !strings.Contains(err.Error(), "x86only:1 has no manifest for linux/arm64") {
 		t.Fatal(err)
 	}

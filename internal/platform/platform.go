@@ -331,3 +331,57 @@ func merge(base, own *pyjson.Object) *pyjson.Object {
 	}
 	return merged
 }
+
+// Entry is a runner's merged platform entry, typed and checked once: what execute needs
+// of it to allocate and run a shard.
+type Entry struct {
+	Runner        Runner
+	GPUsPerNode   int64
+	ImagePlatform string
+	Container     string         // "pyxis" or "none"
+	Operator      *pyjson.Object // the operator profile as merged (storage roots are read from it)
+	Partition     string         // "" on the local runner
+	// SallocFlags are --account, --qos and --exclude from the profile, as the seed writes them.
+	SallocFlags     []string
+	CPUsPerNode     int64 // operator.cpus_per_node; AMD runners need it
+	EnrootCachePath string
+	Raw             *pyjson.Object
+}
+
+// Lookup returns label's entry, typed, after checking everything a shard on it will
+// need, so that a missing field is an error before anything is created or allocated.
+// ok is false when the registry has no such runner or entry.
+func (g *Registry) Lookup(label string) (e *Entry, ok bool, err error) {
+	runner, ok1 := g.Runner(label)
+	raw, ok2 := g.Entry(label)
+	if !ok1 || !ok2 {
+		return nil, false, nil
+	}
+	e = &Entry{Runner: runner, Raw: raw, Operator: Operator(raw), Container: ContainerMode(label, raw)}
+	gpus, _ := raw.Get("gpus_per_node")
+	n, isInt := gpus.(pyjson.Int)
+	if e.GPUsPerNode, ok = n.Int64(); !isInt || !ok {
+		return nil, true, fmt.Errorf("platform entry for %s needs an integer gpus_per_node", label)
+	}
+	e.ImagePlatform, _ = raw.String("image_platform")
+	e.EnrootCachePath, _ = e.Operator.String("enroot_cache_path")
+	if label == Local {
+		return e, true, nil
+	}
+	if e.Partition, ok = e.Operator.String("partition"); !ok {
+		return nil, true, fmt.Errorf("platform entry for %s has no operator.partition", label)
+	}
+	for _, f := range [][2]string{{"account", "account"}, {"qos", "qos"}, {"exclude_nodes", "exclude"}} {
+		if v, _ := e.Operator.Get(f[0]); pyjson.Truthy(v) {
+			e.SallocFlags = append(e.SallocFlags, "--"+f[1]+"="+strings.Trim(string(pyjson.MustMarshal(v, pyjson.Default)), `"`))
+		}
+	}
+	if runner.AMD() {
+		cpus, _ := e.Operator.Get("cpus_per_node")
+		n, isInt := cpus.(pyjson.Int)
+		if e.CPUsPerNode, ok = n.Int64(); !isInt || !ok {
+			return nil, true, fmt.Errorf("platform entry for %s needs an integer operator.cpus_per_node", label)
+		}
+	}
+	return e, true, nil
+}

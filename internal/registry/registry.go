@@ -24,13 +24,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/semianalysis/opx/internal/manifest"
+
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/semianalysis/opx/internal/plan"
 	"github.com/semianalysis/opx/internal/version"
 )
 
@@ -43,8 +44,8 @@ type Resolver struct {
 
 // Resolve implements plan.Resolver. Unreachable registries, unknown tags and malformed
 // references resolve to an empty digest, as the seed's probe does.
-func (r *Resolver) Resolve(ctx context.Context, images []string, imagePlatform string) map[string]plan.Resolution {
-	out := make(map[string]plan.Resolution, len(images))
+func (r *Resolver) Resolve(ctx context.Context, images []string, imagePlatform string) map[string]manifest.Resolution {
+	out := make(map[string]manifest.Resolution, len(images))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	n := r.Parallel
@@ -136,8 +137,8 @@ var acceptManifests = strings.Join([]string{
 	string(types.DockerManifestList), string(types.DockerManifestSchema2),
 }, ", ")
 
-// manifest is what a HEAD or GET of a manifest told.
-type manifest struct {
+// fetched is what a HEAD or GET of a manifest told.
+type fetched struct {
 	digest    string
 	mediaType types.MediaType
 	body      []byte // GET only
@@ -170,13 +171,13 @@ func (c *client) get(method, kind, identifier, accept string) (*http.Response, e
 // fetch HEADs or GETs the manifest identifier (a tag or a digest). A GET's digest is
 // computed from the body, and must agree with the registry's header and with a digest
 // asked for.
-func (c *client) fetch(method, identifier string) (*manifest, error) {
+func (c *client) fetch(method, identifier string) (*fetched, error) {
 	resp, err := c.get(method, "manifests", identifier, acceptManifests)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	m := &manifest{digest: resp.Header.Get("Docker-Content-Digest")}
+	m := &fetched{digest: resp.Header.Get("Docker-Content-Digest")}
 	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil {
 		if t := types.MediaType(mt); t.IsIndex() || t.IsImage() {
 			m.mediaType = t
@@ -215,29 +216,29 @@ func (c *client) fetch(method, identifier string) (*manifest, error) {
 
 // headOrGet returns the tag's manifest: HEAD when the registry sends the digest header,
 // else GET, which computes it from the body. nil when neither works.
-func (c *client) headOrGet() *manifest {
+func (c *client) headOrGet() *fetched {
 	id := c.ref.Identifier()
-	if m, err := c.fetch(http.MethodHead, id); err == nil && plan.ValidDigest(m.digest) {
+	if m, err := c.fetch(http.MethodHead, id); err == nil && manifest.ValidDigest(m.digest) {
 		return m
 	}
 	m, err := c.fetch(http.MethodGet, id)
-	if err != nil || !plan.ValidDigest(m.digest) {
+	if err != nil || !manifest.ValidDigest(m.digest) {
 		return nil
 	}
 	return m
 }
 
-func (r *Resolver) one(ctx context.Context, image, imagePlatform string) plan.Resolution {
+func (r *Resolver) one(ctx context.Context, image, imagePlatform string) manifest.Resolution {
 	c, cancel, err := r.open(ctx, image)
 	if err != nil {
-		return plan.Resolution{}
+		return manifest.Resolution{}
 	}
 	defer cancel()
 	m := c.headOrGet()
 	if m == nil {
-		return plan.Resolution{}
+		return manifest.Resolution{}
 	}
-	res := plan.Resolution{Digest: m.digest}
+	res := manifest.Resolution{Digest: m.digest}
 	want, err := v1.ParsePlatform(imagePlatform)
 	if err != nil {
 		return res
@@ -252,7 +253,7 @@ func (r *Resolver) one(ctx context.Context, image, imagePlatform string) plan.Re
 			// the registry does not know the digest its HEAD gave: read the tag itself,
 			// whose content must then agree with its header
 			if g, err = c.fetch(http.MethodGet, c.ref.Identifier()); err != nil {
-				return plan.Resolution{}
+				return manifest.Resolution{}
 			}
 			res.Digest = g.digest
 		}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/semianalysis/opx/internal/manifest"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -18,8 +20,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-
-	"github.com/semianalysis/opx/internal/plan"
 )
 
 // hubLike is go-containerregistry's real in-memory registry behind a front that demands
@@ -218,7 +218,7 @@ func TestResolveDistrustsTheRegistry(t *testing.T) {
 	h.dropType.Store(false)
 
 	h.lieDigest.Store(true)
-	if g := r.Resolve(ctx, []string{multi}, "linux/arm64")[multi]; g != (plan.Resolution{}) {
+	if g := r.Resolve(ctx, []string{multi}, "linux/arm64")[multi]; g != (manifest.Resolution{}) {
 		t.Errorf("a digest header that is not the content's was believed: %+v", g)
 	}
 	h.lieDigest.Store(false)

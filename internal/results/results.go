@@ -18,8 +18,8 @@ import (
 	"strings"
 
 	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/pyjson"
-	"github.com/semianalysis/opx/internal/shard"
 	"github.com/semianalysis/opx/internal/summary"
 )
 
@@ -116,23 +116,18 @@ func Load(ctx context.Context, manifest, artifacts string) (*Run, error) {
 }
 
 func readShard(ctx context.Context, sh *Shard, run *Run) error {
-	ex, err := shard.ReadExecution(filepath.Join(sh.Dir, "execution.json"))
+	ex, err := manifest.ReadExecution(filepath.Join(sh.Dir, "execution.json"))
 	if err != nil {
 		return err
 	}
 	run.RunID, run.SourceSHA = ex.RunID, ex.SourceSHA
 	c := ex.Cell
-	sh.Runner, _ = c.String("runner")
-	sh.Cluster, _ = c.String("cluster")
-	sh.Image, _ = c.String("image")
-	sh.Digest, _ = c.String("digest")
-	sh.Mode, _ = c.String("mode")
-	sh.WorldSize, sh.Nodes, sh.GPUsPerNode = intOf(c, "world_size"), intOf(c, "nodes"), intOf(c, "gpus_per_node")
-	if bs, ok := c.Array("backends"); ok {
-		for _, b := range bs {
-			if s, ok := b.(string); ok {
-				sh.Backends = append(sh.Backends, s)
-			}
+	sh.Runner, sh.Cluster, sh.Image, sh.Digest = c.Runner, c.Cluster, c.Image, c.Digest
+	sh.Mode, _ = c.Raw.String("mode") // "" when the cell has none, as the report shows it
+	sh.WorldSize, sh.Nodes, sh.GPUsPerNode = int(c.WorldSize), int(c.Nodes), int(c.GPUsPerNode)
+	for _, b := range c.Backends {
+		if b != "" {
+			sh.Backends = append(sh.Backends, b)
 		}
 	}
 	if v, err := files.ReadJSON(ctx, filepath.Join(sh.Dir, "status.json")); err == nil {
@@ -288,13 +283,4 @@ func number(v pyjson.Value) (float64, bool) {
 		return x, !math.IsNaN(x) && !math.IsInf(x, 0)
 	}
 	return 0, false
-}
-
-func intOf(o *pyjson.Object, k string) int {
-	v, _ := o.Get(k)
-	if i, ok := v.(pyjson.Int); ok {
-		n, _ := i.Int64()
-		return int(n)
-	}
-	return 0
 }

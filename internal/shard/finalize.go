@@ -15,60 +15,10 @@ import (
 
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/pyjson"
 )
-
-// Execution is execution.json (seed-spec §12.5).
-type Execution struct {
-	Cell                    *pyjson.Object
-	SourceSHA, RunID, Stage string
-	Attempt                 string
-	ShardID, Runner         string
-	// Token is the tag execute put on its allocation (--comment); "" in an execution.json
-	// that has none, whose allocation is then looked for by Token(run, attempt, shard).
-	Token string
-}
-
-// ReadExecution reads and checks an execution.json.
-func ReadExecution(path string) (*Execution, error) {
-	v, err := files.ReadJSON(context.Background(), path)
-	if err != nil {
-		return nil, err
-	}
-	o, ok := v.(*pyjson.Object)
-	if !ok {
-		return nil, fmt.Errorf("%s: not a JSON object", path)
-	}
-	e := &Execution{}
-	for _, f := range []struct {
-		k string
-		p *string
-	}{{"source_sha", &e.SourceSHA}, {"run_id", &e.RunID}, {"attempt", &e.Attempt}, {"stage", &e.Stage}} {
-		s, ok := o.String(f.k)
-		if !ok {
-			return nil, fmt.Errorf("%s: %q must be a string", path, f.k)
-		}
-		*f.p = s
-	}
-	cell, ok := o.Object("cell")
-	if !ok {
-		return nil, fmt.Errorf("%s: \"cell\" must be an object", path)
-	}
-	e.Cell = cell
-	if v, present := o.Get("token"); present {
-		if e.Token, ok = v.(string); !ok || !strings.HasPrefix(e.Token, "opx-") || strings.ContainsAny(e.Token, " \t\n") {
-			return nil, fmt.Errorf("%s: \"token\" must be a string opx-...", path)
-		}
-	}
-	if e.ShardID, ok = cell.String("id"); !ok {
-		return nil, fmt.Errorf("%s: cell.id must be a string", path)
-	}
-	if e.Runner, ok = cell.String("runner"); !ok {
-		return nil, fmt.Errorf("%s: cell.runner must be a string", path)
-	}
-	return e, nil
-}
 
 // Finalize is the seed's finalize (seed-spec §9): cancel and confirm, copy results out of
 // the stage, remove the stage. A missing root is a no-op. Idempotent.
@@ -83,9 +33,9 @@ func finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int, by
 		return nil
 	}
 	execPath := filepath.Join(root, "execution.json")
-	var ex *Execution
+	var ex *manifest.Execution
 	if _, err := os.Stat(execPath); err == nil {
-		if ex, err = ReadExecution(execPath); err != nil {
+		if ex, err = manifest.ReadExecution(execPath); err != nil {
 			return err
 		}
 	}
@@ -93,7 +43,7 @@ func finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int, by
 	if ex != nil && byToken {
 		token = ex.Token
 		if token == "" {
-			token = Token(ex.RunID, ex.Attempt, ex.ShardID)
+			token = Token(ex.RunID, ex.Attempt, ex.ShardID())
 		}
 	}
 	if err := s.Cleanup(ctx, root, cleanupSeconds, token); err != nil {
@@ -109,7 +59,7 @@ func finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int, by
 	if _, err := os.Lstat(stage); errors.Is(err, fs.ErrNotExist) {
 		return nil // already removed
 	}
-	if ex.Runner == platform.Local {
+	if ex.Cell.Runner == platform.Local {
 		// the local runner's ranks are processes here: they end before their stage does
 		if err := stopRanks(ctx, stage, cleanupSeconds, s.sleep); err != nil {
 			return err
@@ -127,15 +77,15 @@ func finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int, by
 // made: <canonical root>/.operatorx-<uid>/<run>-<attempt>-<shard>-XXXXXXXX, under a base
 // that is this user's alone (not a symlink, owned by us, mode 0700), and itself a real
 // directory when it is still there. A stage that fails any of these is kept.
-func checkStage(ex *Execution) error {
+func checkStage(ex *manifest.Execution) error {
 	stage := ex.Stage
 	base := filepath.Dir(stage)
 	if !filepath.IsAbs(stage) || filepath.Clean(stage) != stage {
 		return fmt.Errorf("stage %s is not a clean absolute path", catalog.Show(stage))
 	}
 	if filepath.Base(base) != fmt.Sprintf(".operatorx-%d", os.Getuid()) ||
-		!strings.HasPrefix(filepath.Base(stage), ex.RunID+"-"+ex.Attempt+"-"+ex.ShardID+"-") {
-		return fmt.Errorf("stage %s is not a stage of shard %s under .operatorx-%d", catalog.Show(stage), ex.ShardID, os.Getuid())
+		!strings.HasPrefix(filepath.Base(stage), ex.RunID+"-"+ex.Attempt+"-"+ex.ShardID()+"-") {
+		return fmt.Errorf("stage %s is not a stage of shard %s under .operatorx-%d", catalog.Show(stage), ex.ShardID(), os.Getuid())
 	}
 	if up, err := filepath.EvalSymlinks(filepath.Dir(base)); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -310,11 +260,11 @@ func Recover(ctx context.Context, s *Slurm, artifacts, runID string, runner plat
 	}
 	n := 0
 	for _, path := range found {
-		ex, err := ReadExecution(path)
+		ex, err := manifest.ReadExecution(path)
 		if err != nil {
 			return n, err
 		}
-		if ex.RunID != runID || ex.Runner != runner.Label {
+		if ex.RunID != runID || ex.Cell.Runner != runner.Label {
 			return n, errors.New("recovery artifact does not match requested run/runner")
 		}
 		parent := filepath.Dir(ex.Stage)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/shard"
 )
 
@@ -367,7 +368,7 @@ func TestLocalRanksDieWithTheirParent(t *testing.T) {
 		}
 		var stage string
 		waitFor(t, "a checkpointed row in the stage", 60*time.Second, func() bool {
-			ex, err := shard.ReadExecution(filepath.Join(out, "execution.json"))
+			ex, err := manifest.ReadExecution(filepath.Join(out, "execution.json"))
 			if err != nil {
 				return false
 			}

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/semianalysis/opx/internal/manifest"
+
 	"github.com/semianalysis/opx/internal/plan"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/shard"
@@ -198,7 +200,7 @@ func (r *recorded) runOpx(t *testing.T, m, id, out string, env ...string) []call
 
 func normalize(t *testing.T, calls []call, out string) []call {
 	t.Helper()
-	ex, err := shard.ReadExecution(filepath.Join(out, "execution.json"))
+	ex, err := manifest.ReadExecution(filepath.Join(out, "execution.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +260,7 @@ func TestNineRunnersCommandLines(t *testing.T) {
 				}
 				digest := image[strings.LastIndex(image, "@")+1:]
 				key := planKey(image, digest, plat)
-				ex, err := shard.ReadExecution(filepath.Join(out, "execution.json"))
+				ex, err := manifest.ReadExecution(filepath.Join(out, "execution.json"))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -344,11 +346,11 @@ func partitionOf(operator string) string {
 	return regexp.MustCompile(`"partition": "([^"]+)"`).FindStringSubmatch(operator)[1]
 }
 
-func planKey(image, digest, plat string) string { return plan.ImageKey(image, digest, plat) }
+func planKey(image, digest, plat string) string { return manifest.ImageKey(image, digest, plat) }
 
 func enrootURI(image string) string { return plan.EnrootURI(image) }
 
-func masterPort(job, id string) int { return plan.MasterPort(job, id) }
+func masterPort(job, id string) int { return manifest.MasterPort(job, id) }
 
 // TestNineRunnersMatchSeed runs the seed's execute on the same fakes and compares every
 // Slurm command line and the benchmark environment with opx's, after mapping the seed's

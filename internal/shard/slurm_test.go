@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/shard"
 )
 
@@ -454,7 +455,7 @@ func TestRunLocalDefault(t *testing.T) {
 		if code, ok := status(t, filepath.Join(dir, "shards", id)); !ok || code != 0 {
 			t.Errorf("%s status.json exit %d (present %v)", id, code, ok)
 		}
-		ex, err := shard.ReadExecution(filepath.Join(dir, "shards", id, "execution.json"))
+		ex, err := manifest.ReadExecution(filepath.Join(dir, "shards", id, "execution.json"))
 		if err != nil {
 			t.Fatal(err)
 		}

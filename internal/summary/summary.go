@@ -20,9 +20,9 @@ import (
 	"strings"
 
 	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/safe"
-	"github.com/semianalysis/opx/internal/shard"
 )
 
 // Shard is one row of the report.
@@ -69,23 +69,23 @@ func (r *Report) Markdown(w io.Writer) {
 // files.ReadJSON (regular files only, bounded, Python's JSON grammar), and ctx ends the
 // walk between files.
 func Summarize(ctx context.Context, manifestPath, artifacts string) (*Report, error) {
-	m, err := readManifest(ctx, manifestPath)
+	m, err := manifest.LoadOutline(ctx, manifestPath)
 	if err != nil {
 		return nil, err
 	}
 	latest, first, walkErr := walkExecutions(ctx, artifacts)
 	// the seed stops at the first execution.json whose provenance differs: when that is
 	// the first one, that error comes before any later one
-	if first != nil && (first.runID != m.runID || first.sha != m.sha) {
+	if first != nil && (first.runID != m.RunID || first.sha != m.SourceSHA) {
 		return nil, errors.New("artifact provenance does not match the requested run")
 	}
 	if walkErr != nil {
 		return nil, walkErr
 	}
-	rep := &Report{Shards: make([]Shard, len(m.cells))}
-	for i, cell := range m.cells {
-		rep.Shards[i] = Shard{ID: cell.id, RequestedShapes: cell.cases, Status: "missing"}
-		if f, ok := latest[cell.id]; ok {
+	rep := &Report{Shards: make([]Shard, len(m.Cells))}
+	for i, cell := range m.Cells {
+		rep.Shards[i] = Shard{ID: cell.ID, RequestedShapes: len(cell.Cases), Status: "missing"}
+		if f, ok := latest[cell.ID]; ok {
 			rep.Shards[i].Attempt, rep.Shards[i].HasAttempt, rep.Shards[i].Dir = f.attempt, true, f.dir
 		}
 	}
@@ -103,55 +103,6 @@ func Summarize(ctx context.Context, manifestPath, artifacts string) (*Report, er
 		}
 	}
 	return rep, nil
-}
-
-// manifestInfo is what summarize needs of a manifest.
-type manifestInfo struct {
-	runID, sha string
-	cells      []cellInfo
-}
-
-type cellInfo struct {
-	id    string
-	cases int
-}
-
-func readManifest(ctx context.Context, path string) (manifestInfo, error) {
-	var m manifestInfo
-	// the cells and their lists of cases are built, not the cases themselves
-	v, err := files.ReadJSONDepth(ctx, path, 4)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return m, fmt.Errorf("manifest %s: %w", path, fs.ErrNotExist)
-		}
-		return m, err
-	}
-	o, ok := v.(*pyjson.Object)
-	include, isList := []pyjson.Value(nil), false
-	hasRun, hasSHA := false, false
-	if ok {
-		m.runID, hasRun = o.String("run_id")
-		m.sha, hasSHA = o.String("source_sha")
-		include, isList = o.Array("include")
-	}
-	if !hasRun || !hasSHA || !isList {
-		return m, fmt.Errorf("%s: a manifest needs string run_id and source_sha and an include list", path)
-	}
-	for i, c := range include {
-		co, _ := c.(*pyjson.Object)
-		var id string
-		var cases []pyjson.Value
-		hasID, hasCases := false, false
-		if co != nil {
-			id, hasID = co.String("id")
-			cases, hasCases = co.Array("cases")
-		}
-		if !hasID || !hasCases {
-			return m, fmt.Errorf("%s: include[%d] needs a string id and a cases list", path, i)
-		}
-		m.cells = append(m.cells, cellInfo{id: id, cases: len(cases)})
-	}
-	return m, nil
 }
 
 type found struct {
@@ -180,7 +131,7 @@ func walkExecutions(ctx context.Context, artifacts string) (map[string]found, *f
 		if d.IsDir() || d.Name() != "execution.json" {
 			return nil
 		}
-		ex, err := shard.ReadExecution(path)
+		ex, err := manifest.ReadExecution(path)
 		if err != nil {
 			return err
 		}
@@ -194,8 +145,8 @@ func walkExecutions(ctx context.Context, artifacts string) (map[string]found, *f
 		if err != nil {
 			return fmt.Errorf("%s: attempt %s is not an integer", path, pyjson.Repr(ex.Attempt))
 		}
-		if f, ok := latest[ex.ShardID]; !ok || attempt > f.attempt {
-			latest[ex.ShardID] = found{attempt: attempt, dir: filepath.Dir(path), runID: ex.RunID, sha: ex.SourceSHA}
+		if f, ok := latest[ex.ShardID()]; !ok || attempt > f.attempt {
+			latest[ex.ShardID()] = found{attempt: attempt, dir: filepath.Dir(path), runID: ex.RunID, sha: ex.SourceSHA}
 		}
 		return nil
 	})

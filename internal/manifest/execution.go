@@ -1,0 +1,70 @@
+package manifest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/pyjson"
+)
+
+// Execution is execution.json (seed-spec §12.5): which cell an execution ran, for which
+// run, and where its stage was.
+type Execution struct {
+	Cell                    *Cell
+	SourceSHA, RunID, Stage string
+	Attempt                 string
+	// Token is the tag execute put on its allocation (--comment); "" in an execution.json
+	// that has none, whose allocation is then looked for by the run's derived token.
+	Token string
+}
+
+// ShardID is the cell's id.
+func (e *Execution) ShardID() string { return e.Cell.ID }
+
+// ReadExecution reads and checks an execution.json.
+func ReadExecution(path string) (*Execution, error) {
+	v, err := files.ReadJSON(context.Background(), path)
+	if err != nil {
+		return nil, err
+	}
+	o, ok := v.(*pyjson.Object)
+	if !ok {
+		return nil, fmt.Errorf("%s: not a JSON object", path)
+	}
+	e := &Execution{}
+	for _, f := range []struct {
+		k string
+		p *string
+	}{{"source_sha", &e.SourceSHA}, {"run_id", &e.RunID}, {"attempt", &e.Attempt}, {"stage", &e.Stage}} {
+		s, ok := o.String(f.k)
+		if !ok {
+			return nil, fmt.Errorf("%s: %q must be a string", path, f.k)
+		}
+		*f.p = s
+	}
+	cell, ok := o.Object("cell")
+	if !ok {
+		return nil, fmt.Errorf("%s: \"cell\" must be an object", path)
+	}
+	if v, present := o.Get("token"); present {
+		if e.Token, ok = v.(string); !ok || !strings.HasPrefix(e.Token, "opx-") || strings.ContainsAny(e.Token, " \t\n") {
+			return nil, fmt.Errorf("%s: \"token\" must be a string opx-...", path)
+		}
+	}
+	if _, ok = cell.String("id"); !ok {
+		return nil, fmt.Errorf("%s: cell.id must be a string", path)
+	}
+	if _, ok = cell.String("runner"); !ok {
+		return nil, fmt.Errorf("%s: cell.runner must be a string", path)
+	}
+	e.Cell = DecodeCell(cell)
+	return e, nil
+}
+
+// Write writes the execution.json, atomically, with the cell as the manifest has it.
+func (e *Execution) Write(path string) error {
+	return files.WriteJSON(path, pyjson.Obj("cell", e.Cell.Raw, "source_sha", e.SourceSHA, "run_id", e.RunID,
+		"attempt", e.Attempt, "stage", e.Stage, "token", e.Token))
+}

@@ -1,0 +1,220 @@
+// Package manifest is the data a shard carries from plan to report, typed once where it is
+// read: the manifest plan writes (its cells and their cases), the execution.json execute
+// writes beside each shard's output, and the identifiers derived from them (image keys,
+// queue tokens, master ports). A cell keeps its raw ordered object too, where bytes must
+// be reproduced (shard ids hash it; execution.json records it as the manifest had it).
+package manifest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/semianalysis/opx/internal/catalog"
+	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/pyjson"
+)
+
+// Manifest is operatorx-manifest.json (seed-spec §5).
+type Manifest struct {
+	Path             string
+	RunID, SourceSHA string
+	Cells            []*Cell
+	Raw              *pyjson.Object
+}
+
+// Cell is one shard of the manifest: where it runs, in which image, and its cases.
+// Fields a manifest lacks (or has with another type) are zero here; Check says which the
+// shard needs to run.
+type Cell struct {
+	ID, Runner, Cluster                     string
+	Image, Digest, ImportURI, ImagePlatform string
+	Mode                                    string // "timing" when the cell has none
+	Recipe, Checkpoint                      string
+	GPUsPerNode, WorldSize, Nodes           int64
+	HasGPUs, HasWorldSize                   bool // the two were integers
+	Backends                                []string
+	Env                                     []pyjson.Member // the cell's env, in order
+	EngineArgs, Parallel                    pyjson.Value    // as the manifest has them
+	Cases                                   []Case
+	Raw                                     *pyjson.Object
+}
+
+// Case is one requested shape of a cell. In a manifest read with LoadOutline, Shape is the
+// shape's JSON text (pyjson.Raw).
+type Case struct {
+	Testlist string
+	Shape    pyjson.Value
+}
+
+// Load reads a manifest and every cell's cases.
+func Load(ctx context.Context, path string) (*Manifest, error) { return load(ctx, path, math.MaxInt) }
+
+// LoadOutline reads a manifest without building its cases' shapes (a 128,000-case sweep's
+// manifest is tens of megabytes): for readers that need the cells and the number and
+// testlists of their cases.
+func LoadOutline(ctx context.Context, path string) (*Manifest, error) {
+	return load(ctx, path, 5) // document, include, cell, cases, case: a case's members are depth 5
+}
+
+func load(ctx context.Context, path string, depth int) (*Manifest, error) {
+	v, err := files.ReadJSONDepth(ctx, path, depth)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("manifest %s: %w", path, fs.ErrNotExist)
+		}
+		return nil, err
+	}
+	o, _ := v.(*pyjson.Object)
+	m := &Manifest{Path: path, Raw: o}
+	include, isList := []pyjson.Value(nil), false
+	hasRun, hasSHA := false, false
+	if o != nil {
+		m.RunID, hasRun = o.String("run_id")
+		m.SourceSHA, hasSHA = o.String("source_sha")
+		include, isList = o.Array("include")
+	}
+	if !hasRun || !hasSHA || !isList {
+		return nil, fmt.Errorf("%s: a manifest needs string run_id and source_sha and an include list", path)
+	}
+	for i, c := range include {
+		co, _ := c.(*pyjson.Object)
+		_, hasID := co.String("id")
+		_, hasCases := co.Array("cases")
+		if !hasID || !hasCases {
+			return nil, fmt.Errorf("%s: include[%d] needs a string id and a cases list", path, i)
+		}
+		m.Cells = append(m.Cells, DecodeCell(co))
+	}
+	return m, nil
+}
+
+// Cell returns the cell with the given id.
+func (m *Manifest) Cell(id string) (*Cell, bool) {
+	for _, c := range m.Cells {
+		if c.ID == id {
+			return c, true
+		}
+	}
+	return nil, false
+}
+
+// DecodeCell is the typed view of a cell object.
+func DecodeCell(o *pyjson.Object) *Cell {
+	c := &Cell{Raw: o, Mode: "timing"}
+	for _, f := range []struct {
+		key string
+		to  *string
+	}{{"id", &c.ID}, {"runner", &c.Runner}, {"cluster", &c.Cluster}, {"image", &c.Image}, {"digest", &c.Digest},
+		{"import_uri", &c.ImportURI}, {"image_platform", &c.ImagePlatform}, {"mode", &c.Mode},
+		{"recipe", &c.Recipe}, {"checkpoint", &c.Checkpoint}} {
+		if s, ok := o.String(f.key); ok {
+			*f.to = s
+		}
+	}
+	c.GPUsPerNode, c.HasGPUs = intField(o, "gpus_per_node")
+	c.WorldSize, c.HasWorldSize = intField(o, "world_size")
+	c.Nodes, _ = intField(o, "nodes")
+	bs, _ := o.Array("backends")
+	for _, b := range bs {
+		s, _ := b.(string)
+		c.Backends = append(c.Backends, s)
+	}
+	if e, ok := o.Object("env"); ok {
+		c.Env = e.Members()
+	}
+	c.EngineArgs, _ = o.Get("engine_args")
+	c.Parallel, _ = o.Get("parallel")
+	cases, _ := o.Array("cases")
+	for _, cv := range cases {
+		co, _ := cv.(*pyjson.Object)
+		name, _ := co.String("testlist")
+		shape, _ := co.Get("shape")
+		c.Cases = append(c.Cases, Case{Testlist: name, Shape: shape})
+	}
+	return c
+}
+
+func intField(o *pyjson.Object, k string) (int64, bool) {
+	v, _ := o.Get(k)
+	n, ok := v.(pyjson.Int)
+	if !ok {
+		return 0, false
+	}
+	return n.Int64()
+}
+
+// envName is what an environment variable's name may be.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Check validates, before anything is created or allocated, every cell field that
+// becomes a path, an argument or an environment variable (beyond the seed, which trusts
+// the manifest): the cluster names the harness's results directory; backends are joined
+// with "," into OPERATORX_BACKENDS; env members become variables; mode, image and import
+// URI become arguments; testlist names become file names.
+func (c *Cell) Check() error {
+	if !files.SafeName(c.Cluster) {
+		cluster, _ := c.Raw.String("cluster")
+		return fmt.Errorf("has cluster %s: use letters, digits, '.', '_' and '-'", pyjson.Repr(cluster))
+	}
+	backends, ok := c.Raw.Array("backends")
+	if !ok || len(backends) == 0 {
+		return errors.New("needs a non-empty backends list")
+	}
+	for _, b := range backends {
+		if s, ok := b.(string); !ok || !files.SafeName(s) {
+			return fmt.Errorf("has backend %s: use letters, digits, '.', '_' and '-'", pyjson.Repr(fmt.Sprint(b)))
+		}
+	}
+	if mode, ok := c.Raw.String("mode"); ok && mode != "timing" && mode != "counters" {
+		return fmt.Errorf("has mode %s: timing or counters", pyjson.Repr(mode))
+	}
+	if v, ok := c.Raw.Get("env"); ok && v != nil {
+		e, isObj := v.(*pyjson.Object)
+		if !isObj {
+			return errors.New("env must be an object of strings")
+		}
+		for _, m := range e.Members() {
+			val, isStr := m.Value.(string)
+			if !envName.MatchString(m.Key) || !isStr || strings.ContainsRune(val, 0) {
+				return fmt.Errorf("env member %s is not NAME: string", pyjson.Repr(m.Key))
+			}
+		}
+	}
+	for _, f := range []struct{ key, v string }{{"image", c.Image}, {"import_uri", c.ImportURI}} {
+		if strings.ContainsFunc(f.v, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return fmt.Errorf("has %s %s: no spaces or control characters", f.key, pyjson.Repr(f.v))
+		}
+	}
+	if c.ImportURI != "" && !strings.HasPrefix(c.ImportURI, "docker://") {
+		return fmt.Errorf("has import_uri %s: it must be docker://...", pyjson.Repr(c.ImportURI))
+	}
+	return nil
+}
+
+// Testlists groups the cell's case shapes by testlist, in case order, and returns the
+// testlist names sorted.
+func (c *Cell) Testlists() (names []string, shapes map[string][]pyjson.Value, err error) {
+	cases, _ := c.Raw.Array("cases")
+	shapes = map[string][]pyjson.Value{}
+	for i, cv := range cases {
+		if _, ok := cv.(*pyjson.Object); !ok {
+			return nil, nil, errors.New("manifest case is not an object")
+		}
+		name := c.Cases[i].Testlist
+		if !catalog.ValidTestlistName(name) {
+			return nil, nil, fmt.Errorf("manifest case names an invalid testlist %s", pyjson.Repr(name))
+		}
+		if _, seen := shapes[name]; !seen {
+			names = append(names, name)
+		}
+		shapes[name] = append(shapes[name], c.Cases[i].Shape)
+	}
+	sort.Strings(names)
+	return names, shapes, nil
+}
