@@ -80,6 +80,9 @@ type ExitError struct{ Code int }
 
 func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
+// ExitCode is the status opx exits with.
+func (e *ExitError) ExitCode() int { return e.Code }
+
 // SignalContext is signal.NotifyContext that remembers which signal arrived, so commands
 // can exit 128+n. The handlers are in place when it returns: from then on a signal cancels
 // the context instead of killing the process, before any command has started.
@@ -122,9 +125,9 @@ func Main(ctx context.Context, args []string, env Env) int {
 	if err == nil {
 		return 0
 	}
-	var ex *ExitError
+	var ex interface{ ExitCode() int } // an exit status chosen by the command (ExitError, rank.ExitError)
 	if errors.As(err, &ex) {
-		return ex.Code
+		return ex.ExitCode()
 	}
 	var se *SignalError
 	if errors.As(err, &se) || errors.As(context.Cause(ctx), &se) {

@@ -1,4 +1,4 @@
-package shard_test
+package rank_test
 
 // Nsight Compute, rocprofv3 and the Python harness cannot run here: they are RECORDING
 // FAKES on PATH that log their argv and the profiling environment they were given. The
@@ -6,15 +6,17 @@ package shard_test
 // seed's constants.
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
-	"github.com/semianalysis/opx/internal/cli"
+	"github.com/semianalysis/opx/internal/rank"
 	"github.com/semianalysis/opx/internal/testenv"
 )
 
@@ -24,6 +26,43 @@ const fakeTool = `#!/bin/sh
     "$OPERATORX_WARMUP_MIN_S" "$OPERATORX_FIRST_WARMUP_S" "$OPERATORX_COOLDOWN_RATIO" "$OPERATORX_THROTTLE_RETRIES" "$RANK" "$LOCAL_RANK" "$HOME"
   printf '\n'; } >> "$FAKE_TOOL_LOG"
 `
+
+var opxBin string
+
+// The rank runs as opx does on the node: the tests run the built binary, and check its
+// exit status and what it says.
+func TestMain(m *testing.M) {
+	dir, _ := os.MkdirTemp("", "opx-bin-")
+	opxBin = filepath.Join(dir, "opx")
+	build := exec.Command("go", "build", "-o", opxBin, "github.com/semianalysis/opx/cmd/opx")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building opx:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type outcome struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(cmd *exec.Cmd) outcome {
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+	}
+	return outcome{code, so.String(), se.String()}
+}
 
 type rankFixture struct {
 	dir, bin, stage, log string
@@ -68,11 +107,11 @@ func TestRankCountersRocprofTwelvePasses(t *testing.T) {
 		t.Fatalf("rank: exit %d %s", r.code, r.stderr)
 	}
 	calls := f.calls()
-	if len(calls) != len(cli.RocprofPasses) {
-		t.Fatalf("%d rocprofv3 calls, want %d", len(calls), len(cli.RocprofPasses))
+	if len(calls) != len(rank.RocprofPasses) {
+		t.Fatalf("%d rocprofv3 calls, want %d", len(calls), len(rank.RocprofPasses))
 	}
 	py := filepath.Join(f.bin, "python3")
-	for i, p := range cli.RocprofPasses {
+	for i, p := range rank.RocprofPasses {
 		results := f.stage + "/results"
 		if i > 0 { // rows come from the first pass only
 			results = "/tmp/operatorx-9876-1/results-" + p[0]
@@ -99,12 +138,12 @@ func TestRankCountersNCU(t *testing.T) {
 	}
 	calls := f.calls()
 	want := []string{"ncu", "--clock-control", "none", "--target-processes", "all", "--nvtx", "--nvtx-include", "regex:opx[0-9]+/",
-		"--metrics", cli.NCUMetrics, "--csv", "--log-file", f.stage + "/results/counters/ncu-rank1.csv",
+		"--metrics", rank.NCUMetrics, "--csv", "--log-file", f.stage + "/results/counters/ncu-rank1.csv",
 		filepath.Join(f.bin, "python3"), "-m", "operatorx", "--strict", "--testlist-dir", f.stage + "/testlists", "--results-dir", f.stage + "/results", profEnv}
 	if len(calls) != 1 || !slices.Equal(calls[0], want) {
 		t.Fatalf("ncu call\n got %q\nwant %q", calls, want)
 	}
-	if n := len(strings.Split(cli.NCUMetrics, ",")); n != 37 {
+	if n := len(strings.Split(rank.NCUMetrics, ",")); n != 37 {
 		t.Errorf("%d ncu metrics, want the seed's 37", n)
 	}
 }
