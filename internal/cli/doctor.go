@@ -7,6 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/semianalysis/opx/internal/doctor"
+	"github.com/semianalysis/opx/internal/platform"
+	"github.com/semianalysis/opx/internal/shard"
 )
 
 func newDoctorCmd(env Env) *cobra.Command {
@@ -32,7 +34,7 @@ required is missing; warnings alone exit 0.`,
 			if minFree < 0 {
 				return &UsageError{errors.New("--min-free-gib must be >= 0")}
 			}
-			reg, src, err := loadRegistry(platformConfig, env)
+			reg, src, err := platform.LoadConfig(platformConfig)
 			if err != nil {
 				return err
 			}
@@ -43,7 +45,7 @@ required is missing; warnings alone exit 0.`,
 			}
 			fs := doctor.Run(c.Context(), doctor.Options{Runner: r, Entry: entry, Getenv: env.getenv, Environ: env.environ(),
 				MinFree: uint64(minFree * (1 << 30)),
-				Binary:  func(ip string) (string, error) { return stagedBinary(ip, amd64, arm64) }})
+				Binary:  func(ip string) (string, error) { return shard.StagedBinary(ip, amd64, arm64) }})
 			doctor.Write(env.Stdout, runner, fs)
 			if doctor.Failed(fs) {
 				return &ExitError{Code: 1}

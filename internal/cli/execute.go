@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -61,47 +59,12 @@ touches neither Slurm nor storage.`,
 	return c
 }
 
-// stagedBinary finds the opx binary built for the runner's platform.
-func stagedBinary(imagePlatform, amd64, arm64 string) (string, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
-	want := "linux/" + runtime.GOARCH
-	switch imagePlatform {
-	case "linux/arm64":
-		if arm64 != "" {
-			return arm64, nil
-		}
-		if want == imagePlatform {
-			return self, nil
-		}
-		p := filepath.Join(filepath.Dir(self), "opx-linux-arm64")
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("this runner needs the linux/arm64 opx binary: put opx-linux-arm64 beside %s or pass --opx-binary-arm64 (scripts/release.sh builds it)", self)
-		}
-		return p, nil
-	default:
-		if amd64 != "" {
-			return amd64, nil
-		}
-		if want == imagePlatform {
-			return self, nil
-		}
-		p := filepath.Join(filepath.Dir(self), "opx-linux-amd64")
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("this runner needs the linux/amd64 opx binary: put opx-linux-amd64 beside %s or pass --opx-binary", self)
-		}
-		return p, nil
-	}
-}
-
 func newSlurm(env Env) *shard.Slurm {
 	return &shard.Slurm{UID: os.Getuid(), Env: env.environ()}
 }
 
 func runExecute(ctx context.Context, env Env, o *executeOptions) error {
-	reg, _, err := loadRegistry(o.platformConfig, env)
+	reg, _, err := platform.LoadConfig(o.platformConfig)
 	if err != nil {
 		return err
 	}
@@ -111,7 +74,7 @@ func runExecute(ctx context.Context, env Env, o *executeOptions) error {
 		Registry: reg, HarnessDir: o.harnessDir, Getenv: env.getenv, Environ: env.environ(),
 		Stdout: env.Stdout, Stderr: env.Stderr, Slurm: newSlurm(env), DryRun: o.dryRun,
 		BinaryFor: func(imagePlatform string) (string, error) {
-			return stagedBinary(imagePlatform, o.binary, o.binaryArm64)
+			return shard.StagedBinary(imagePlatform, o.binary, o.binaryArm64)
 		},
 	}
 	return shard.Execute(ctx, opts)
@@ -153,7 +116,7 @@ its results, remove its stage. Idempotent; exits 1 when nothing was found to rec
 		Example: `  opx recover --artifacts ./artifacts --run-id 12 --runner cluster:h200-dgxc --cleanup-seconds 180`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			reg, _, err := loadRegistry(cfg, env)
+			reg, _, err := platform.LoadConfig(cfg)
 			if err != nil {
 				return err
 			}

@@ -58,7 +58,7 @@ func runList(env Env, o *listOptions, what string) error {
 }
 
 func listRunners(w io.Writer, env Env, o *listOptions) error {
-	reg, _, err := loadRegistry(o.platformConfig, env)
+	reg, _, err := platform.LoadConfig(o.platformConfig)
 	if err != nil {
 		return err
 	}

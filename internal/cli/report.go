@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -15,19 +13,6 @@ import (
 	"github.com/semianalysis/opx/internal/report"
 	"github.com/semianalysis/opx/internal/results"
 )
-
-// loadRun reads a run from a directory (the manifest found in it unless given) or from an
-// explicit manifest and artifacts directory.
-func loadRun(ctx context.Context, dir, manifest string) (*results.Run, error) {
-	if manifest == "" {
-		m, err := results.FindManifest(dir)
-		if err != nil {
-			return nil, err
-		}
-		manifest = m
-	}
-	return results.Load(ctx, manifest, dir)
-}
 
 func newReportCmd(env Env) *cobra.Command {
 	var manifest, out string
@@ -56,28 +41,20 @@ unless --manifest names it. The page goes to --out (default RUN_DIR/report.html)
 			if out == "" {
 				out = filepath.Join(dir, "report.html")
 			}
-			path, err := writeReport(c.Context(), dir, manifest, out)
+			run, err := results.Open(c.Context(), dir, manifest)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(env.Stdout, path)
+			if err := report.WriteFile(out, run); err != nil {
+				return err
+			}
+			fmt.Fprintln(env.Stdout, out)
 			return nil
 		},
 	}
 	c.Flags().StringVar(&manifest, "manifest", "", "the run's manifest (default: found in RUN_DIR)")
 	c.Flags().StringVarP(&out, "out", "o", "", "where to write the HTML (default RUN_DIR/report.html)")
 	return c
-}
-
-func writeReport(ctx context.Context, dir, manifest, out string) (string, error) {
-	run, err := loadRun(ctx, dir, manifest)
-	if err != nil {
-		return "", err
-	}
-	if err := files.WriteAtomicFunc(out, 0o644, func(w io.Writer) error { return report.Write(w, run) }); err != nil {
-		return "", err
-	}
-	return out, nil
 }
 
 func newCompareCmd(env Env) *cobra.Command {
@@ -110,11 +87,11 @@ BASE and NEW are run directories ('opx run --out', or downloaded artifacts).`,
 			if c.Flags().Changed("fail-on-regression") && failPct < 0 {
 				return &UsageError{errors.New("--fail-on-regression must be a percentage >= 0")}
 			}
-			base, err := loadRun(c.Context(), args[0], baseManifest)
+			base, err := results.Open(c.Context(), args[0], baseManifest)
 			if err != nil {
 				return fmt.Errorf("base: %w", err)
 			}
-			nw, err := loadRun(c.Context(), args[1], newManifest)
+			nw, err := results.Open(c.Context(), args[1], newManifest)
 			if err != nil {
 				return fmt.Errorf("new: %w", err)
 			}

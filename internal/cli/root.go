@@ -147,9 +147,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 
 // oneLine is an error message as opx prints it: one line, with any control character an
 // input smuggled into it (an escape sequence in a name or key) shown escaped.
-func oneLine(s string) string {
-	return safe.Text(strings.Join(strings.Fields(s), " "))
-}
+func oneLine(s string) string { return safe.OneLine(s) }
 
 func commandName(root *cobra.Command, args []string) string {
 	c, _, err := root.Find(args)

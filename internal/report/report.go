@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/version"
 )
@@ -478,4 +479,9 @@ func provenance(run *results.Run) ([]kv, []imageRow) {
 		rows = append(rows, imageRow{image, dash(digest), strings.Join(images[k], ", ")})
 	}
 	return kvs, rows
+}
+
+// WriteFile writes the run's page to path, atomically.
+func WriteFile(path string, run *results.Run) error {
+	return files.WriteAtomicFunc(path, 0o644, func(w io.Writer) error { return Write(w, run) })
 }

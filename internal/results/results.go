@@ -96,6 +96,18 @@ func FindManifest(dir string) (string, error) {
 	return "", fmt.Errorf("%s: %d manifests in it (%s, %s, ...); pass --manifest", dir, len(found), found[0], found[1])
 }
 
+// Open reads the run in dir: with the manifest given, or the one found in dir.
+func Open(ctx context.Context, dir, manifest string) (*Run, error) {
+	if manifest == "" {
+		m, err := FindManifest(dir)
+		if err != nil {
+			return nil, err
+		}
+		manifest = m
+	}
+	return Load(ctx, manifest, dir)
+}
+
 // Load reads a run: summarize's choice of shards, then their cells and rows.
 func Load(ctx context.Context, manifest, artifacts string) (*Run, error) {
 	rep, err := summary.Summarize(ctx, manifest, artifacts)

@@ -42,3 +42,7 @@ func Text(s string) string {
 	}
 	return b.String()
 }
+
+// OneLine is a message as opx prints it: one line, its runs of white space one space, and
+// any control character an input smuggled into it shown escaped.
+func OneLine(s string) string { return Text(strings.Join(strings.Fields(s), " ")) }

@@ -1,0 +1,185 @@
+package plan
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/semianalysis/opx/internal/catalog"
+	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/platform"
+	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/recipes"
+	"github.com/semianalysis/opx/internal/registry"
+)
+
+// pyInt parses like Python's int(): surrounding whitespace, a sign and "_" between digits.
+func pyInt(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	body := strings.TrimLeft(t, "+-")
+	ok := len(t)-len(body) <= 1 && body != "" && body[0] != '_' && body[len(body)-1] != '_' && !strings.Contains(body, "__")
+	if ok {
+		if n, err := strconv.ParseInt(strings.ReplaceAll(t, "_", ""), 10, 64); err == nil {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("invalid literal for int() with base 10: %s", pyjson.Repr(s))
+}
+
+// Request is a plan's selection and inputs: plan's flags.
+type Request struct {
+	Runner, Backends, Testlists, WorldSizes string
+	RunID, Attempt, SourceSHA               string
+	ChunkSize                               int64
+	Mode                                    string
+	PlatformConfig, TestlistDir             string
+	Containers, Recipes, Out                string
+	DigestTimeout                           time.Duration
+}
+
+// Run is `opx plan`: read the inputs, plan, resolve the images, write the manifest to
+// o.Out and the matrix line to stdout; on a terminal (tty) a summary goes to stderr.
+func Run(ctx context.Context, o *Request, stdout, stderr io.Writer, tty bool) error {
+	names := strings.Split(o.Testlists, ",")
+	for _, n := range names {
+		if !catalog.ValidTestlistName(n) {
+			return fmt.Errorf("invalid testlist name: %s (allowed: letters, digits, '_' and '-')", pyjson.Repr(n))
+		}
+	}
+	// the inputs are read in the order the seed meets their errors
+	tls := catalog.NewTestlists(o.TestlistDir)
+	var lists []Testlist
+	for _, n := range names {
+		shapes, err := tls.Load(n)
+		if err != nil {
+			return err
+		}
+		lists = append(lists, Testlist{Name: n, Shapes: shapes})
+	}
+	reg, regName, err := platform.LoadConfig(o.PlatformConfig)
+	if err != nil {
+		return err
+	}
+	csrc := catalog.Embedded("containers.toml")
+	if o.Containers != "" {
+		csrc = catalog.Disk(o.Containers)
+	}
+	containers, containersErr := catalog.LoadContainers(csrc)
+	runner, known := reg.Runner(o.Runner)
+	if !known {
+		runner = platform.Runner{Label: o.Runner, Family: platform.Family(o.Runner)}
+	}
+	vendor := runner.Vendor()
+	if containersErr != nil {
+		return containersErr
+	}
+	images, ok := containers[vendor]
+	if !ok && !onlyCPU(o.Backends) {
+		return fmt.Errorf("%s: no [%s] table", csrc.Name, vendor)
+	}
+	var missing []string
+	for _, b := range strings.Split(o.Backends, ",") {
+		if _, ok := images[b]; !ok && b != CPU {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) > 0 {
+		known := []string{CPU}
+		for b := range images {
+			known = append(known, b)
+		}
+		sort.Strings(known)
+		return fmt.Errorf("no %s backend module for: %s (%s backends: %s; see opx list backends)", vendor, strings.Join(missing, ", "), vendor, strings.Join(known, ", "))
+	}
+	var sizes []int64
+	for _, w := range strings.Split(o.WorldSizes, ",") {
+		n, err := pyInt(w)
+		if err != nil {
+			return err
+		}
+		sizes = append(sizes, n)
+	}
+	var book *recipes.Book
+	if o.Recipes != "" {
+		var err error
+		if book, err = recipes.Load(catalog.Disk(o.Recipes)); err != nil {
+			return err
+		}
+	}
+	sel := Selection{Runner: o.Runner, Backends: strings.Split(o.Backends, ","), Testlists: lists,
+		WorldSizes: sizes, ChunkSize: o.ChunkSize, Mode: o.Mode}
+	in := Inputs{Registry: reg, Images: images, Recipes: book, Config: regName}
+	result, err := Plan(sel, in)
+	if err != nil {
+		return err
+	}
+	entry, _ := reg.Entry(o.Runner)
+	imagePlatform, _ := entry.String("image_platform")
+	resolver := &registry.Resolver{Timeout: o.DigestTimeout}
+	fallbacks, err := Finish(ctx, result, images, resolver, imagePlatform,
+		Provenance{SourceSHA: o.SourceSHA, RunID: o.RunID, Attempt: o.Attempt})
+	if err != nil {
+		return err
+	}
+	for _, img := range fallbacks {
+		// beyond the seed, which says nothing: the shard will import by that digest
+		fmt.Fprintf(stderr, "opx plan: %s did not resolve (offline, or the tag is gone); using its digest from containers.toml\n", img)
+	}
+	if err := files.WriteJSON(o.Out, result); err != nil {
+		return fmt.Errorf("writing manifest: %w", err)
+	}
+	w := bufio.NewWriter(stdout)
+	w.Write(Matrix(result))
+	w.WriteByte('\n')
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if tty {
+		printPlanSummary(stderr, result, o.Out)
+	}
+	return nil
+}
+
+func onlyCPU(backends string) bool {
+	for _, b := range strings.Split(backends, ",") {
+		if b != CPU {
+			return false
+		}
+	}
+	return true
+}
+
+// printPlanSummary is the human view of a plan, on a terminal only.
+func printPlanSummary(w io.Writer, result *pyjson.Object, out string) {
+	include, _ := result.Array("include")
+	cases := 0
+	images := map[string]string{}
+	for _, c := range include {
+		cell := c.(*pyjson.Object)
+		cs, _ := cell.Array("cases")
+		cases += len(cs)
+		img, _ := cell.String("image")
+		d, _ := cell.String("digest")
+		images[img] = d
+	}
+	excluded, _ := result.Get("excluded_shapes")
+	fmt.Fprintf(w, "planned %d shard(s), %d case(s); %v shape(s) excluded by world size\n", len(include), cases, excluded)
+	var imgs []string
+	for i := range images {
+		imgs = append(imgs, i)
+	}
+	sort.Strings(imgs)
+	for _, i := range imgs {
+		if i == "" {
+			fmt.Fprintf(w, "  image: (none: runs on the host)\n")
+			continue
+		}
+		fmt.Fprintf(w, "  image: %s @ %s\n", i, images[i])
+	}
+	fmt.Fprintf(w, "manifest: %s\n", out)
+}

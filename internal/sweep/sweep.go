@@ -1,0 +1,294 @@
+// Package sweep is opx run: one sweep end to end — plan, execute every shard (a few at a
+// time), summarize and report, in process — with its progress on the terminal or in the
+// log, and everything it writes under one run directory.
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/manifest"
+	"github.com/semianalysis/opx/internal/plan"
+	"github.com/semianalysis/opx/internal/platform"
+	"github.com/semianalysis/opx/internal/proc"
+	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/report"
+	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/safe"
+	"github.com/semianalysis/opx/internal/shard"
+	"github.com/semianalysis/opx/internal/summary"
+	"github.com/semianalysis/opx/internal/version"
+)
+
+// Options are opx run's: the plan's selection, where the sweep goes, and how shards run.
+type Options struct {
+	Plan                                  plan.Request
+	Dir                                   string // "" for .opx-run/<UTC time>-<pid>
+	MaxParallel, TimeMinutes, CleanupSecs int
+	Getenv                                func(string) string
+	Environ                               []string
+	Stdout, Stderr                        io.Writer
+	Terminal                              bool // stderr is a terminal: a status line instead of log lines
+}
+
+// Incomplete is Run's error when the sweep ran but not every shard succeeded: summarize's
+// exit status 1, and nothing more to say.
+type Incomplete struct{}
+
+func (Incomplete) Error() string { return "not every shard succeeded" }
+
+// ExitCode is summarize's.
+func (Incomplete) ExitCode() int { return 1 }
+
+// sweep is one Run: its directory, plan and progress.
+type sweep struct {
+	o                  Options
+	dir, shards, mpath string
+	p                  plan.Request
+	pr                 *progress
+}
+
+// Run is opx run.
+func Run(ctx context.Context, o Options) error {
+	dir := o.Dir
+	if dir == "" {
+		// the pid keeps two runs started in the same second apart
+		dir = filepath.Join(".opx-run", time.Now().UTC().Format("20060102T150405Z")+"-"+strconv.Itoa(os.Getpid()))
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	release, err := claimRunDir(dir)
+	if err != nil {
+		return err
+	}
+	planned := false
+	defer func() { release(planned) }()
+	s := &sweep{o: o, dir: dir, shards: filepath.Join(dir, "shards"), mpath: filepath.Join(dir, "operatorx-manifest.json"),
+		p: o.Plan, pr: newProgress(o.Stderr, o.Terminal, 0, 0)}
+	defer s.pr.finish()
+	s.p.Out = s.mpath
+	if s.p.SourceSHA == "unknown" { // not given: the commit of the checkout opx runs in, if any
+		if sha := gitHead(ctx, "."); sha != "" {
+			s.p.SourceSHA = sha
+		}
+	}
+	s.pr.logf("planning %s on %s (backends %s, world sizes %s)", s.p.Testlists, s.p.Runner, s.p.Backends, s.p.WorldSizes)
+	if err := plan.Run(ctx, &s.p, io.Discard, o.Stderr, false); err != nil {
+		return err
+	}
+	planned = true
+	m, err := manifest.LoadOutline(ctx, s.mpath)
+	if err != nil {
+		return err
+	}
+	reg, _, err := platform.LoadConfig(s.p.PlatformConfig)
+	if err != nil {
+		return err
+	}
+	s.execute(ctx, m, reg)
+	interrupted := context.Cause(ctx)
+	if interrupted != nil {
+		// what finished is still summarized and reported, with a context of its own
+		ctx = context.WithoutCancel(ctx)
+	}
+	return s.finish(ctx, interrupted)
+}
+
+// execute runs the manifest's shards, MaxParallel at a time (one at a time on the local
+// runner, whose ranks already use this machine's devices). After a signal no new shard
+// starts, and the running ones clean up.
+func (s *sweep) execute(ctx context.Context, m *manifest.Manifest, reg *platform.Registry) {
+	parallel := s.o.MaxParallel
+	if s.p.Runner == platform.Local {
+		parallel = 1
+	}
+	cases := 0
+	for _, c := range m.Cells {
+		cases += len(c.Cases)
+	}
+	pr := s.pr
+	pr.planned(len(m.Cells), cases)
+	pr.logf("%d shard(s) of %d case(s), %d at a time; output in %s", len(m.Cells), cases, parallel, s.dir)
+	// on the first Ctrl-C, say what happens next: the running shards clean up (their
+	// allocations cancelled and confirmed gone, their rows collected), then the summary and
+	// report of what finished are written
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+			pr.logf("%s: no new shard starts; cleaning up %d running shard(s) (allocations cancelled and confirmed gone, rows collected), then writing the summary and report of what finished", safe.OneLine(context.Cause(ctx).Error()), pr.runningShards())
+		case <-stopped:
+		}
+	}()
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, cell := range m.Cells {
+		// not even a shard whose turn came while the running ones were cleaning up
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			s.shard(ctx, reg, cell, i+1)
+		})
+	}
+	wg.Wait()
+}
+
+// shard executes one shard and reports its end.
+func (s *sweep) shard(ctx context.Context, reg *platform.Registry, cell *manifest.Cell, index int) {
+	out := filepath.Join(s.shards, cell.ID)
+	t0 := time.Now()
+	s.pr.shardStarted(cell.ID, index, len(cell.Cases), out)
+	err := shard.Execute(ctx, shard.Options{
+		Shard: cell.ID, RunID: s.p.RunID, Attempt: s.p.Attempt, SourceSHA: s.p.SourceSHA, RunnerName: "opx-run",
+		TimeMinutes: s.o.TimeMinutes, CleanupSeconds: s.o.CleanupSecs, Manifest: s.mpath, Output: out,
+		Registry: reg, Getenv: s.o.Getenv, Environ: s.o.Environ,
+		Stderr: s.pr.writer(), // execute's own messages, kept apart from the status line
+		Stdout: &phaseWriter{fn: func(ph string) { s.pr.shardPhase(cell.ID, ph) }},
+		Slurm:  &shard.Slurm{UID: os.Getuid(), Env: s.o.Environ},
+		BinaryFor: func(imagePlatform string) (string, error) {
+			return shard.StagedBinary(imagePlatform, "", "")
+		},
+	})
+	state := "done"
+	if err != nil {
+		state = "failed: " + safe.OneLine(err.Error())
+	}
+	s.pr.shardDone(cell.ID, summary.RowsIn(filepath.Join(out, "results")), state, time.Since(t0))
+}
+
+// finish writes the summary, the report and run.json, and prints the coverage table.
+func (s *sweep) finish(ctx context.Context, interrupted error) error {
+	pr := s.pr
+	pr.setPhase("summarize")
+	rep, err := summary.Summarize(ctx, s.mpath, s.shards)
+	if err != nil {
+		return err
+	}
+	sumPath := filepath.Join(s.dir, "summary.json")
+	if err := files.WriteJSON(sumPath, rep.Value()); err != nil {
+		return err
+	}
+	pr.setPhase("report")
+	run, err := results.Load(ctx, s.mpath, s.shards)
+	if err != nil {
+		return err
+	}
+	reportPath := filepath.Join(s.dir, "report.html")
+	if err := report.WriteFile(reportPath, run); err != nil {
+		return err
+	}
+	pr.finish()
+	rep.Markdown(s.o.Stdout)
+	pr.logf("finished in %.1f s", time.Since(pr.start).Seconds())
+	pr.logf("manifest: %s", s.mpath)
+	pr.logf("shard outputs: %s", s.shards)
+	pr.logf("summary: %s", sumPath)
+	pr.logf("report: %s", reportPath)
+	if err := writeRunRecord(s.dir, pr.start, s.p.SourceSHA, interrupted); err != nil {
+		return err
+	}
+	if interrupted != nil {
+		return interrupted
+	}
+	if !rep.Success {
+		return Incomplete{}
+	}
+	return nil
+}
+
+// runLock is the file that marks a run directory as taken by one opx run.
+const runLock = ".opx-run.lock"
+
+// claimRunDir makes dir the output of this run alone: it must be new or empty (a user's
+// files there are never overwritten), and a lock file created exclusively in it keeps a
+// second opx run out while this one lives. release removes the lock, and the directory too
+// when this run created it and planned nothing into it (a failed plan leaves no trace).
+func claimRunDir(dir string) (release func(planned bool), err error) {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, err
+	}
+	created := true
+	if err := os.Mkdir(dir, 0o755); errors.Is(err, fs.ErrExist) {
+		created = false
+		fi, err := os.Lstat(dir)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("--out %s is not a directory", dir)
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range ents {
+			if e.Name() == runLock {
+				return nil, fmt.Errorf("another opx run is writing to %s (%s exists); pass a new --out", dir, filepath.Join(dir, runLock))
+			}
+		}
+		if len(ents) > 0 {
+			return nil, fmt.Errorf("%s is not empty (it holds %s); opx run writes only into a new or empty --out", dir, ents[0].Name())
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	lock := filepath.Join(dir, runLock)
+	f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("another opx run is writing to %s (%s exists); pass a new --out", dir, lock)
+	}
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(f, "pid %d\n", os.Getpid())
+	f.Close()
+	return func(planned bool) {
+		os.Remove(lock)
+		if created && !planned {
+			os.RemoveAll(dir)
+		}
+	}, nil
+}
+
+// writeRunRecord writes <dir>/run.json: when the sweep started and ended, the source
+// commit, the opx version, and whether a signal cut it short.
+func writeRunRecord(dir string, start time.Time, sha string, interrupted error) error {
+	var why pyjson.Value
+	if interrupted != nil {
+		why = safe.OneLine(interrupted.Error())
+	}
+	return files.WriteJSON(filepath.Join(dir, "run.json"), pyjson.Obj(
+		"started_at", start.UTC().Format(time.RFC3339), "finished_at", time.Now().UTC().Format(time.RFC3339),
+		"source_sha", sha, "opx_version", version.String(), "interrupted", why))
+}
+
+// gitHead is the commit of the git checkout dir is in ("" when it is not one).
+func gitHead(ctx context.Context, dir string) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, err := proc.Output(ctx, proc.Cmd{Argv: []string{"git", "-C", dir, "rev-parse", "--verify", "HEAD"}, Stderr: io.Discard})
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(out)
+}
