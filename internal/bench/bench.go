@@ -50,6 +50,69 @@ type Summary struct {
 // Run benchmarks the selected shapes and returns the counts; strict mode makes an error
 // row an error.
 func Run(ctx context.Context, o Options, progress func(i, n int, desc string)) (Summary, error) {
+	jobs, err := selectJobs(o)
+	if err != nil {
+		return Summary{}, err
+	}
+	out, err := newResults(o)
+	if err != nil {
+		return Summary{}, err
+	}
+	sum := Summary{Path: out.path}
+	var lastWrite time.Time
+	for i, j := range jobs {
+		if err := ctx.Err(); err != nil {
+			return sum, context.Cause(ctx)
+		}
+		typ, _ := j.shape.String("type")
+		args, _ := j.shape.Object("args")
+		if progress != nil {
+			progress(i, len(jobs), describe(typ, args))
+		}
+		status := out.add(j, o.Getenv)
+		switch status {
+		case "ok":
+			sum.OK++
+		case "unsupported":
+			sum.Unsupported++
+		default:
+			sum.Error++
+		}
+		// checkpoint after every measured op (ok or error: what took time to learn); a run
+		// of unsupported rows, which cost nothing to redo, is checkpointed at most every
+		// checkpointEvery (the catalog's 7,212-shape gemm_legacy rewrote a growing file
+		// 7,212 times: 86 s of JSON for nothing measured)
+		if o.Strict && (status != "unsupported" || time.Since(lastWrite) >= checkpointEvery) {
+			if err := out.write(); err != nil {
+				return sum, err
+			}
+			lastWrite = time.Now()
+		}
+	}
+	if len(out.rows) > 0 {
+		if err := out.write(); err != nil {
+			return sum, err
+		}
+	}
+	// strict: an error row fails the harness. A selection with nothing the CPU can compute
+	// (bf16, fp8, MoE, attention: all unsupported rows, each with its reason) is not a
+	// harness failure; summarize still reports a shard with no ok row as failed.
+	if o.Strict && sum.Error > 0 {
+		return sum, fmt.Errorf("strict: %d ok, %d unsupported, %d error row(s)", sum.OK, sum.Unsupported, sum.Error)
+	}
+	return sum, nil
+}
+
+// job is one shape to run.
+type job struct {
+	list  string
+	shape *pyjson.Object
+}
+
+// selectJobs is the shapes of the selected testlists (--testlists, else
+// OPERATORX_TESTLISTS, else all) whose split is this process's OPERATORX_PARALLEL, after
+// checking that the split matches the ranks launched.
+func selectJobs(o Options) ([]job, error) {
 	getenv := o.Getenv
 	names := o.Testlists
 	if len(names) == 0 {
@@ -68,14 +131,14 @@ func Run(ctx context.Context, o Options, progress func(i, n int, desc string)) (
 		}
 	}
 	if len(unknown) > 0 {
-		return Summary{}, fmt.Errorf("unknown testlist(s): [%s]; available: [%s]", strings.Join(unknown, ", "), strings.Join(tls.Names(), ", "))
+		return nil, fmt.Errorf("unknown testlist(s): [%s]; available: [%s]", strings.Join(unknown, ", "), strings.Join(tls.Names(), ", "))
 	}
 	// the process's split: OPERATORX_PARALLEL (default none: world size 1)
 	split := recipes.Normalize(nil)
 	if p := getenv("OPERATORX_PARALLEL"); p != "" && p != "null" {
 		v, err := pyjson.Parse([]byte(p))
 		if err != nil {
-			return Summary{}, fmt.Errorf("OPERATORX_PARALLEL: %v", err)
+			return nil, fmt.Errorf("OPERATORX_PARALLEL: %v", err)
 		}
 		if po, ok := v.(*pyjson.Object); ok {
 			split = recipes.Normalize(po)
@@ -86,32 +149,42 @@ func Run(ctx context.Context, o Options, progress func(i, n int, desc string)) (
 	tp, _ := split.Get("tp")
 	dp, _ := split.Get("dp")
 	if need := asInt(tp) * asInt(dp); need != ws {
-		return Summary{}, fmt.Errorf("OPERATORX_PARALLEL=%s needs %d ranks, launched %d", getenv("OPERATORX_PARALLEL"), need, ws)
-	}
-	rank := atoi(getenv("RANK"), 0)
-	type job struct {
-		list  string
-		shape *pyjson.Object
+		return nil, fmt.Errorf("OPERATORX_PARALLEL=%s needs %d ranks, launched %d", getenv("OPERATORX_PARALLEL"), need, ws)
 	}
 	var jobs []job
 	for _, n := range names {
 		shapes, err := tls.Load(n)
 		if err != nil {
-			return Summary{}, err
+			return nil, err
 		}
 		for i, s := range shapes {
 			so := s.(*pyjson.Object)
 			if err := checkSources(n, i, so); err != nil {
-				return Summary{}, err
+				return nil, err
 			}
 			args, _ := so.Object("args")
 			par, _ := args.Object("parallel")
-			if string(pyjson.MustMarshal(recipes.Normalize(par), pyjson.Identity)) != splitKey {
-				continue
+			if string(pyjson.MustMarshal(recipes.Normalize(par), pyjson.Identity)) == splitKey {
+				jobs = append(jobs, job{n, so})
 			}
-			jobs = append(jobs, job{n, so})
 		}
 	}
+	return jobs, nil
+}
+
+// results is the results document rank 0 writes: the run's provenance and its rows.
+type results struct {
+	path string
+	run  *pyjson.Object
+	rows []pyjson.Value
+	now  func() time.Time
+	rank int64
+	dir  string
+}
+
+// newResults starts the results document: <results-dir>/cpu/<cluster>/<run id>.json.
+func newResults(o Options) (*results, error) {
+	getenv := o.Getenv
 	now := o.Now
 	if now == nil {
 		now = time.Now
@@ -119,7 +192,7 @@ func Run(ctx context.Context, o Options, progress func(i, n int, desc string)) (
 	cluster := getenv("OPERATORX_CLUSTER")
 	if cluster != "" && !files.SafeName(cluster) {
 		// it names the results directory: a cluster of "../.." would write outside it
-		return Summary{}, fmt.Errorf("OPERATORX_CLUSTER=%s is not a plain name (letters, digits, '.', '_', '-')", pyjson.Repr(cluster))
+		return nil, fmt.Errorf("OPERATORX_CLUSTER=%s is not a plain name (letters, digits, '.', '_', '-')", pyjson.Repr(cluster))
 	}
 	started := now().UTC()
 	rid := make([]byte, 3)
@@ -138,88 +211,50 @@ func Run(ctx context.Context, o Options, progress func(i, n int, desc string)) (
 		}
 	}
 	sortObject(envObj)
-	var clusterV pyjson.Value
-	if cluster != "" {
-		clusterV = cluster
-	}
-	var image pyjson.Value
-	if img := getenv("OPERATORX_CONTAINER_IMAGE"); img != "" {
-		image = img
-	}
 	runObj := pyjson.Obj("id", runID, "started_at", started.Format("2006-01-02T15:04:05Z"), "finished_at", nil,
-		"cluster", clusterV, "operatorx_version", version.Version, "operatorx_git_sha", nilIfEmpty(version.Commit),
+		"cluster", nilIfEmpty(cluster), "operatorx_version", version.Version, "operatorx_git_sha", nilIfEmpty(version.Commit),
 		"hostname", host, "instance_type", nil,
 		"software", pyjson.Obj("go", runtime.Version(), "gonum", "v0.17.0", "backend", "cpu"),
-		"container_image", image, "env", envObj)
-	path := filepath.Join(o.ResultsDir, "cpu", clusterName, runID+".json")
-	var rows []pyjson.Value
-	sum := Summary{Path: path}
-	write := func() error {
-		if rank != 0 || o.ResultsDir == "" {
-			return nil
-		}
-		runObj.Set("finished_at", now().UTC().Format("2006-01-02T15:04:05Z"))
-		doc := pyjson.Obj("schema_version", "1", "run", runObj, "rows", rows)
-		data, err := pyjson.Marshal(doc, pyjson.Default)
-		if err != nil {
-			return err
-		}
-		return files.WriteAtomic(path, data, 0o644)
+		"container_image", nilIfEmpty(getenv("OPERATORX_CONTAINER_IMAGE")), "env", envObj)
+	return &results{path: filepath.Join(o.ResultsDir, "cpu", clusterName, runID+".json"), run: runObj, now: now,
+		rank: atoi(getenv("RANK"), 0), dir: o.ResultsDir}, nil
+}
+
+// add runs one job and appends its row; it returns the row's status.
+func (r *results) add(j job, getenv func(string) string) string {
+	typ, _ := j.shape.String("type")
+	args, _ := j.shape.Object("args")
+	sources, _ := j.shape.Get("sources")
+	if sources == nil {
+		sources = []pyjson.Value{}
 	}
-	var lastWrite time.Time
-	for i, j := range jobs {
-		if err := ctx.Err(); err != nil {
-			return sum, context.Cause(ctx)
-		}
-		typ, _ := j.shape.String("type")
-		args, _ := j.shape.Object("args")
-		sources, _ := j.shape.Get("sources")
-		if sources == nil {
-			sources = []pyjson.Value{}
-		}
-		if progress != nil {
-			progress(i, len(jobs), describe(typ, args))
-		}
-		row := pyjson.Obj("op", pyjson.Obj("type", typ, "args", args, "backend", "cpu", "sources", sources))
-		metrics, status, msg := runOne(typ, args, getenv)
-		row.Set("metrics", metrics)
-		row.Set("status", status)
-		if status != "ok" {
-			row.Set("message", msg)
-		}
-		row.Set("testlist", j.list)
-		switch status {
-		case "ok":
-			sum.OK++
-		case "unsupported":
-			sum.Unsupported++
-		default:
-			sum.Error++
-		}
-		rows = append(rows, row)
-		// checkpoint after every measured op (ok or error: what took time to learn); a run
-		// of unsupported rows, which cost nothing to redo, is checkpointed at most every
-		// checkpointEvery (the catalog's 7,212-shape gemm_legacy rewrote a growing file
-		// 7,212 times: 86 s of JSON for nothing measured)
-		if o.Strict && (status != "unsupported" || time.Since(lastWrite) >= checkpointEvery) {
-			if err := write(); err != nil {
-				return sum, fmt.Errorf("writing %s: %w", path, err)
-			}
-			lastWrite = time.Now()
-		}
+	row := pyjson.Obj("op", pyjson.Obj("type", typ, "args", args, "backend", "cpu", "sources", sources))
+	metrics, status, msg := runOne(typ, args, getenv)
+	row.Set("metrics", metrics)
+	row.Set("status", status)
+	if status != "ok" {
+		row.Set("message", msg)
 	}
-	if len(rows) > 0 {
-		if err := write(); err != nil {
-			return sum, fmt.Errorf("writing %s: %w", path, err)
-		}
+	row.Set("testlist", j.list)
+	r.rows = append(r.rows, row)
+	return status
+}
+
+// write rewrites the document, atomically (rank 0 only).
+func (r *results) write() error {
+	if r.rank != 0 || r.dir == "" {
+		return nil
 	}
-	// strict: an error row fails the harness. A selection with nothing the CPU can compute
-	// (bf16, fp8, MoE, attention: all unsupported rows, each with its reason) is not a
-	// harness failure; summarize still reports a shard with no ok row as failed.
-	if o.Strict && sum.Error > 0 {
-		return sum, fmt.Errorf("strict: %d ok, %d unsupported, %d error row(s)", sum.OK, sum.Unsupported, sum.Error)
+	r.run.Set("finished_at", r.now().UTC().Format("2006-01-02T15:04:05Z"))
+	doc := pyjson.Obj("schema_version", "1", "run", r.run, "rows", r.rows)
+	data, err := pyjson.Marshal(doc, pyjson.Default)
+	if err == nil {
+		err = files.WriteAtomic(r.path, data, 0o644)
 	}
-	return sum, nil
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", r.path, err)
+	}
+	return nil
 }
 
 // compiled on first use: every opx process pays for a package-level regexp at start-up

@@ -26,7 +26,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/semianalysis/opx/internal/files"
-	"github.com/semianalysis/opx/internal/plan"
 	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/pyjson"
 )
@@ -86,36 +85,67 @@ func MachineMatches(imagePlatform, machine string) bool {
 
 // Run imports o.Image into o.Cache, or reuses the valid cache entry.
 func Run(ctx context.Context, o Options) (Result, error) {
+	if err := checkInputs(o); err != nil {
+		return Result{}, err
+	}
+	key := manifest.ImageKey(o.Image, o.Digest, o.ImagePlatform)
+	res := Result{Squash: filepath.Join(o.Cache, key+".sqsh")}
+	unlock, err := lockEntry(ctx, o, key)
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
+	if o.Unsquashfs == "" {
+		o.Unsquashfs = "unsquashfs"
+	}
+	if done, err := checkCached(ctx, o, &res); done || err != nil {
+		return res, err
+	}
+	if err := removeStalePartials(o.Cache, key); err != nil {
+		return res, err
+	}
+	if err := importInto(ctx, o, key, res.Squash); err != nil {
+		return res, err
+	}
+	res.Imported = true
+	return res, nil
+}
+
+// checkInputs is what is checked before anything is created (seed-spec §7 step 1), and
+// the cache directory: made when missing, refused when others could replace its entries.
+func checkInputs(o Options) error {
 	machine := o.Machine
 	if machine == "" {
 		machine = HostMachine()
 	}
-	// before anything is created (seed-spec §7 step 1)
 	if !MachineMatches(o.ImagePlatform, machine) {
-		return Result{}, errors.New("image platform does not match the import host")
+		return errors.New("image platform does not match the import host")
 	}
 	if o.Image == "" || o.Digest == "" {
-		return Result{}, errors.New("import needs --image and --digest")
+		return errors.New("import needs --image and --digest")
 	}
 	if !manifest.ValidDigest(o.Digest) {
-		return Result{}, fmt.Errorf("--digest %s is not a sha256:<64 hex> manifest digest", pyjson.Repr(o.Digest))
+		return fmt.Errorf("--digest %s is not a sha256:<64 hex> manifest digest", pyjson.Repr(o.Digest))
 	}
 	if err := os.MkdirAll(o.Cache, 0o700); err != nil {
-		return Result{}, err
+		return err
 	}
 	// the cache may be shared with other users: nobody else may be able to replace what
 	// opx puts there (seed-spec §7 beyond the seed)
 	if err := files.CheckSharedDir(o.Cache); err != nil {
-		return Result{}, fmt.Errorf("image cache %v", err)
+		return fmt.Errorf("image cache %v", err)
 	}
-	key := manifest.ImageKey(o.Image, o.Digest, o.ImagePlatform)
-	squash := filepath.Join(o.Cache, key+".sqsh")
-	res := Result{Squash: squash}
+	return nil
+}
+
+// lockEntry takes the entry's lock, waiting for another import of the same image.
+func lockEntry(ctx context.Context, o Options, key string) (unlock func(), err error) {
 	// O_NOFOLLOW: a lock planted as a symlink is refused, never followed to create its
 	// target; 0644 so that users sharing the cache can all take it
 	lock := flock.New(filepath.Join(o.Cache, key+".lock"), flock.SetFlag(os.O_CREATE|os.O_RDONLY|syscall.O_NOFOLLOW), flock.SetPermissions(0o644))
+	symlink := fmt.Errorf("image lock %s is a symlink; not following it (remove it)", lock.Path())
 	if fi, err := os.Lstat(lock.Path()); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		return res, fmt.Errorf("image lock %s is a symlink; not following it (remove it)", lock.Path())
+		return nil, symlink
 	}
 	poll := o.LockPoll
 	if poll <= 0 {
@@ -124,76 +154,73 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	locked, err := lock.TryLockContext(ctx, poll)
 	if err != nil || !locked {
 		if ctx.Err() != nil {
-			return res, fmt.Errorf("waiting for the image lock %s: %w", lock.Path(), context.Cause(ctx))
+			return nil, fmt.Errorf("waiting for the image lock %s: %w", lock.Path(), context.Cause(ctx))
 		}
 		if errors.Is(err, syscall.ELOOP) {
-			return res, fmt.Errorf("image lock %s is a symlink; not following it (remove it)", lock.Path())
+			return nil, symlink
 		}
-		return res, fmt.Errorf("locking %s: %w", lock.Path(), err)
+		return nil, fmt.Errorf("locking %s: %w", lock.Path(), err)
 	}
-	defer lock.Unlock()
+	return func() { lock.Unlock() }, nil
+}
 
-	unsquashfs := o.Unsquashfs
-	if unsquashfs == "" {
-		unsquashfs = "unsquashfs"
+// checkCached looks at the entry already in the cache: done when it is valid; a damaged
+// one is removed (and res says why), one that cannot be checked is kept and an error.
+func checkCached(ctx context.Context, o Options, res *Result) (done bool, err error) {
+	squash := res.Squash
+	fi, err := os.Lstat(squash)
+	if err != nil {
+		return false, nil
 	}
-	if fi, err := os.Lstat(squash); err == nil {
-		// an entry someone else could have written is never run as this user's image
-		if err := files.CheckTrustedFile(squash, fi); err != nil {
-			return res, fmt.Errorf("cache entry %v: remove it, or use a cache of your own", err)
-		}
-		verr := Validate(ctx, squash, unsquashfs, o.Environ)
-		if verr == nil {
-			return res, nil
-		}
-		var damaged *DamagedError
-		if !errors.As(verr, &damaged) {
-			// the check could not finish (interrupted, unsquashfs missing): the entry may
-			// well be good, so it stays
-			return res, fmt.Errorf("could not check cache entry %s (%v); keeping it", squash, verr)
-		}
-		res.Replaced = verr.Error()
-		fmt.Fprintf(stderr(o), "opx import: cache entry %s is damaged (%v); importing it again\n", squash, verr)
-		if err := os.Remove(squash); err != nil {
-			return res, err
-		}
+	// an entry someone else could have written is never run as this user's image
+	if err := files.CheckTrustedFile(squash, fi); err != nil {
+		return false, fmt.Errorf("cache entry %v: remove it, or use a cache of your own", err)
 	}
-	if err := removeStalePartials(o.Cache, key); err != nil {
-		return res, err
+	verr := Validate(ctx, squash, o.Unsquashfs, o.Environ)
+	if verr == nil {
+		return true, nil
 	}
-	// enroot writes into a directory of this import's own, which nobody else can enter
+	var damaged *DamagedError
+	if !errors.As(verr, &damaged) {
+		// the check could not finish (interrupted, unsquashfs missing): the entry may
+		// well be good, so it stays
+		return false, fmt.Errorf("could not check cache entry %s (%v); keeping it", squash, verr)
+	}
+	res.Replaced = verr.Error()
+	fmt.Fprintf(stderr(o), "opx import: cache entry %s is damaged (%v); importing it again\n", squash, verr)
+	return false, os.Remove(squash)
+}
+
+// importInto runs enroot into a directory of this import's own, which nobody else can
+// enter, checks the squash it made and the digest it came from, and renames it into place.
+func importInto(ctx context.Context, o Options, key, squash string) error {
 	work, err := os.MkdirTemp(o.Cache, "."+key+".partial-")
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer os.RemoveAll(work)
 	partial := filepath.Join(work, key+".sqsh")
-
 	uri := o.URI
 	if uri == "" {
 		if uri, err = TagURI(o.Image); err != nil {
-			return res, err
+			return err
 		}
 	}
 	if err := enrootImport(ctx, o, partial, uri); err != nil {
-		return res, err
+		return err
 	}
-	if err := Validate(ctx, partial, unsquashfs, o.Environ); err != nil {
-		return res, fmt.Errorf("enroot produced an unusable squash for %s: %w", o.Image, err)
+	if err := Validate(ctx, partial, o.Unsquashfs, o.Environ); err != nil {
+		return fmt.Errorf("enroot produced an unusable squash for %s: %w", o.Image, err)
 	}
 	// A tag import is checked against the planned digest; an import that went by digest
 	// (a pinned image, or the containers.toml digest fallback whose URI names it) cannot
 	// have moved.
-	if plan.PinnedDigest(o.Image) == "" && !strings.Contains(uri, o.Digest) {
+	if manifest.PinnedDigest(o.Image) == "" && !strings.Contains(uri, o.Digest) {
 		if o.Resolver == nil || o.Resolver.Digest(ctx, o.Image) != o.Digest {
-			return res, errors.New("image tag moved or digest verification failed; dispatch again")
+			return errors.New("image tag moved or digest verification failed; dispatch again")
 		}
 	}
-	if err := os.Rename(partial, squash); err != nil {
-		return res, err
-	}
-	res.Imported = true
-	return res, nil
+	return os.Rename(partial, squash)
 }
 
 // removeStalePartials removes what killed imports of key left (they cannot be running:

@@ -7,6 +7,15 @@ import (
 	"strings"
 )
 
+// PinnedDigest is the seed's _pinned_digest: the text after the last "@" of a
+// digest-pinned reference, else "".
+func PinnedDigest(image string) string {
+	if !strings.Contains(image, "@sha256:") {
+		return ""
+	}
+	return image[strings.LastIndex(image, "@")+1:]
+}
+
 // ImageKey is sha256(image + digest + suffix), the suffix ":<platform>" for non-amd64
 // platforms (seed-spec §3.2).
 func ImageKey(image, digest, imagePlatform string) string {

@@ -11,15 +11,6 @@ type (
 	bigFloat = big.Float
 )
 
-// PinnedDigest is the seed's _pinned_digest: the text after the last "@" of a
-// digest-pinned reference, else "".
-func PinnedDigest(image string) string {
-	if !strings.Contains(image, "@sha256:") {
-		return ""
-	}
-	return image[strings.LastIndex(image, "@")+1:]
-}
-
 // EnrootURI is InferenceX's enroot_uri (seed-spec §16.5).
 func EnrootURI(image string) string {
 	image = strings.Replace(image, "#", "/", 1)

@@ -42,7 +42,7 @@ func Finish(ctx context.Context, result *pyjson.Object, images map[string]catalo
 	resolve := func(list []string) error {
 		var ask []string
 		for _, img := range list {
-			if d := PinnedDigest(img); d != "" {
+			if d := manifest.PinnedDigest(img); d != "" {
 				res[img] = manifest.Resolution{Digest: d} // a pinned image is used as is
 			} else {
 				ask = append(ask, img)

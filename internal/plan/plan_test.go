@@ -174,7 +174,7 @@ func TestEnrootURIAndReference(t *testing.T) {
 			t.Errorf("EnrootURI(%s) = %s, want %s", in, got, want)
 		}
 	}
-	if PinnedDigest("a:b@sha256:"+h) != "sha256:"+h || PinnedDigest("a:b") != "" {
+	if manifest.PinnedDigest("a:b@sha256:"+h) != "sha256:"+h || manifest.PinnedDigest("a:b") != "" {
 		t.Fatal("PinnedDigest")
 	}
 }
