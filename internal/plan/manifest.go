@@ -37,71 +37,26 @@ func Finish(ctx context.Context, result *pyjson.Object, images map[string]catalo
 			distinct = append(distinct, img)
 		}
 	}
-	res := map[string]manifest.Resolution{}
-	byDigest := map[string]bool{} // decisions §4: imported by the containers.toml digest
-	resolve := func(list []string) error {
-		var ask []string
-		for _, img := range list {
-			if d := manifest.PinnedDigest(img); d != "" {
-				res[img] = manifest.Resolution{Digest: d} // a pinned image is used as is
-			} else {
-				ask = append(ask, img)
-			}
-		}
-		if len(ask) > 0 && r != nil {
-			for img, got := range r.Resolve(ctx, ask, imagePlatform) {
-				if got.NoPlatform {
-					return fmt.Errorf("image %s has no manifest for %s; pick an image built for it", img, imagePlatform)
-				}
-				res[img] = got
-			}
-		}
-		for _, img := range ask {
-			if res[img].Digest != "" {
-				continue
-			}
-			for _, entry := range images {
-				if entry.Image == img && entry.Digest != "" {
-					res[img] = manifest.Resolution{Digest: entry.Digest}
-					byDigest[img] = true
-					break
-				}
-			}
-		}
-		return nil
-	}
-	if err := resolve(distinct); err != nil {
+	d := &digests{ctx: ctx, r: r, images: images, imagePlatform: imagePlatform,
+		res: map[string]manifest.Resolution{}, byDigest: map[string]bool{}}
+	if err := d.resolve(distinct); err != nil {
 		return nil, err
 	}
 	for _, cell := range cells {
-		img, _ := cell.String("image")
-		backends, _ := cell.Array("backends")
-		first, _ := backends[0].(string)
-		fallback := images[first].Image
-		if img != "" && res[img].Digest == "" && img != fallback && fallback != "" {
-			key := "image_unavailable"
-			if cell.Has("recipe") {
-				key = "recipe_image_unavailable"
-			}
-			cell.Set(key, img)
-			cell.Set("image", fallback)
-			if res[fallback].Digest == "" {
-				if err := resolve([]string{fallback}); err != nil {
-					return nil, err
-				}
-			}
+		if err := d.fallBack(cell); err != nil {
+			return nil, err
 		}
 	}
 	for _, cell := range cells {
 		img, _ := cell.String("image")
-		if img != "" && res[img].Digest == "" {
+		if img != "" && d.res[img].Digest == "" {
 			return nil, &RuntimeError{"cannot resolve image digest: " + img}
 		}
 	}
 	for _, cell := range cells {
 		img, _ := cell.String("image")
 		id, _ := cell.String("id")
-		got := res[img]
+		got := d.res[img]
 		cell.Set("digest", got.Digest)
 		if got.PlatformDigest != "" && got.PlatformDigest != got.Digest {
 			// beyond the seed: the platform's own manifest inside a multi-arch index
@@ -110,7 +65,7 @@ func Finish(ctx context.Context, result *pyjson.Object, images map[string]catalo
 		uri := ""
 		switch {
 		case img == "":
-		case byDigest[img]:
+		case d.byDigest[img]:
 			uri = EnrootURI(img + "@" + got.Digest)
 		default:
 			uri = EnrootURI(img)
@@ -121,7 +76,73 @@ func Finish(ctx context.Context, result *pyjson.Object, images map[string]catalo
 	result.Set("source_sha", prov.SourceSHA)
 	result.Set("run_id", prov.RunID)
 	result.Set("attempt", prov.Attempt)
-	return fallbacks(byDigest), nil
+	return fallbacks(d.byDigest), nil
+}
+
+// digests is what Finish learns about the images' digests.
+type digests struct {
+	ctx           context.Context
+	r             Resolver
+	images        map[string]catalog.Image
+	imagePlatform string
+	res           map[string]manifest.Resolution
+	byDigest      map[string]bool // decisions §4: imported by the containers.toml digest
+}
+
+// resolve asks the registry for the images not pinned, and takes containers.toml's digest
+// for those it could not resolve.
+func (d *digests) resolve(list []string) error {
+	var ask []string
+	for _, img := range list {
+		if dg := manifest.PinnedDigest(img); dg != "" {
+			d.res[img] = manifest.Resolution{Digest: dg} // a pinned image is used as is
+		} else {
+			ask = append(ask, img)
+		}
+	}
+	if len(ask) > 0 && d.r != nil {
+		for img, got := range d.r.Resolve(d.ctx, ask, d.imagePlatform) {
+			if got.NoPlatform {
+				return fmt.Errorf("image %s has no manifest for %s; pick an image built for it", img, d.imagePlatform)
+			}
+			d.res[img] = got
+		}
+	}
+	for _, img := range ask {
+		if d.res[img].Digest != "" {
+			continue
+		}
+		for _, entry := range d.images {
+			if entry.Image == img && entry.Digest != "" {
+				d.res[img] = manifest.Resolution{Digest: entry.Digest}
+				d.byDigest[img] = true
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// fallBack moves a cell whose image did not resolve to its first backend's image from
+// containers.toml (seed-spec §5.6), recording the image it wanted.
+func (d *digests) fallBack(cell *pyjson.Object) error {
+	img, _ := cell.String("image")
+	backends, _ := cell.Array("backends")
+	first, _ := backends[0].(string)
+	fallback := d.images[first].Image
+	if img == "" || d.res[img].Digest != "" || img == fallback || fallback == "" {
+		return nil
+	}
+	key := "image_unavailable"
+	if cell.Has("recipe") {
+		key = "recipe_image_unavailable"
+	}
+	cell.Set(key, img)
+	cell.Set("image", fallback)
+	if d.res[fallback].Digest == "" {
+		return d.resolve([]string{fallback})
+	}
+	return nil
 }
 
 // RuntimeError is one of the seed's runtime errors (a Python RuntimeError).

@@ -45,83 +45,18 @@ type Request struct {
 // Run is `opx plan`: read the inputs, plan, resolve the images, write the manifest to
 // o.Out and the matrix line to stdout; on a terminal (tty) a summary goes to stderr.
 func Run(ctx context.Context, o *Request, stdout, stderr io.Writer, tty bool) error {
-	names := strings.Split(o.Testlists, ",")
-	for _, n := range names {
-		if !catalog.ValidTestlistName(n) {
-			return fmt.Errorf("invalid testlist name: %s (allowed: letters, digits, '_' and '-')", pyjson.Repr(n))
-		}
-	}
-	// the inputs are read in the order the seed meets their errors
-	tls := catalog.NewTestlists(o.TestlistDir)
-	var lists []Testlist
-	for _, n := range names {
-		shapes, err := tls.Load(n)
-		if err != nil {
-			return err
-		}
-		lists = append(lists, Testlist{Name: n, Shapes: shapes})
-	}
-	reg, regName, err := platform.LoadConfig(o.PlatformConfig)
+	sel, in, err := o.inputs()
 	if err != nil {
 		return err
 	}
-	csrc := catalog.Embedded("containers.toml")
-	if o.Containers != "" {
-		csrc = catalog.Disk(o.Containers)
-	}
-	containers, containersErr := catalog.LoadContainers(csrc)
-	runner, known := reg.Runner(o.Runner)
-	if !known {
-		runner = platform.Runner{Label: o.Runner, Family: platform.Family(o.Runner)}
-	}
-	vendor := runner.Vendor()
-	if containersErr != nil {
-		return containersErr
-	}
-	images, ok := containers[vendor]
-	if !ok && !onlyCPU(o.Backends) {
-		return fmt.Errorf("%s: no [%s] table", csrc.Name, vendor)
-	}
-	var missing []string
-	for _, b := range strings.Split(o.Backends, ",") {
-		if _, ok := images[b]; !ok && b != CPU {
-			missing = append(missing, b)
-		}
-	}
-	if len(missing) > 0 {
-		known := []string{CPU}
-		for b := range images {
-			known = append(known, b)
-		}
-		sort.Strings(known)
-		return fmt.Errorf("no %s backend module for: %s (%s backends: %s; see opx list backends)", vendor, strings.Join(missing, ", "), vendor, strings.Join(known, ", "))
-	}
-	var sizes []int64
-	for _, w := range strings.Split(o.WorldSizes, ",") {
-		n, err := pyInt(w)
-		if err != nil {
-			return err
-		}
-		sizes = append(sizes, n)
-	}
-	var book *recipes.Book
-	if o.Recipes != "" {
-		var err error
-		if book, err = recipes.Load(catalog.Disk(o.Recipes)); err != nil {
-			return err
-		}
-	}
-	sel := Selection{Runner: o.Runner, Backends: strings.Split(o.Backends, ","), Testlists: lists,
-		WorldSizes: sizes, ChunkSize: o.ChunkSize, Mode: o.Mode}
-	in := Inputs{Registry: reg, Images: images, Recipes: book, Config: regName}
 	result, err := Plan(sel, in)
 	if err != nil {
 		return err
 	}
-	entry, _ := reg.Entry(o.Runner)
+	entry, _ := in.Registry.Entry(o.Runner)
 	imagePlatform, _ := entry.String("image_platform")
 	resolver := &registry.Resolver{Timeout: o.DigestTimeout}
-	fallbacks, err := Finish(ctx, result, images, resolver, imagePlatform,
+	fallbacks, err := Finish(ctx, result, in.Images, resolver, imagePlatform,
 		Provenance{SourceSHA: o.SourceSHA, RunID: o.RunID, Attempt: o.Attempt})
 	if err != nil {
 		return err
@@ -143,6 +78,91 @@ func Run(ctx context.Context, o *Request, stdout, stderr io.Writer, tty bool) er
 		printPlanSummary(stderr, result, o.Out)
 	}
 	return nil
+}
+
+// inputs reads what the request names — testlists, platform config, containers.toml,
+// recipes — in the order the seed meets their errors, and checks the backends and world
+// sizes against them.
+func (o *Request) inputs() (Selection, Inputs, error) {
+	var sel Selection
+	var in Inputs
+	names := strings.Split(o.Testlists, ",")
+	for _, n := range names {
+		if !catalog.ValidTestlistName(n) {
+			return sel, in, fmt.Errorf("invalid testlist name: %s (allowed: letters, digits, '_' and '-')", pyjson.Repr(n))
+		}
+	}
+	tls := catalog.NewTestlists(o.TestlistDir)
+	var lists []Testlist
+	for _, n := range names {
+		shapes, err := tls.Load(n)
+		if err != nil {
+			return sel, in, err
+		}
+		lists = append(lists, Testlist{Name: n, Shapes: shapes})
+	}
+	reg, regName, err := platform.LoadConfig(o.PlatformConfig)
+	if err != nil {
+		return sel, in, err
+	}
+	images, err := o.images(reg)
+	if err != nil {
+		return sel, in, err
+	}
+	var sizes []int64
+	for _, w := range strings.Split(o.WorldSizes, ",") {
+		n, err := pyInt(w)
+		if err != nil {
+			return sel, in, err
+		}
+		sizes = append(sizes, n)
+	}
+	var book *recipes.Book
+	if o.Recipes != "" {
+		if book, err = recipes.Load(catalog.Disk(o.Recipes)); err != nil {
+			return sel, in, err
+		}
+	}
+	sel = Selection{Runner: o.Runner, Backends: strings.Split(o.Backends, ","), Testlists: lists,
+		WorldSizes: sizes, ChunkSize: o.ChunkSize, Mode: o.Mode}
+	return sel, Inputs{Registry: reg, Images: images, Recipes: book, Config: regName}, nil
+}
+
+// images is containers.toml's table for the runner's vendor, after checking that every
+// selected backend but cpu is in it.
+func (o *Request) images(reg *platform.Registry) (map[string]catalog.Image, error) {
+	csrc := catalog.Embedded("containers.toml")
+	if o.Containers != "" {
+		csrc = catalog.Disk(o.Containers)
+	}
+	containers, err := catalog.LoadContainers(csrc)
+	if err != nil {
+		return nil, err
+	}
+	runner, known := reg.Runner(o.Runner)
+	if !known {
+		runner = platform.Runner{Label: o.Runner, Family: platform.Family(o.Runner)}
+	}
+	vendor := runner.Vendor()
+	images, ok := containers[vendor]
+	if !ok && !onlyCPU(o.Backends) {
+		return nil, fmt.Errorf("%s: no [%s] table", csrc.Name, vendor)
+	}
+	var missing []string
+	for _, b := range strings.Split(o.Backends, ",") {
+		if _, ok := images[b]; !ok && b != CPU {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) > 0 {
+		known := []string{CPU}
+		for b := range images {
+			known = append(known, b)
+		}
+		sort.Strings(known)
+		return nil, fmt.Errorf("no %s backend module for: %s (%s backends: %s; see opx list backends)", vendor, strings.Join(missing, ", "), vendor, strings.Join(known, ", "))
+	}
+	return images, nil
 }
 
 func onlyCPU(backends string) bool {

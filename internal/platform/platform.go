@@ -145,45 +145,9 @@ type LocalDefaults struct {
 // overlay's own location, and merges them per runner label. Entries keyed by a label that
 // is not built in declare custom runners and must carry "cluster" (decisions §1).
 func Load(src catalog.Source, local LocalDefaults) (*Registry, error) {
-	v, err := src.ReadJSON()
+	base, platforms, err := readOverlay(src)
 	if err != nil {
 		return nil, err
-	}
-	doc, ok := v.(*pyjson.Object)
-	if !ok {
-		return nil, fmt.Errorf("%s: a platform config is a JSON object, found %s", src.Name, pyjson.TypeName(v))
-	}
-	base := pyjson.NewObject()
-	platforms, ok := doc.Object("platforms")
-	if !ok {
-		return nil, fmt.Errorf("%s: no \"platforms\" object", src.Name)
-	}
-	if b, ok := doc.Get("base"); ok {
-		rel, ok := b.(string)
-		if !ok {
-			return nil, fmt.Errorf("%s: \"base\" is %s, not a path", src.Name, pyjson.TypeName(b))
-		}
-		if rel == EmbeddedBase {
-			// beyond the seed: an overlay on opx's own embedded overlay (and its registry)
-			eb, eplatforms, err := embeddedLayers()
-			if err != nil {
-				return nil, err
-			}
-			base, platforms = eb, overlay(eplatforms, platforms)
-		} else if base, err = loadBase(src.Sibling(rel), src.Name); err != nil {
-			return nil, err
-		}
-	}
-	for _, m := range platforms.Members() {
-		o, ok := m.Value.(*pyjson.Object)
-		if !ok {
-			return nil, fmt.Errorf("%s: platforms.%s is %s, not an object", src.Name, catalog.Show(m.Key), pyjson.TypeName(m.Value))
-		}
-		if op, ok := o.Get("operator"); ok {
-			if _, ok := op.(*pyjson.Object); !ok {
-				return nil, fmt.Errorf("%s: platforms.%s.operator is %s, not an object", src.Name, catalog.Show(m.Key), pyjson.TypeName(op))
-			}
-		}
 	}
 	g := &Registry{entries: map[string]*pyjson.Object{}, runners: map[string]Runner{}}
 	for _, r := range builtins {
@@ -199,34 +163,8 @@ func Load(src catalog.Source, local LocalDefaults) (*Registry, error) {
 			g.order = append(g.order, r.Label)
 		}
 	}
-	var custom []string
-	for _, m := range platforms.Members() {
-		if _, ok := Builtin(m.Key); ok || m.Key == Local {
-			continue
-		}
-		custom = append(custom, m.Key)
-	}
-	sort.Strings(custom)
-	for _, label := range custom {
-		own, _ := platforms.Object(label)
-		cluster, ok := own.String("cluster")
-		if !ok || cluster == "" {
-			return nil, fmt.Errorf("%s: platforms.%q is not a built-in runner label and has no \"cluster\" to declare a custom runner (built-in: %s)",
-				src.Name, label, strings.Join(BuiltinLabels(), ", "))
-		}
-		fam := Family(label)
-		if f, ok := own.String("family"); ok && f != "" {
-			fam = f
-		}
-		profile := pyjson.NewObject()
-		if p, ok := own.String("profile"); ok {
-			if bp, ok := base.Object(p); ok {
-				profile = bp
-			}
-		}
-		g.entries[label] = merge(profile, own)
-		g.runners[label] = Runner{Label: label, Cluster: cluster, Profile: label, Family: fam}
-		g.order = append(g.order, label)
+	if err := g.addCustom(src, base, platforms); err != nil {
+		return nil, err
 	}
 	// the built-in local runner: this machine, no Slurm, no container (decisions §1)
 	own, _ := platforms.Object(Local)
@@ -245,6 +183,85 @@ func Load(src catalog.Source, local LocalDefaults) (*Registry, error) {
 	g.runners[Local] = Runner{Label: Local, Cluster: "local", Profile: Local, Family: Local}
 	g.order = append(g.order, Local)
 	return g, nil
+}
+
+// readOverlay reads the overlay and its base registry, checking their shapes.
+func readOverlay(src catalog.Source) (base, platforms *pyjson.Object, err error) {
+	v, err := src.ReadJSON()
+	if err != nil {
+		return nil, nil, err
+	}
+	doc, ok := v.(*pyjson.Object)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: a platform config is a JSON object, found %s", src.Name, pyjson.TypeName(v))
+	}
+	base = pyjson.NewObject()
+	if platforms, ok = doc.Object("platforms"); !ok {
+		return nil, nil, fmt.Errorf("%s: no \"platforms\" object", src.Name)
+	}
+	if b, ok := doc.Get("base"); ok {
+		rel, ok := b.(string)
+		if !ok {
+			return nil, nil, fmt.Errorf("%s: \"base\" is %s, not a path", src.Name, pyjson.TypeName(b))
+		}
+		if rel == EmbeddedBase {
+			// beyond the seed: an overlay on opx's own embedded overlay (and its registry)
+			eb, eplatforms, err := embeddedLayers()
+			if err != nil {
+				return nil, nil, err
+			}
+			base, platforms = eb, overlay(eplatforms, platforms)
+		} else if base, err = loadBase(src.Sibling(rel), src.Name); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, m := range platforms.Members() {
+		o, ok := m.Value.(*pyjson.Object)
+		if !ok {
+			return nil, nil, fmt.Errorf("%s: platforms.%s is %s, not an object", src.Name, catalog.Show(m.Key), pyjson.TypeName(m.Value))
+		}
+		if op, ok := o.Get("operator"); ok {
+			if _, ok := op.(*pyjson.Object); !ok {
+				return nil, nil, fmt.Errorf("%s: platforms.%s.operator is %s, not an object", src.Name, catalog.Show(m.Key), pyjson.TypeName(op))
+			}
+		}
+	}
+	return base, platforms, nil
+}
+
+// addCustom adds the overlay's entries that are not built-in labels: custom runners, which
+// must declare their cluster (decisions §1), sorted by label.
+func (g *Registry) addCustom(src catalog.Source, base, platforms *pyjson.Object) error {
+	var custom []string
+	for _, m := range platforms.Members() {
+		if _, ok := Builtin(m.Key); ok || m.Key == Local {
+			continue
+		}
+		custom = append(custom, m.Key)
+	}
+	sort.Strings(custom)
+	for _, label := range custom {
+		own, _ := platforms.Object(label)
+		cluster, ok := own.String("cluster")
+		if !ok || cluster == "" {
+			return fmt.Errorf("%s: platforms.%q is not a built-in runner label and has no \"cluster\" to declare a custom runner (built-in: %s)",
+				src.Name, label, strings.Join(BuiltinLabels(), ", "))
+		}
+		fam := Family(label)
+		if f, ok := own.String("family"); ok && f != "" {
+			fam = f
+		}
+		profile := pyjson.NewObject()
+		if p, ok := own.String("profile"); ok {
+			if bp, ok := base.Object(p); ok {
+				profile = bp
+			}
+		}
+		g.entries[label] = merge(profile, own)
+		g.runners[label] = Runner{Label: label, Cluster: cluster, Profile: label, Family: fam}
+		g.order = append(g.order, label)
+	}
+	return nil
 }
 
 // EmbeddedBase, as an overlay's "base", names opx's embedded platform overlay (with the

@@ -216,6 +216,37 @@ func opBackend(rows []results.Row) []opBackendRow {
 }
 
 // opSections lines each op type's cases up across series (backend × cluster × world size).
+// cellOf is one case of one series in the table, and its bars in the latency and
+// throughput charts (nil when it has none).
+func cellOf(r *results.Row, thruName, colour string) (cc caseCell, lat, thru *bar) {
+	cc = caseCell{Latency: "—", Status: "not run", Class: "missing", SortKey: "-1"}
+	if r == nil {
+		return cc, nil, nil
+	}
+	cc.Status, cc.Class = r.Status, r.Status
+	if r.Status != "ok" {
+		cc.Latency = r.Status
+		return cc, nil, nil
+	}
+	if name, ok := r.Primary(); ok {
+		v := r.Metrics[name]
+		cc.Latency, cc.SortKey = results.Format(name, v), strconv.FormatFloat(v, 'g', -1, 64)
+		if lo, hi, _, ok := r.Spread(name); ok {
+			cc.Spread = results.Format(name, lo) + " – " + results.Format(name, hi)
+		}
+		if isTime(name) {
+			lat = &bar{v, results.Format(name, v), colour}
+		}
+	}
+	if thruName != "" {
+		if v, ok := r.Metrics[thruName]; ok {
+			cc.Thru = results.Format(thruName, v)
+			thru = &bar{v, cc.Thru, colour}
+		}
+	}
+	return cc, lat, thru
+}
+
 func opSections(rows []results.Row) []opSection {
 	var types []string
 	byType := map[string][]results.Row{}
@@ -259,30 +290,12 @@ func opSections(rows []results.Row) []opSection {
 			cr := caseRow{Case: c}
 			lg, tg := barGroup{Label: c}, barGroup{Label: c}
 			for i, s := range series {
-				r := cell[[2]string{c, s}]
-				cc := caseCell{Latency: "—", Status: "not run", Class: "missing", SortKey: "-1"}
-				if r != nil {
-					cc.Status, cc.Class = r.Status, r.Status
-					if r.Status == "ok" {
-						if name, ok := r.Primary(); ok {
-							v := r.Metrics[name]
-							cc.Latency, cc.SortKey = results.Format(name, v), strconv.FormatFloat(v, 'g', -1, 64)
-							if lo, hi, _, ok := r.Spread(name); ok {
-								cc.Spread = results.Format(name, lo) + " – " + results.Format(name, hi)
-							}
-							if isTime(name) {
-								lg.Bars = append(lg.Bars, bar{v, results.Format(name, v), palette[i%len(palette)]})
-							}
-						}
-						if thruName != "" {
-							if v, ok := r.Metrics[thruName]; ok {
-								cc.Thru = results.Format(thruName, v)
-								tg.Bars = append(tg.Bars, bar{v, cc.Thru, palette[i%len(palette)]})
-							}
-						}
-					} else {
-						cc.Latency = r.Status
-					}
+				cc, lat, thru := cellOf(cell[[2]string{c, s}], thruName, palette[i%len(palette)])
+				if lat != nil {
+					lg.Bars = append(lg.Bars, *lat)
+				}
+				if thru != nil {
+					tg.Bars = append(tg.Bars, *thru)
 				}
 				cr.Cells = append(cr.Cells, cc)
 			}
