@@ -167,64 +167,22 @@ const hexDigits = "0123456789abcdef"
 // WriteString writes s as Python's json.dumps does with ensure_ascii=True: everything
 // outside printable ASCII (0x20–0x7e) becomes \uXXXX, astral characters a surrogate pair,
 // and <, > and & stay as they are.
-func WriteString(b *strings.Builder, s string) {
-	b.Write(appendString(nil, s))
-}
+func WriteString(b *strings.Builder, s string) { b.Write(appendString(nil, s)) }
+
+// shortEscapes are the characters json.dumps writes as a two-character escape.
+var shortEscapes = map[byte]string{'"': `\"`, '\\': `\\`, '\n': `\n`, '\r': `\r`, '\t': `\t`, '\b': `\b`, '\f': `\f`}
 
 func appendString(buf []byte, s string) []byte {
-	plain := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		buf = append(buf, '"')
-		buf = append(buf, s...)
-		return append(buf, '"')
-	}
-	var b strings.Builder
-	writeEscaped(&b, s)
-	return append(buf, b.String()...)
-}
-
-func writeEscaped(b *strings.Builder, s string) {
-	b.WriteByte('"')
+	buf = append(buf, '"')
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c >= 0x20 && c < 0x7f && c != '"' && c != '\\' {
-			b.WriteByte(c)
+			buf = append(buf, c)
 			i++
 			continue
 		}
-		switch c {
-		case '"':
-			b.WriteString(`\"`)
-			i++
-			continue
-		case '\\':
-			b.WriteString(`\\`)
-			i++
-			continue
-		case '\n':
-			b.WriteString(`\n`)
-			i++
-			continue
-		case '\r':
-			b.WriteString(`\r`)
-			i++
-			continue
-		case '\t':
-			b.WriteString(`\t`)
-			i++
-			continue
-		case '\b':
-			b.WriteString(`\b`)
-			i++
-			continue
-		case '\f':
-			b.WriteString(`\f`)
+		if e, ok := shortEscapes[c]; ok {
+			buf = append(buf, e...)
 			i++
 			continue
 		}
@@ -232,21 +190,17 @@ func writeEscaped(b *strings.Builder, s string) {
 		i += n
 		if r >= 0x10000 {
 			r -= 0x10000
-			writeU(b, 0xD800|(r>>10)&0x3FF)
-			writeU(b, 0xDC00|r&0x3FF)
+			buf = appendU(buf, 0xD800|(r>>10)&0x3FF)
+			buf = appendU(buf, 0xDC00|r&0x3FF)
 		} else {
-			writeU(b, r)
+			buf = appendU(buf, r)
 		}
 	}
-	b.WriteByte('"')
+	return append(buf, '"')
 }
 
-func writeU(b *strings.Builder, r rune) {
-	b.WriteString(`\u`)
-	b.WriteByte(hexDigits[r>>12&0xF])
-	b.WriteByte(hexDigits[r>>8&0xF])
-	b.WriteByte(hexDigits[r>>4&0xF])
-	b.WriteByte(hexDigits[r&0xF])
+func appendU(buf []byte, r rune) []byte {
+	return append(buf, '\\', 'u', hexDigits[r>>12&0xF], hexDigits[r>>8&0xF], hexDigits[r>>4&0xF], hexDigits[r&0xF])
 }
 
 // FloatRepr formats f as Python's repr(float) (and so json.dumps): the shortest digits that

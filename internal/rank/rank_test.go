@@ -6,14 +6,12 @@ package rank_test
 // seed's constants.
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/semianalysis/opx/internal/rank"
@@ -31,38 +29,11 @@ var opxBin string
 
 // The rank runs as opx does on the node: the tests run the built binary, and check its
 // exit status and what it says.
-func TestMain(m *testing.M) {
-	dir, _ := os.MkdirTemp("", "opx-bin-")
-	opxBin = filepath.Join(dir, "opx")
-	build := exec.Command("go", "build", "-o", opxBin, "github.com/semianalysis/opx/cmd/opx")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building opx:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.MainWithOpx(m, &opxBin) }
 
-type outcome struct {
-	code           int
-	stdout, stderr string
-}
+type outcome = testenv.Outcome
 
-func run(cmd *exec.Cmd) outcome {
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			code = 128 + int(ws.Signal())
-		}
-	}
-	return outcome{code, so.String(), se.String()}
-}
+func run(cmd *exec.Cmd) outcome { return testenv.Run(cmd) }
 
 type rankFixture struct {
 	dir, bin, stage, log string
@@ -103,8 +74,8 @@ const profEnv = "ENV:1,1,1,0,0,0,0,RANK=1,LOCAL_RANK=1,HOME=/tmp/operatorx-9876-
 
 func TestRankCountersRocprofTwelvePasses(t *testing.T) {
 	f := newRankFixture(t, "rocprofv3")
-	if r := f.rank(); r.code != 0 {
-		t.Fatalf("rank: exit %d %s", r.code, r.stderr)
+	if r := f.rank(); r.Code != 0 {
+		t.Fatalf("rank: exit %d %s", r.Code, r.Stderr)
 	}
 	calls := f.calls()
 	if len(calls) != len(rank.RocprofPasses) {
@@ -133,8 +104,8 @@ func TestRankCountersNCU(t *testing.T) {
 	ncu := filepath.Join(f.dir, "nsight-compute", "2025.1.0", "ncu")
 	os.MkdirAll(filepath.Dir(ncu), 0o755)
 	os.WriteFile(ncu, []byte(fakeTool), 0o755)
-	if r := f.rank("OPERATORX_NCU=" + ncu); r.code != 0 {
-		t.Fatalf("rank: exit %d %s", r.code, r.stderr)
+	if r := f.rank("OPERATORX_NCU=" + ncu); r.Code != 0 {
+		t.Fatalf("rank: exit %d %s", r.Code, r.Stderr)
 	}
 	calls := f.calls()
 	want := []string{"ncu", "--clock-control", "none", "--target-processes", "all", "--nvtx", "--nvtx-include", "regex:opx[0-9]+/",
@@ -152,18 +123,18 @@ func TestRankErrors(t *testing.T) {
 	f := newRankFixture(t)
 	r := f.rank()
 	want := "opx: counters mode needs ncu: none in the image, and the node has none under /opt/nvidia/nsight-compute, /usr/local/cuda*/nsight-compute* or on PATH\n"
-	if r.code != 1 || r.stderr != want {
-		t.Errorf("no ncu: exit %d %q", r.code, r.stderr)
+	if r.Code != 1 || r.Stderr != want {
+		t.Errorf("no ncu: exit %d %q", r.Code, r.Stderr)
 	}
 	cmd := exec.Command(opxBin, "rank")
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "SLURM_LOCALID=0", "WORLD_SIZE=1"}
-	if r := run(cmd); r.code != 1 || r.stderr != "opx: required rank input missing: SLURM_PROCID\n" {
-		t.Errorf("missing SLURM_PROCID: exit %d %q", r.code, r.stderr)
+	if r := run(cmd); r.Code != 1 || r.Stderr != "opx: required rank input missing: SLURM_PROCID\n" {
+		t.Errorf("missing SLURM_PROCID: exit %d %q", r.Code, r.Stderr)
 	}
 	// timing mode execs the harness directly, results into the stage
 	g := newRankFixture(t)
-	if r := g.rank("OPERATORX_MODE=timing"); r.code != 0 {
-		t.Fatalf("timing: %d %s", r.code, r.stderr)
+	if r := g.rank("OPERATORX_MODE=timing"); r.Code != 0 {
+		t.Fatalf("timing: %d %s", r.Code, r.Stderr)
 	}
 	if c := g.calls(); len(c) != 1 || c[0][0] != "python3" || c[0][len(c[0])-2] != g.stage+"/results" {
 		t.Errorf("timing calls %q", c)
@@ -184,8 +155,8 @@ func TestRankCacheOfAnotherUserIsRefused(t *testing.T) {
 	testenv.AsOther(t, "mkdir -p "+site+" && chmod -R 777 "+cache+" && echo 'import os; os.system(\"touch /tmp/opx-pwned\")' > "+site+"/usercustomize.py")
 	r := f.rank("OPERATORX_MODE=timing")
 	want := fmt.Sprintf("opx: rank cache %s: belongs to another user (owner uid %d, mode 0777); remove it or ask its owner to\n", cache, uid)
-	if r.code != 1 || r.stderr != want {
-		t.Errorf("planted cache of %s: exit %d %q, want %q", name, r.code, r.stderr, want)
+	if r.Code != 1 || r.Stderr != want {
+		t.Errorf("planted cache of %s: exit %d %q, want %q", name, r.Code, r.Stderr, want)
 	}
 	if c := f.calls(); len(c) != 0 {
 		t.Errorf("the harness ran in another user's directory: %q", c)
@@ -196,8 +167,8 @@ func TestRankCacheOfAnotherUserIsRefused(t *testing.T) {
 	os.RemoveAll(cache)
 
 	// this user's own run: the cache is made private, used as HOME and removed afterwards
-	if r := f.rank("OPERATORX_MODE=timing"); r.code != 0 {
-		t.Fatalf("rank: exit %d %s", r.code, r.stderr)
+	if r := f.rank("OPERATORX_MODE=timing"); r.Code != 0 {
+		t.Fatalf("rank: exit %d %s", r.Code, r.Stderr)
 	}
 	if c := f.calls(); len(c) != 1 || !strings.HasSuffix(c[0][len(c[0])-1], "HOME="+cache) {
 		t.Errorf("harness calls %q", c)
@@ -211,11 +182,11 @@ func TestRankCacheOfAnotherUserIsRefused(t *testing.T) {
 func TestRankPassesTheHarnessExitStatus(t *testing.T) {
 	f := newRankFixture(t)
 	os.WriteFile(filepath.Join(f.bin, "python3"), []byte("#!/bin/sh\nexit 7\n"), 0o755)
-	if r := f.rank("OPERATORX_MODE=timing"); r.code != 7 || r.stderr != "" {
-		t.Errorf("exit %d %q, want the harness's 7 and nothing said", r.code, r.stderr)
+	if r := f.rank("OPERATORX_MODE=timing"); r.Code != 7 || r.Stderr != "" {
+		t.Errorf("exit %d %q, want the harness's 7 and nothing said", r.Code, r.Stderr)
 	}
 	os.WriteFile(filepath.Join(f.bin, "python3"), []byte("#!/bin/sh\nkill -TERM $$\n"), 0o755)
-	if r := f.rank("OPERATORX_MODE=timing"); r.code != 143 {
-		t.Errorf("harness killed by SIGTERM: rank exit %d %q, want 143", r.code, r.stderr)
+	if r := f.rank("OPERATORX_MODE=timing"); r.Code != 143 {
+		t.Errorf("harness killed by SIGTERM: rank exit %d %q, want 143", r.Code, r.Stderr)
 	}
 }

@@ -18,23 +18,12 @@ import (
 
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/shard"
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 var opxBin string
 
-func TestMain(m *testing.M) {
-	dir, _ := os.MkdirTemp("", "opx-bin-")
-	opxBin = filepath.Join(dir, "opx")
-	build := exec.Command("go", "build", "-o", opxBin, "github.com/semianalysis/opx/cmd/opx")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building opx:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.MainWithOpx(m, &opxBin) }
 
 type cluster struct {
 	t                         *testing.T
@@ -126,17 +115,8 @@ type outcome struct {
 }
 
 func run(cmd *exec.Cmd) outcome {
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			code = 128 + int(ws.Signal())
-		}
-	}
-	return outcome{code, so.String(), se.String()}
+	o := testenv.Run(cmd)
+	return outcome{o.Code, o.Stdout, o.Stderr}
 }
 
 // rows counts result rows by status under output/results.

@@ -1,0 +1,48 @@
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// MainWithOpx is a TestMain for tests that run opx as a user does: it builds the binary,
+// sets *bin to it, runs the tests and removes it.
+func MainWithOpx(m *testing.M, bin *string) {
+	dir, _ := os.MkdirTemp("", "opx-bin-")
+	*bin = filepath.Join(dir, "opx")
+	build := exec.Command("go", "build", "-o", *bin, "github.com/semianalysis/opx/cmd/opx")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building opx:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Outcome is how a command ended: its exit status (128+n for a signal) and what it said.
+type Outcome struct {
+	Code           int
+	Stdout, Stderr string
+}
+
+// Run runs cmd to its end.
+func Run(cmd *exec.Cmd) Outcome {
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+	}
+	return Outcome{code, so.String(), se.String()}
+}
