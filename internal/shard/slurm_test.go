@@ -32,13 +32,7 @@ type cluster struct {
 }
 
 func slurmCluster(t *testing.T) *cluster {
-	conf := os.Getenv("OPX_TEST_SLURM_CONF")
-	if conf == "" {
-		if os.Getenv("OPX_REQUIRE_SLURM") != "" {
-			t.Fatal("OPX_REQUIRE_SLURM is set but OPX_TEST_SLURM_CONF is not")
-		}
-		t.Skip("no local Slurm (scripts/test.sh starts one)")
-	}
+	conf := testenv.SlurmConf(t)
 	c := &cluster{t: t, conf: conf, dir: t.TempDir()}
 	c.stageRoot = filepath.Join(c.dir, "shared")
 	os.MkdirAll(c.stageRoot, 0o755)

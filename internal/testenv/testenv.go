@@ -55,3 +55,17 @@ func SharedDir(t testing.TB) string {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
+
+// SlurmConf is the slurm.conf of the local Slurm scripts/test.sh starts (OPX_TEST_SLURM_CONF).
+// The test skips without one, and fails when OPX_REQUIRE_SLURM says the whole suite must run.
+func SlurmConf(t testing.TB) string {
+	t.Helper()
+	conf := os.Getenv("OPX_TEST_SLURM_CONF")
+	if conf == "" {
+		if os.Getenv("OPX_REQUIRE_SLURM") != "" {
+			t.Fatal("OPX_REQUIRE_SLURM is set but OPX_TEST_SLURM_CONF is not")
+		}
+		t.Skip("no local Slurm (scripts/test.sh starts one)")
+	}
+	return conf
+}
