@@ -48,7 +48,7 @@ func TestCompareCommand(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("compare without --fail-on-regression: exit %d %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"### Regressions (worst first) (1)", "| t gemm m=1 n=64 k=64 a=fp32 b=fp32 out=fp32 | cpu | local | 1 | latency_us | 100.0 µs | 120.0 µs | -20.00 % | min–max |",
+	for _, want := range []string{"### Regressions (worst first) (1)", "| t gemm m=1 n=64 k=64 a=fp32 b=fp32 out=fp32 | cpu | local | 1 | latency_us | 100.0 µs | 120.0 µs | 1.20x slower | min–max |",
 		"### Broken: ok in base, not ok now (1)", "| boom |", "### Improvements (best first) (1)", "### Only in base (missing from new) (1)", "### Only in new (1)"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
@@ -59,7 +59,13 @@ func TestCompareCommand(t *testing.T) {
 			RunID string `json:"run_id"`
 		}
 		Counts map[string]int
-		Cases  []struct{ Class, Key string }
+		Cases  []struct {
+			Class, Key string
+			Primary    *struct {
+				Ratio, Speedup float64
+				Change         string
+			}
+		}
 	}
 	b, err := os.ReadFile(js)
 	if err != nil || json.Unmarshal(b, &doc) != nil {
@@ -68,17 +74,30 @@ func TestCompareCommand(t *testing.T) {
 	if doc.Base.RunID != "100" || doc.New.RunID != "101" || len(doc.Cases) != 6 || doc.Counts["ambiguous"] != 1 || doc.Cases[0].Class != "slower" {
 		t.Errorf("json: %+v", doc)
 	}
+	// the JSON says the change as the summary does
+	if p := doc.Cases[0].Primary; p == nil || p.Change != "1.20x slower" || p.Ratio != 1.2 || p.Speedup >= 1 {
+		t.Errorf("json change of the regression: %+v", p)
+	}
 
-	if r := runOpx(t, "compare", base, nw, "--fail-on-regression", "30"); r.code != 1 || !strings.Contains(r.stderr, "1 case(s) regressed by 30 % or more, or broke") {
+	if r := runOpx(t, "compare", base, nw, "--fail-on-regression", "30"); r.code != 1 ||
+		!strings.Contains(r.stderr, "2 case(s) slower by a factor of 1.3 or more, broken, or missing from NEW (1 broken, 1 only-base)") {
 		t.Errorf("a broken case fails any threshold: exit %d %q", r.code, r.stderr)
 	}
-	// without the broken case, the threshold decides
+	// without the broken and the missing case, the threshold decides
 	nw2 := craftedRun(t, "102", map[int][3]float64{1: {120, 118, 122}, 2: {80, 79, 81}, 3: {104, 95, 112}, 4: {100, 98, 102}, 5: {100, 98, 102}})
 	if r := runOpx(t, "compare", base, nw2, "--fail-on-regression", "30"); r.code != 0 {
-		t.Errorf("20 %% regression under a 30 %% threshold: exit %d %s", r.code, r.stderr)
+		t.Errorf("1.2x slower under a 30 %% threshold: exit %d %s", r.code, r.stderr)
 	}
 	if r := runOpx(t, "compare", base, nw2, "--fail-on-regression", "15"); r.code != 1 {
-		t.Errorf("20 %% regression over a 15 %% threshold: exit %d", r.code)
+		t.Errorf("1.2x slower over a 15 %% threshold: exit %d", r.code)
+	}
+	// a new run that measured nothing fails the gate, unless missing cases are allowed
+	empty := craftedRun(t, "103", map[int][3]float64{})
+	if r := runOpx(t, "compare", base, empty, "--fail-on-regression", "5"); r.code != 1 || !strings.Contains(r.stderr, "(5 only-base)") {
+		t.Errorf("a new run with no rows: exit %d %q", r.code, r.stderr)
+	}
+	if r := runOpx(t, "compare", base, empty, "--fail-on-regression", "5", "--allow-missing"); r.code != 0 {
+		t.Errorf("--allow-missing: exit %d %q", r.code, r.stderr)
 	}
 
 	// bad input: one line, exit 1 or 2
@@ -92,6 +111,8 @@ func TestCompareCommand(t *testing.T) {
 		{[]string{"compare", t.TempDir(), nw}, 1, "no operatorx-manifest.json in it; pass --manifest"},
 		{[]string{"compare", base, nw, "--fail-on-regression", "-1"}, 2, "--fail-on-regression must be a percentage >= 0"},
 		{[]string{"compare", base, nw, "--same", "9", "--no-spread", "3"}, 2, "need 0 <= --same <= --no-spread"},
+		{[]string{"compare", base, nw, "--key", "testlist,gpu"}, 2, "--key: unknown field gpu"},
+		{[]string{"compare", base, nw, "--base-filter", "backend"}, 2, "--base-filter: backend is not FIELD=VALUE"},
 	} {
 		r := runOpx(t, c.args...)
 		if r.code != c.code || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 1 {

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/report"
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/safe"
 )
 
 func newReportCmd(env Env) *cobra.Command {
@@ -57,70 +61,156 @@ unless --manifest names it. The page goes to --out (default RUN_DIR/report.html)
 	return c
 }
 
-func newCompareCmd(env Env) *cobra.Command {
-	var baseManifest, newManifest, jsonOut string
-	var failPct, same, noSpread float64
-	c := &cobra.Command{
-		Use:   "compare BASE NEW",
-		Short: "Find what got faster or slower between two runs",
-		Long: `Join two runs' result rows on a stable case key — testlist, op type and args, backend,
+type compareOptions struct {
+	baseManifest, newManifest, jsonOut string
+	failPct, same, noSpread            float64
+	key, baseFilter, newFilter         string
+	allowMissing                       bool
+}
+
+const compareLong = `Join two runs' result rows on a stable case key — testlist, op type and args, backend,
 world size, cluster — and class each case from its headline metric (latency_us, else
 the first metric with a direction): latency and times are better lower, throughput and
-bandwidth higher. A change is only called faster or slower when the two runs' spreads
-do not overlap (the interquartile range of timing samples when the harness recorded
-them, else min–max); a shift inside the noise is "ambiguous", a change below --same is
-"same". Without a spread on either side, changes of at least --no-spread are called.
-Cases that went from ok to not ok are "broken"; cases in only one run are listed.
+bandwidth higher. The change is one speed-up, said one way in the summary and the JSON:
+"1.53x faster" or "1.53x slower" (JSON: ratio = new/base, speedup = base/new for a time,
+new/base for a throughput). A change is only called faster or slower when the two runs'
+spreads do not overlap (the interquartile range of timing samples when the harness
+recorded them, else min–max); a shift inside the noise is "ambiguous", a change below
+--same is "same". Without a spread on either side, changes of at least --no-spread are
+called. Cases that went from ok to not ok are "broken"; cases in only one run are listed.
+
+--key joins on fewer fields (e.g. --key testlist,op,args,world_size to compare across
+clusters and backends), and --base-filter/--new-filter FIELD=VALUE[,...] pick rows, so
+one run can be compared with itself: opx compare RUN RUN --key testlist,op,args,world_size,cluster
+--base-filter backend=vllm --new-filter backend=sglang. Fields: testlist, op, args,
+backend, world_size, cluster (and runner, status in filters).
 
 Prints a markdown summary on stdout, fit for $GITHUB_STEP_SUMMARY, regressions worst
 first; --json writes every case. With --fail-on-regression PCT the exit code is 1 when
-any case is slower by PCT percent or more, or broken.
+any case is slower by a factor of 1 + PCT/100 or more (5: a time 1.05x longer, a
+throughput 1.05x lower), or broken (ok in base, not ok in new), or in the base and
+missing from the new run — a new run that measured nothing fails the gate.
+--allow-missing lets missing cases pass.
 
-BASE and NEW are run directories ('opx run --out', or downloaded artifacts).`,
+BASE and NEW are run directories ('opx run --out', or downloaded artifacts).`
+
+func newCompareCmd(env Env) *cobra.Command {
+	o := &compareOptions{}
+	c := &cobra.Command{
+		Use:   "compare BASE NEW",
+		Short: "Find what got faster or slower between two runs",
+		Long:  compareLong,
 		Example: `  opx compare .opx-run/base .opx-run/new
-  opx compare base-artifacts new-artifacts --json compare.json --fail-on-regression 5 >> "$GITHUB_STEP_SUMMARY"`,
+  opx compare base-artifacts new-artifacts --json compare.json --fail-on-regression 5 >> "$GITHUB_STEP_SUMMARY"
+  opx compare run run --key testlist,op,args,world_size --base-filter cluster=h100_dgxc_8x --new-filter cluster=h200_dgxc_8x`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
-			if same < 0 || noSpread < same {
-				return &UsageError{errors.New("need 0 <= --same <= --no-spread")}
-			}
-			if c.Flags().Changed("fail-on-regression") && failPct < 0 {
-				return &UsageError{errors.New("--fail-on-regression must be a percentage >= 0")}
-			}
-			base, err := results.Open(c.Context(), args[0], baseManifest)
-			if err != nil {
-				return fmt.Errorf("base: %w", err)
-			}
-			nw, err := results.Open(c.Context(), args[1], newManifest)
-			if err != nil {
-				return fmt.Errorf("new: %w", err)
-			}
-			res := compare.Compare(base, nw, compare.Options{Same: same / 100, NoSpread: noSpread / 100})
-			if jsonOut != "" {
-				b, err := json.MarshalIndent(res, "", "  ")
-				if err != nil {
-					return err
-				}
-				if err := files.WriteAtomic(jsonOut, append(b, '\n'), 0o644); err != nil {
-					return err
-				}
-			}
-			res.Markdown(env.Stdout)
-			if c.Flags().Changed("fail-on-regression") {
-				if regs := res.Regressions(failPct); len(regs) > 0 {
-					fmt.Fprintf(env.Stderr, "opx compare: %d case(s) regressed by %g %% or more, or broke\n", len(regs), failPct)
-					return &ExitError{Code: 1}
-				}
-			}
-			return nil
+			return runCompare(c.Context(), env, o, args, c.Flags().Changed("fail-on-regression"))
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&baseManifest, "base-manifest", "", "BASE's manifest (default: found in BASE)")
-	f.StringVar(&newManifest, "new-manifest", "", "NEW's manifest (default: found in NEW)")
-	f.StringVar(&jsonOut, "json", "", "write every case's comparison as JSON here")
-	f.Float64Var(&failPct, "fail-on-regression", 0, "exit 1 when a case is slower by this many percent or more, or broke")
-	f.Float64Var(&same, "same", 100*compare.DefaultOptions.Same, "changes below this percentage are 'same'")
-	f.Float64Var(&noSpread, "no-spread", 100*compare.DefaultOptions.NoSpread, "without a spread, changes of this percentage or more are called")
+	f.StringVar(&o.baseManifest, "base-manifest", "", "BASE's manifest (default: found in BASE)")
+	f.StringVar(&o.newManifest, "new-manifest", "", "NEW's manifest (default: found in NEW)")
+	f.StringVar(&o.jsonOut, "json", "", "write every case's comparison as JSON here")
+	f.Float64Var(&o.failPct, "fail-on-regression", 0, "exit 1 when a case is slower by a factor of 1 + PCT/100 or more, broke, or is missing from NEW")
+	f.BoolVar(&o.allowMissing, "allow-missing", false, "with --fail-on-regression: cases missing from NEW do not fail the gate")
+	f.Float64Var(&o.same, "same", 100*compare.DefaultOptions.Same, "changes below this percentage are 'same'")
+	f.Float64Var(&o.noSpread, "no-spread", 100*compare.DefaultOptions.NoSpread, "without a spread, changes of this percentage or more are called")
+	f.StringVar(&o.key, "key", strings.Join(results.KeyFields, ","), "case-key fields the runs are joined on")
+	f.StringVar(&o.baseFilter, "base-filter", "", "compare only BASE rows with these FIELD=VALUE[,...]")
+	f.StringVar(&o.newFilter, "new-filter", "", "compare only NEW rows with these FIELD=VALUE[,...]")
 	return c
+}
+
+func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, gate bool) error {
+	if o.same < 0 || o.noSpread < o.same {
+		return &UsageError{errors.New("need 0 <= --same <= --no-spread")}
+	}
+	if gate && o.failPct < 0 {
+		return &UsageError{errors.New("--fail-on-regression must be a percentage >= 0")}
+	}
+	opt := compare.Options{Same: o.same / 100, NoSpread: o.noSpread / 100}
+	var err error
+	if opt.Key, err = keyFields(o.key); err != nil {
+		return &UsageError{err}
+	}
+	if opt.Base, err = filterOf("--base-filter", o.baseFilter); err != nil {
+		return &UsageError{err}
+	}
+	if opt.New, err = filterOf("--new-filter", o.newFilter); err != nil {
+		return &UsageError{err}
+	}
+	base, err := results.Open(ctx, args[0], o.baseManifest)
+	if err != nil {
+		return fmt.Errorf("base: %w", err)
+	}
+	nw, err := results.Open(ctx, args[1], o.newManifest)
+	if err != nil {
+		return fmt.Errorf("new: %w", err)
+	}
+	res := compare.Compare(base, nw, opt)
+	if o.jsonOut != "" {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := files.WriteAtomic(o.jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	res.Markdown(env.Stdout)
+	if gate {
+		if regs := res.Regressions(o.failPct, o.allowMissing); len(regs) > 0 {
+			fmt.Fprintf(env.Stderr, "opx compare: %d case(s) slower by a factor of %g or more, broken, or missing from NEW (%s)\n",
+				len(regs), 1+o.failPct/100, gateCounts(regs))
+			return &ExitError{Code: 1}
+		}
+	}
+	return nil
+}
+
+// gateCounts says how many of the failing cases are of each class.
+func gateCounts(cases []compare.Case) string {
+	n := map[string]int{}
+	var order []string
+	for _, c := range cases {
+		if n[c.Class] == 0 {
+			order = append(order, c.Class)
+		}
+		n[c.Class]++
+	}
+	var parts []string
+	for _, k := range order {
+		parts = append(parts, fmt.Sprintf("%d %s", n[k], k))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// keyFields parses --key: fields of the case key, at least one.
+func keyFields(s string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if !slices.Contains(results.KeyFields, f) {
+			return nil, fmt.Errorf("--key: unknown field %s (fields: %s)", safe.Text(f), strings.Join(results.KeyFields, ", "))
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// filterOf parses FIELD=VALUE[,...].
+func filterOf(flag, s string) (compare.Filter, error) {
+	if s == "" {
+		return nil, nil
+	}
+	f := compare.Filter{}
+	fields := append(slices.Clone(results.KeyFields), "runner", "status")
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !slices.Contains(fields, k) {
+			return nil, fmt.Errorf("%s: %s is not FIELD=VALUE with a field of %s", flag, safe.Text(kv), strings.Join(fields, ", "))
+		}
+		f[k] = v
+	}
+	return f, nil
 }

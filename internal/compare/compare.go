@@ -4,8 +4,10 @@
 // measured, so that noise is not reported as a regression.
 //
 // The rule, per metric with a direction (results.DirectionOf):
-//   - the change g is the relative improvement: (base-new)/base for latency,
-//     (new-base)/base for throughput; |g| below Options.Same is "same".
+//   - the change is shown one way everywhere, as a speed-up: base/new for a time, new/base
+//     for a throughput, so above 1 is faster; in words "1.53x faster" or "1.53x slower"
+//     (the factor is the speed-up or its inverse, whichever is at least 1). A speed-up
+//     within Options.Same of 1 (|speed-up - 1| < Same) is "same".
 //   - when both rows carry a spread (IQR of samples, else min–max, results.Row.Spread):
 //     disjoint intervals are faster or slower; overlapping ones with |g| ≥ Same are
 //     "ambiguous" (a shift inside the noise).
@@ -14,6 +16,11 @@
 //
 // Status changes are classes of their own: ok → not ok is "broken", not ok → ok "fixed",
 // neither ok "unmeasured"; a case in one run only is "only-base" or "only-new".
+//
+// Cases are joined on Options.Key (default every field of the case key); Options.Base and
+// Options.New keep only the rows whose fields match, so one run can be compared with
+// itself across hardware or backends (--base-filter backend=vllm --new-filter
+// backend=sglang --key testlist,op,args,world_size,cluster).
 package compare
 
 import (
@@ -42,10 +49,25 @@ const (
 
 var classOrder = []string{Slower, Broken, Faster, Fixed, Ambiguous, Same, Unmeasured, OnlyBase, OnlyNew}
 
-// Options are the thresholds, as fractions (0.02 = 2 %).
+// Options are the thresholds, as fractions (0.02 = 2 %), and the join.
 type Options struct {
-	Same     float64 `json:"same"`      // changes smaller than this are "same"
-	NoSpread float64 `json:"no_spread"` // without spreads, changes at least this large are faster/slower
+	Same     float64  `json:"same"`      // changes smaller than this are "same"
+	NoSpread float64  `json:"no_spread"` // without spreads, changes at least this large are faster/slower
+	Key      []string `json:"key"`       // the case-key fields the runs are joined on (nil: all)
+	Base     Filter   `json:"base_filter,omitempty"`
+	New      Filter   `json:"new_filter,omitempty"`
+}
+
+// Filter keeps the rows whose fields (results.Row.Field) have the given values.
+type Filter map[string]string
+
+func (f Filter) keeps(r *results.Row) bool {
+	for k, v := range f {
+		if r.Field(k) != v {
+			return false
+		}
+	}
+	return true
 }
 
 // DefaultOptions: 2 % and 5 %.
@@ -57,7 +79,9 @@ type Metric struct {
 	Direction string  `json:"direction"`
 	Base      float64 `json:"base"`
 	New       float64 `json:"new"`
-	Change    float64 `json:"change_pct"` // relative improvement, percent; negative is worse
+	Ratio     float64 `json:"ratio"`   // new / base
+	Speedup   float64 `json:"speedup"` // above 1 is faster: base/new for a time, new/base for a throughput
+	Change    string  `json:"change"`  // the speed-up in words: "1.53x faster", "1.53x slower"
 	Class     string  `json:"class"`
 	Noise     string  `json:"noise"`
 	BaseLo    float64 `json:"base_lo,omitempty"`
@@ -104,8 +128,12 @@ type Result struct {
 // Compare joins and classes two runs' rows.
 func Compare(base, nw *results.Run, opt Options) *Result {
 	res := &Result{Options: opt, Counts: map[string]int{}}
-	bm, bdup := index(base.Rows)
-	nm, ndup := index(nw.Rows)
+	if opt.Key == nil {
+		opt.Key = results.KeyFields
+		res.Options.Key = opt.Key
+	}
+	bm, bdup := index(base.Rows, opt.Key, opt.Base)
+	nm, ndup := index(nw.Rows, opt.Key, opt.New)
 	res.Base = Side{base.Dir, base.RunID, base.SourceSHA, len(base.Rows), bdup}
 	res.New = Side{nw.Dir, nw.RunID, nw.SourceSHA, len(nw.Rows), ndup}
 	keys := map[string]bool{}
@@ -151,11 +179,11 @@ func Compare(base, nw *results.Run, opt Options) *Result {
 		if ra, rb := rank(a.Class), rank(b.Class); ra != rb {
 			return ra < rb
 		}
-		if a.Primary != nil && b.Primary != nil && a.Primary.Change != b.Primary.Change {
+		if a.Primary != nil && b.Primary != nil && a.Primary.Speedup != b.Primary.Speedup {
 			if a.Class == Faster {
-				return a.Primary.Change > b.Primary.Change // best improvement first
+				return a.Primary.Speedup > b.Primary.Speedup // best improvement first
 			}
-			return a.Primary.Change < b.Primary.Change // worst regression first
+			return a.Primary.Speedup < b.Primary.Speedup // worst regression first
 		}
 		return a.Key < b.Key
 	})
@@ -171,12 +199,16 @@ func rank(class string) int {
 	return len(classOrder)
 }
 
-// index maps case keys to rows; a key seen twice keeps the last row (a retried op).
-func index(rows []results.Row) (map[string]*results.Row, int) {
+// index maps case keys to the rows the filter keeps; a key seen twice keeps the last row
+// (a retried op).
+func index(rows []results.Row, key []string, f Filter) (map[string]*results.Row, int) {
 	m := make(map[string]*results.Row, len(rows))
 	dup := 0
 	for i := range rows {
-		k := rows[i].Key()
+		if !f.keeps(&rows[i]) {
+			continue
+		}
+		k := rows[i].KeyOf(key)
 		if _, ok := m[k]; ok {
 			dup++
 		}
@@ -225,11 +257,16 @@ func classify(c *Case, b, n *results.Row, opt Options) {
 func metric(name string, bv, nv float64, b, n *results.Row, opt Options) Metric {
 	dir := results.DirectionOf(name)
 	m := Metric{Name: name, Direction: dir.String(), Base: bv, New: nv}
-	g := (nv - bv) / bv
+	m.Ratio = nv / bv
+	m.Speedup = m.Ratio
 	if dir == results.Lower {
-		g = (bv - nv) / bv
+		m.Speedup = bv / nv
 	}
-	m.Change = round(g * 100)
+	m.Change = Words(m.Speedup)
+	g := m.Speedup - 1 // the factor above 1, signed: 1.05x faster is +0.05, 1.05x slower -0.05
+	if m.Speedup < 1 {
+		g = 1 - 1/m.Speedup
+	}
 	better, worse := Faster, Slower
 	bl, bh, bhow, bok := b.Spread(name)
 	nl, nh, nhow, nok := n.Spread(name)
@@ -267,18 +304,31 @@ func metric(name string, bv, nv float64, b, n *results.Row, opt Options) Metric 
 	return m
 }
 
-func round(x float64) float64 { return math.Round(x*100) / 100 }
+// Words is a speed-up as the summary says it: "1.53x faster", "1.53x slower", "same" at 1.
+func Words(speedup float64) string {
+	switch {
+	case speedup > 1:
+		return fmt.Sprintf("%.2fx faster", speedup)
+	case speedup < 1 && speedup > 0:
+		return fmt.Sprintf("%.2fx slower", 1/speedup)
+	}
+	return "same"
+}
 
 func pct(f float64) string {
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", f*100), "0"), ".") + " %"
 }
 
-// Regressions are the cases that fail --fail-on-regression PCT: slower by at least pct
-// percent on the headline metric, or broken (ok before, not ok now).
-func (r *Result) Regressions(pctLimit float64) []Case {
+// Regressions are the cases that fail --fail-on-regression PCT: slower on the headline
+// metric by a factor of at least 1 + PCT/100 (a time that grew by PCT % or more, a
+// throughput that fell to 1/(1 + PCT/100) or less), broken (ok in base, not ok now), and —
+// unless allowMissing — in the base but not in the new run at all (a new run whose
+// harness crashed measured nothing: every case is missing, and that fails the gate).
+func (r *Result) Regressions(pctLimit float64, allowMissing bool) []Case {
 	var out []Case
 	for _, c := range r.Cases {
-		if c.Class == Broken || (c.Class == Slower && c.Primary != nil && -c.Primary.Change >= pctLimit) {
+		slower := c.Class == Slower && c.Primary != nil && c.Primary.Speedup > 0 && 1/c.Primary.Speedup >= 1+pctLimit/100
+		if slower || c.Class == Broken || (c.Class == OnlyBase && !allowMissing) {
 			out = append(out, c)
 		}
 	}
@@ -300,8 +350,8 @@ func (r *Result) Markdown(w io.Writer) {
 	if len(parts) == 0 {
 		parts = []string{"no cases"}
 	}
-	fmt.Fprintf(w, "**%d cases:** %s. Same = change below %s; faster/slower = outside both runs' spread (%s without a spread).\n",
-		len(r.Cases), strings.Join(parts, ", "), pct(r.Options.Same), pct(r.Options.NoSpread))
+	fmt.Fprintf(w, "**%d cases:** %s. Same = change below %s; faster/slower = outside both runs' spread (%s without a spread). Joined on %s.\n",
+		len(r.Cases), strings.Join(parts, ", "), pct(r.Options.Same), pct(r.Options.NoSpread), strings.Join(r.Options.Key, ", "))
 	r.table(w, "Regressions (worst first)", Slower, false)
 	r.statusTable(w, "Broken: ok in base, not ok now", Broken)
 	r.table(w, "Improvements (best first)", Faster, false)
@@ -335,7 +385,7 @@ func (r *Result) table(w io.Writer, title, class string, folded bool) {
 	fmt.Fprintln(w, "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | --- |")
 	for _, c := range cs {
 		p := c.Primary
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %s | %s | %+.2f %% | %s |\n", cell(c.Testlist+" "+c.OpType+" "+c.Args),
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", cell(c.Testlist+" "+c.OpType+" "+c.Args),
 			cell(c.Backend), cell(c.Cluster), c.WorldSize, p.Name, results.Format(p.Name, p.Base), results.Format(p.Name, p.New),
 			p.Change, cell(p.Noise))
 	}

@@ -75,30 +75,40 @@ func TestCompareClassesCraftedRuns(t *testing.T) {
 			t.Errorf("m=%s: class %s, want %s (%+v)", m, c.Class, class, c.Primary)
 		}
 	}
-	if c := byArgs(t, r, "1"); c.Primary.Change != -30 || c.Primary.Direction != "lower" {
-		t.Errorf("m=1 change %+v, want -30 %% on a lower-is-better metric", c.Primary)
+	// the change is one speed-up everywhere: a latency 100 -> 130 us is 1.30x slower, its
+	// ratio new/base 1.3; a throughput 500 -> 400 is 1.25x slower, ratio 0.8
+	if c := byArgs(t, r, "1"); c.Primary.Change != "1.30x slower" || c.Primary.Ratio != 1.3 || c.Primary.Direction != "lower" {
+		t.Errorf("m=1 change %+v, want 1.30x slower on a lower-is-better metric", c.Primary)
 	}
-	if c := byArgs(t, r, "8"); c.Primary.Name != "gflops" || c.Primary.Direction != "higher" || c.Primary.Change != -20 ||
-		!strings.Contains(c.Primary.Noise, "IQR of 5 samples") {
-		t.Errorf("m=8: %+v, want gflops higher-is-better -20 %% from sample IQR", c.Primary)
+	if c := byArgs(t, r, "2"); c.Primary.Change != "1.43x faster" || c.Primary.Speedup <= 1 {
+		t.Errorf("m=2 change %+v, want 1.43x faster (100 -> 70 us)", c.Primary)
+	}
+	if c := byArgs(t, r, "8"); c.Primary.Name != "gflops" || c.Primary.Direction != "higher" || c.Primary.Change != "1.25x slower" ||
+		c.Primary.Ratio != 0.8 || !strings.Contains(c.Primary.Noise, "IQR of 5 samples") {
+		t.Errorf("m=8: %+v, want gflops higher-is-better 1.25x slower from sample IQR", c.Primary)
 	}
 	if c := byArgs(t, r, "9"); c.Primary.Name != "latency_us" || c.Primary.Noise != "no spread recorded" {
 		t.Errorf("m=9 primary %+v, want latency_us without spread", c.Primary)
 	}
-	// regressions worst first: m=1 (-30 %) before m=8 (-20 %)
+	// regressions worst first: m=1 (1.30x) before m=8 (1.25x)
 	if r.Cases[0].Args[:3] != "m=1" || r.Cases[1].Args[:3] != "m=8" {
 		t.Errorf("order: %s, %s", r.Cases[0].Args, r.Cases[1].Args)
 	}
-	if got := len(r.Regressions(25)); got != 2 { // m=1 and the broken m=7
-		t.Errorf("regressions over 25 %%: %d, want 2", got)
-	}
-	if got := len(r.Regressions(10)); got != 3 {
-		t.Errorf("regressions over 10 %%: %d, want 3", got)
+	// the gate: slower by a factor of 1 + PCT/100 or more, broken, and — unless allowed —
+	// missing from the new run
+	for _, c := range []struct {
+		pct     float64
+		missing bool
+		want    int
+	}{{26, false, 3}, {25, false, 4}, {25, true, 3}, {31, true, 1}} { // m=1 1.30x, m=8 1.25x, broken m=7, missing m=5
+		if got := len(r.Regressions(c.pct, c.missing)); got != c.want {
+			t.Errorf("regressions at %g %% (missing allowed: %v): %d, want %d", c.pct, c.missing, got, c.want)
+		}
 	}
 	var md bytes.Buffer
 	r.Markdown(&md)
 	out := md.String()
-	for _, s := range []string{"### Regressions (worst first) (2)", "| t gemm m=1 n=64 k=64 | vllm | h200 | 1 | latency_us | 100.0 µs | 130.0 µs | -30.00 % |",
+	for _, s := range []string{"### Regressions (worst first) (2)", "| t gemm m=1 n=64 k=64 | vllm | h200 | 1 | latency_us | 100.0 µs | 130.0 µs | 1.30x slower |",
 		"### Broken: ok in base, not ok now (1)", "### Only in base (missing from new) (1)", "### Only in new (1)",
 		"<details><summary>Ambiguous", "**10 cases:** 2 slower, 1 broken, 2 faster, 2 ambiguous, 1 same, 1 only-base, 1 only-new"} {
 		if !strings.Contains(out, s) {
@@ -121,6 +131,30 @@ func TestCompareKeyIncludesBackendClusterWorldSize(t *testing.T) {
 	r := Compare(&results.Run{Rows: []results.Row{a}}, &results.Run{Rows: []results.Row{b, c, d}}, DefaultOptions)
 	if r.Counts[OnlyBase] != 1 || r.Counts[OnlyNew] != 3 {
 		t.Fatalf("counts %v: a different backend, world size or cluster is a different case", r.Counts)
+	}
+}
+
+// --key and the filters join what the default key keeps apart: one run's vllm rows against
+// its sglang rows, or one cluster against another.
+func TestCompareKeyAndFilters(t *testing.T) {
+	v := lat(1, 100, 99, 101)
+	sg := lat(1, 50, 49, 51)
+	sg.Backend = "sglang"
+	other := lat(2, 70, 69, 71)
+	other.Backend = "sglang"
+	run := &results.Run{Rows: []results.Row{v, sg, other}}
+	key := []string{"testlist", "op", "args", "world_size", "cluster"}
+	r := Compare(run, run, Options{Same: 0.02, NoSpread: 0.05, Key: key, Base: Filter{"backend": "vllm"}, New: Filter{"backend": "sglang"}})
+	if len(r.Cases) != 2 || r.Counts[Faster] != 1 || r.Counts[OnlyNew] != 1 {
+		t.Fatalf("vllm vs sglang: %v", r.Counts)
+	}
+	if c := byArgs(t, r, "1"); c.Primary.Change != "2.00x faster" {
+		t.Errorf("sglang against vllm: %+v", c.Primary)
+	}
+	var md bytes.Buffer
+	r.Markdown(&md)
+	if !strings.Contains(md.String(), "Joined on testlist, op, args, world_size, cluster.") {
+		t.Errorf("the summary does not say the key:\n%s", md.String())
 	}
 }
 

@@ -57,8 +57,57 @@ type Row struct {
 }
 
 // Key is the stable case key: the same case in two runs has the same key.
-func (r *Row) Key() string {
-	return strings.Join([]string{r.Testlist, r.OpType, r.ArgsKey, r.Backend, "ws=" + strconv.Itoa(r.WorldSize), r.Cluster}, " | ")
+func (r *Row) Key() string { return r.KeyOf(KeyFields) }
+
+// KeyFields are the fields of the case key, in order; compare --key joins on a subset.
+var KeyFields = []string{"testlist", "op", "args", "backend", "world_size", "cluster"}
+
+// KeyOf is the key made of the named fields (each one of KeyFields), in KeyFields' order.
+func (r *Row) KeyOf(fields []string) string {
+	var parts []string
+	for _, f := range KeyFields {
+		if !slices.Contains(fields, f) {
+			continue
+		}
+		switch f {
+		case "testlist":
+			parts = append(parts, r.Testlist)
+		case "op":
+			parts = append(parts, r.OpType)
+		case "args":
+			parts = append(parts, r.ArgsKey)
+		case "backend":
+			parts = append(parts, r.Backend)
+		case "world_size":
+			parts = append(parts, "ws="+strconv.Itoa(r.WorldSize))
+		case "cluster":
+			parts = append(parts, r.Cluster)
+		}
+	}
+	return strings.Join(parts, " | ")
+}
+
+// Field is the row's value of a key field, as a filter compares it.
+func (r *Row) Field(f string) string {
+	switch f {
+	case "testlist":
+		return r.Testlist
+	case "op":
+		return r.OpType
+	case "args":
+		return r.ArgsLabel
+	case "backend":
+		return r.Backend
+	case "world_size":
+		return strconv.Itoa(r.WorldSize)
+	case "cluster":
+		return r.Cluster
+	case "runner":
+		return r.Runner
+	case "status":
+		return r.Status
+	}
+	return ""
 }
 
 // Case is the row's case without backend and cluster: what the report lines up across
