@@ -14,6 +14,7 @@ import (
 func newDoctorCmd(env Env) *cobra.Command {
 	var runner, platformConfig, amd64, arm64 string
 	var minFree float64
+	var asJSON bool
 	c := &cobra.Command{
 		Use:   "doctor --runner LABEL",
 		Short: "Check this submit host has everything a runner's shards need",
@@ -25,8 +26,9 @@ known; for pyxis runners, srun accepting --container-image, enroot and its versi
 enroot cache; the shared storage root execute will stage under, writable and with
 --min-free-gib free; and the opx binary for the runner's architecture.
 
-Prints a table of findings and, for each problem, what to do. Exit 1 when something
-required is missing; warnings alone exit 0.`,
+Prints a table of findings and, for each problem, what to do; --json prints them as
+{"runner", "ready", "findings": [{"check", "status", "detail", "fix"}]} for scripts.
+Exit 1 when something required is missing; warnings alone exit 0.`,
 		Example: `  opx doctor --runner cluster:h200-dgxc
   opx doctor --runner cluster:my-cluster --platform-config platforms.json`,
 		Args: cobra.NoArgs,
@@ -46,7 +48,13 @@ required is missing; warnings alone exit 0.`,
 			fs := doctor.Run(c.Context(), doctor.Options{Runner: r, Entry: entry, Getenv: env.getenv, Environ: env.environ(),
 				MinFree: uint64(minFree * (1 << 30)),
 				Binary:  func(ip string) (string, error) { return shard.StagedBinary(ip, amd64, arm64) }})
-			doctor.Write(env.Stdout, runner, fs)
+			if asJSON {
+				if err := doctor.WriteJSON(env.Stdout, runner, fs); err != nil {
+					return err
+				}
+			} else {
+				doctor.Write(env.Stdout, runner, fs)
+			}
 			if doctor.Failed(fs) {
 				return &ExitError{Code: 1}
 			}
@@ -59,6 +67,7 @@ required is missing; warnings alone exit 0.`,
 	f.Float64Var(&minFree, "min-free-gib", 20, "free space the storage root needs, GiB")
 	f.StringVar(&amd64, "opx-binary", "", "the linux/amd64 opx binary execute would stage")
 	f.StringVar(&arm64, "opx-binary-arm64", "", "the linux/arm64 opx binary execute would stage")
+	f.BoolVar(&asJSON, "json", false, "print the findings as JSON")
 	_ = c.MarkFlagRequired("runner")
 	return c
 }

@@ -187,7 +187,7 @@ Exit codes:
   2    a usage error
   128+n  ended by signal n (130 SIGINT, 143 SIGTERM, 129 SIGHUP)
   summarize and run exit 1 when coverage is incomplete, doctor when something required is
-  missing, compare --fail-on-regression when a case regressed or broke.`
+  missing, compare --fail-on-regression when a case regressed, broke or went missing.`
 
 func newRoot(ctx context.Context, env Env) *cobra.Command {
 	root := &cobra.Command{
@@ -210,7 +210,7 @@ func newRoot(ctx context.Context, env Env) *cobra.Command {
 			root.AddCommand(c)
 		}
 	}
-	group("sweep", newRunCmd(env), newPlanCmd(env), newReportCmd(env), newCompareCmd(env),
+	group("sweep", newRunCmd(env), newPlanCmd(env), newReportCmd(env), newCompareCmd(env), newExportCmd(env),
 		newSummarizeCmd(env), newListCmd(env), newDoctorCmd(env))
 	group("shard", newExecuteCmd(env), newFinalizeCmd(env), newRecoverCmd(env))
 	group("node", newImportCmd(env), newRankCmd(env), newBenchCmd(env))

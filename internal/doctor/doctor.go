@@ -8,6 +8,7 @@ package doctor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -41,8 +42,22 @@ const (
 
 // Finding is one check's result.
 type Finding struct {
-	Check, Detail, Fix string
-	Status             Status
+	Check  string `json:"check"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// WriteJSON writes the findings for scripts: {"runner", "ready", "findings": [...]};
+// ready is false when a required check failed.
+func WriteJSON(w io.Writer, runner string, fs []Finding) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Runner   string    `json:"runner"`
+		Ready    bool      `json:"ready"`
+		Findings []Finding `json:"findings"`
+	}{runner, !Failed(fs), fs})
 }
 
 // Options are the host facts doctor reads; tests point them at fakes and temp dirs.

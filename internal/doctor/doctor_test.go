@@ -7,6 +7,7 @@ package doctor_test
 // internal/shard's TestRealStackDoctor.
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,6 +81,22 @@ func TestDoctorOnLocalSlurm(t *testing.T) {
 		}
 	}
 
+	// --json: the same findings for scripts
+	r = doctor(none(""), nil, "--json")
+	var doc struct {
+		Runner   string
+		Ready    bool
+		Findings []struct{ Check, Status, Detail, Fix string }
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &doc); err != nil || r.Code != 0 || !doc.Ready || doc.Runner != "cluster:opxtest-loopback" || len(doc.Findings) < 5 {
+		t.Fatalf("--json: exit %d %v %+v\n%s", r.Code, err, doc, r.Stdout)
+	}
+	for _, f := range doc.Findings {
+		if f.Check == "storage root" && (f.Status != "ok" || f.Detail == "") {
+			t.Errorf("--json storage root finding %+v", f)
+		}
+	}
+
 	deadConf := filepath.Join(t.TempDir(), "slurm.conf")
 	b, _ := os.ReadFile(c.conf)
 	os.WriteFile(deadConf, []byte(regexp.MustCompile(`(?m)^SlurmctldPort=\d+`).ReplaceAllString(string(b), "SlurmctldPort=1")), 0o644)
@@ -114,6 +131,9 @@ func TestDoctorOnLocalSlurm(t *testing.T) {
 	r = doctor(pyxis, []string{"PATH=" + old})
 	if r.Code != 0 || !strings.Contains(r.Stdout, "enroot            warn    enroot 3.4.0: older than 3.5") || !strings.Contains(r.Stdout, "upgrade enroot to 3.5") {
 		t.Errorf("enroot 3.4: exit %d\n%s", r.Code, r.Stdout)
+	}
+	if r := doctor(c.platforms(t, `{"container": "none", "stage_dir": "`+c.stageRoot+`"}`), nil, "--json"); r.Code != 1 || !strings.Contains(r.Stdout, `"ready": false`) {
+		t.Errorf("--json with a failure: exit %d\n%s", r.Code, r.Stdout)
 	}
 	// an unknown runner is one line
 	cmd := exec.Command(opxBin, "doctor", "--runner", "cluster:nosuch")

@@ -47,7 +47,7 @@ type Shard struct {
 // Row is one result row with the shard facts that make up its case key.
 type Row struct {
 	Shard, Testlist, OpType, Backend, Cluster, Runner string
-	WorldSize                                         int
+	WorldSize, Attempt                                int
 	Args                                              *pyjson.Object
 	ArgsKey, ArgsLabel                                string
 	Status, Message                                   string
@@ -147,36 +147,56 @@ func FindManifest(dir string) (string, error) {
 
 // Open reads the run in dir: with the manifest given, or the one found in dir.
 func Open(ctx context.Context, dir, manifest string) (*Run, error) {
-	if manifest == "" {
-		m, err := FindManifest(dir)
-		if err != nil {
-			return nil, err
-		}
-		manifest = m
+	manifest, err := Resolve(dir, manifest)
+	if err != nil {
+		return nil, err
 	}
 	return Load(ctx, manifest, dir)
 }
 
-// Load reads a run: summarize's choice of shards, then their cells and rows.
-func Load(ctx context.Context, manifest, artifacts string) (*Run, error) {
-	rep, err := summary.Summarize(ctx, manifest, artifacts)
-	if err != nil {
-		return nil, err
+// Resolve is manifest when given, else the one found in dir.
+func Resolve(dir, manifest string) (string, error) {
+	if manifest != "" {
+		return manifest, nil
 	}
-	run := &Run{Dir: artifacts, Manifest: manifest, Summary: rep}
-	for _, s := range rep.Shards {
-		sh := Shard{Shard: s, Software: map[string]string{}}
-		if s.Dir != "" {
-			if err := readShard(ctx, &sh, run); err != nil {
-				return nil, err
-			}
-		}
-		run.Shards = append(run.Shards, sh)
-	}
-	return run, nil
+	return FindManifest(dir)
 }
 
-func readShard(ctx context.Context, sh *Shard, run *Run) error {
+// Load reads a run: summarize's choice of shards, then their cells and rows.
+func Load(ctx context.Context, manifest, artifacts string) (*Run, error) {
+	var run *Run
+	err := Walk(ctx, manifest, artifacts, func(r *Run) { run = r }, func(_ *Shard, rows []Row) error {
+		run.Rows = append(run.Rows, rows...)
+		return nil
+	})
+	return run, err
+}
+
+// Walk reads a run one results file at a time: start gets the run (its summary, and its
+// shards as they are read), then rows gets each results file's rows with their shard,
+// in shard order, then file and row order. What Walk holds is one file's rows, so a
+// caller that does not keep them reads a run of any size in bounded memory.
+func Walk(ctx context.Context, manifest, artifacts string, start func(*Run), rows func(*Shard, []Row) error) error {
+	rep, err := summary.Summarize(ctx, manifest, artifacts)
+	if err != nil {
+		return err
+	}
+	run := &Run{Dir: artifacts, Manifest: manifest, Summary: rep}
+	start(run)
+	run.Shards = make([]Shard, len(rep.Shards))
+	for i, s := range rep.Shards {
+		sh := &run.Shards[i]
+		*sh = Shard{Shard: s, Software: map[string]string{}}
+		if s.Dir != "" {
+			if err := readShard(ctx, sh, run, rows); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func readShard(ctx context.Context, sh *Shard, run *Run, sink func(*Shard, []Row) error) error {
 	ex, err := manifest.ReadExecution(filepath.Join(sh.Dir, "execution.json"))
 	if err != nil {
 		return err
@@ -209,7 +229,11 @@ func readShard(ctx context.Context, sh *Shard, run *Run) error {
 	sort.Strings(paths) // lexical order, as WalkDir gives it; kept explicit for the report's stable order
 	hosts, versions := map[string]bool{}, map[string]bool{}
 	for _, p := range paths {
-		if err := readResults(ctx, p, sh, run, hosts, versions); err != nil {
+		rows, err := readResults(ctx, p, sh, hosts, versions)
+		if err != nil {
+			return err
+		}
+		if err := sink(sh, rows); err != nil {
 			return err
 		}
 	}
@@ -217,18 +241,18 @@ func readShard(ctx context.Context, sh *Shard, run *Run) error {
 	return nil
 }
 
-func readResults(ctx context.Context, path string, sh *Shard, run *Run, hosts, versions map[string]bool) error {
+func readResults(ctx context.Context, path string, sh *Shard, hosts, versions map[string]bool) ([]Row, error) {
 	v, err := files.ReadJSON(ctx, path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	doc, ok := v.(*pyjson.Object)
 	if !ok {
-		return fmt.Errorf("%s: a results file is a JSON object", path)
+		return nil, fmt.Errorf("%s: a results file is a JSON object", path)
 	}
 	rows, ok := doc.Array("rows")
 	if !ok {
-		return fmt.Errorf("%s: results file has no \"rows\" list", path)
+		return nil, fmt.Errorf("%s: results file has no \"rows\" list", path)
 	}
 	if r, ok := doc.Object("run"); ok {
 		if s, ok := r.String("id"); ok {
@@ -246,49 +270,59 @@ func readResults(ctx context.Context, path string, sh *Shard, run *Run, hosts, v
 			}
 		}
 	}
+	out := make([]Row, 0, len(rows))
 	for i, rv := range rows {
 		ro, ok := rv.(*pyjson.Object)
 		if !ok {
-			return fmt.Errorf("%s: rows[%d] is not an object", path, i)
+			return nil, fmt.Errorf("%s: rows[%d] is not an object", path, i)
 		}
-		row := Row{Shard: sh.ID, Cluster: sh.Cluster, Runner: sh.Runner, WorldSize: sh.WorldSize,
-			Metrics: map[string]float64{}, Samples: map[string][]float64{}}
-		row.Status, _ = ro.String("status")
-		row.Message, _ = ro.String("message")
-		row.Testlist, _ = ro.String("testlist")
-		op, _ := ro.Object("op")
-		row.OpType, _ = op.String("type")
-		row.Backend, _ = op.String("backend")
-		row.Args, _ = op.Object("args")
-		if row.Args == nil {
-			row.Args = pyjson.NewObject()
-		}
-		kb, err := pyjson.Marshal(row.Args, pyjson.Identity)
+		row, err := rowOf(ro, sh)
 		if err != nil {
-			return fmt.Errorf("%s: rows[%d].op.args: %v", path, i, err)
+			return nil, fmt.Errorf("%s: rows[%d].op.args: %v", path, i, err)
 		}
-		row.ArgsKey, row.ArgsLabel = string(kb), Label(row.Args)
-		if ms, ok := ro.Object("metrics"); ok {
-			for _, m := range ms.Members() {
-				if f, ok := number(m.Value); ok {
-					row.Metrics[m.Key] = f
-					row.MetricOrder = append(row.MetricOrder, m.Key)
-				} else if xs, ok := m.Value.([]pyjson.Value); ok {
-					var fs []float64
-					for _, x := range xs {
-						if f, ok := number(x); ok {
-							fs = append(fs, f)
-						}
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+// rowOf is one result row with its shard's facts.
+func rowOf(ro *pyjson.Object, sh *Shard) (Row, error) {
+	row := Row{Shard: sh.ID, Cluster: sh.Cluster, Runner: sh.Runner, WorldSize: sh.WorldSize, Attempt: sh.Attempt,
+		Metrics: map[string]float64{}, Samples: map[string][]float64{}}
+	row.Status, _ = ro.String("status")
+	row.Message, _ = ro.String("message")
+	row.Testlist, _ = ro.String("testlist")
+	op, _ := ro.Object("op")
+	row.OpType, _ = op.String("type")
+	row.Backend, _ = op.String("backend")
+	row.Args, _ = op.Object("args")
+	if row.Args == nil {
+		row.Args = pyjson.NewObject()
+	}
+	kb, err := pyjson.Marshal(row.Args, pyjson.Identity)
+	if err != nil {
+		return row, err
+	}
+	row.ArgsKey, row.ArgsLabel = string(kb), Label(row.Args)
+	if ms, ok := ro.Object("metrics"); ok {
+		for _, m := range ms.Members() {
+			if f, ok := number(m.Value); ok {
+				row.Metrics[m.Key] = f
+				row.MetricOrder = append(row.MetricOrder, m.Key)
+			} else if xs, ok := m.Value.([]pyjson.Value); ok {
+				var fs []float64
+				for _, x := range xs {
+					if f, ok := number(x); ok {
+						fs = append(fs, f)
 					}
-					if len(fs) > 0 {
-						row.Samples[m.Key] = fs
-					}
+				}
+				if len(fs) > 0 {
+					row.Samples[m.Key] = fs
 				}
 			}
 		}
-		run.Rows = append(run.Rows, row)
 	}
-	return nil
+	return row, nil
 }
 
 // Label is the args in their order, flattened: "m=128 n=128 k=128 a=fp32 out=fp32".

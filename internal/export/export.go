@@ -1,0 +1,143 @@
+// Package export is `opx export`: one flat row per measured case of a run — its case key,
+// testlist, op type and args, backend, cluster, world size, attempt, status, message and
+// every metric — as CSV or JSON lines, for spreadsheets, pandas and databases. It streams:
+// one results file is held at a time, so a 128,000-case run exports in the memory of its
+// largest file.
+package export
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/semianalysis/opx/internal/results"
+)
+
+// Formats are the formats Write knows.
+var Formats = []string{"csv", "jsonl"}
+
+// columns are the fixed columns, before the metrics.
+var columns = []string{"key", "shard", "attempt", "testlist", "op_type", "args", "args_label", "backend", "cluster",
+	"runner", "world_size", "status", "message"}
+
+// Write writes the run's rows in format to w.
+func Write(ctx context.Context, manifest, dir, format string, w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var err error
+	switch format {
+	case "csv":
+		err = writeCSV(ctx, manifest, dir, bw)
+	case "jsonl":
+		err = writeJSONL(ctx, manifest, dir, bw)
+	default:
+		return fmt.Errorf("unknown format %q (csv or jsonl)", format)
+	}
+	if err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+func fixed(r *results.Row) []string {
+	return []string{r.Key(), r.Shard, strconv.Itoa(r.Attempt), r.Testlist, r.OpType, r.ArgsKey, r.ArgsLabel, r.Backend,
+		r.Cluster, r.Runner, strconv.Itoa(r.WorldSize), r.Status, r.Message}
+}
+
+// writeCSV reads the run twice: once for the metric names (the header), once for the rows.
+func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) error {
+	var metrics []string
+	seen := map[string]bool{}
+	err := results.Walk(ctx, manifest, dir, func(*results.Run) {}, func(_ *results.Shard, rows []results.Row) error {
+		for i := range rows {
+			for _, m := range rows[i].MetricOrder {
+				if !seen[m] {
+					seen[m] = true
+					metrics = append(metrics, m)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	cw := csv.NewWriter(w)
+	if err := cw.Write(append(append([]string(nil), columns...), metrics...)); err != nil {
+		return err
+	}
+	record := make([]string, 0, len(columns)+len(metrics))
+	err = results.Walk(ctx, manifest, dir, func(*results.Run) {}, func(_ *results.Shard, rows []results.Row) error {
+		for i := range rows {
+			r := &rows[i]
+			record = append(record[:0], fixed(r)...)
+			for _, m := range metrics {
+				v, ok := r.Metrics[m]
+				if ok {
+					record = append(record, strconv.FormatFloat(v, 'g', -1, 64))
+				} else {
+					record = append(record, "")
+				}
+			}
+			if err := cw.Write(record); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	cw.Flush()
+	if err != nil {
+		return err
+	}
+	return cw.Error()
+}
+
+// writeJSONL writes one object a row: the fixed columns (world_size and attempt as
+// numbers, args as an object) and "metrics", in one pass.
+func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return results.Walk(ctx, manifest, dir, func(*results.Run) {}, func(_ *results.Shard, rows []results.Row) error {
+		for i := range rows {
+			r := &rows[i]
+			metrics := make(map[string]float64, len(r.Metrics))
+			for k, v := range r.Metrics {
+				metrics[k] = v
+			}
+			rec := struct {
+				Key       string             `json:"key"`
+				Shard     string             `json:"shard"`
+				Attempt   int                `json:"attempt"`
+				Testlist  string             `json:"testlist"`
+				OpType    string             `json:"op_type"`
+				Args      json.RawMessage    `json:"args"`
+				ArgsLabel string             `json:"args_label"`
+				Backend   string             `json:"backend"`
+				Cluster   string             `json:"cluster"`
+				Runner    string             `json:"runner"`
+				WorldSize int                `json:"world_size"`
+				Status    string             `json:"status"`
+				Message   string             `json:"message,omitempty"`
+				Metrics   map[string]float64 `json:"metrics"`
+			}{r.Key(), r.Shard, r.Attempt, r.Testlist, r.OpType, argsJSON(r.ArgsKey), r.ArgsLabel, r.Backend,
+				r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, metrics}
+			if err := enc.Encode(&rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// argsJSON is the args as JSON; args Python's grammar allows and JSON does not (NaN,
+// Infinity) are given as their text.
+func argsJSON(key string) json.RawMessage {
+	if json.Valid([]byte(key)) {
+		return json.RawMessage(key)
+	}
+	b, _ := json.Marshal(key)
+	return b
+}
