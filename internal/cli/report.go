@@ -45,11 +45,11 @@ unless --manifest names it. The page goes to --out (default RUN_DIR/report.html)
 			if out == "" {
 				out = filepath.Join(dir, "report.html")
 			}
-			run, err := results.Open(c.Context(), dir, manifest)
+			m, err := results.Resolve(dir, manifest)
 			if err != nil {
 				return err
 			}
-			if err := report.WriteFile(out, run); err != nil {
+			if err := report.WriteFile(c.Context(), out, m, dir); err != nil {
 				return err
 			}
 			fmt.Fprintln(env.Stdout, out)

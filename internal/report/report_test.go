@@ -5,6 +5,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,6 +70,11 @@ func fixture(t *testing.T) string {
 	shard("a1", "a-shard", "h200", "vllm", "1", 1, bad(64, "bf16", "vllm", "error", "stale attempt"))
 	shard("a2", "a-shard", "h200", "vllm", "2", 0, strings.Join([]string{ok(64, "bf16", "vllm", 41.5, 40.9, 43.2, 829.1),
 		ok(256, "bf16", "vllm", 120.25, 118, 125.5, 1143.2), bad(64, "fp8", "vllm", "unsupported", "vllm has no fp8 gemm on this image")}, ", "))
+	defer func() { // b-shard's execute recorded its failure and its log (beyond the seed)
+		write(t, filepath.Join(dir, "b1", "status.json"), `{"exit_code": 1, "slurm_jobs": ["77"], "failure": {"phase": "benchmark",
+ "message": "benchmark step failed: srun returned non-zero exit status 1 (log: /out/benchmark.log)", "log": "benchmark.log"}}`)
+		write(t, filepath.Join(dir, "b1", "benchmark.log"), "rank 0: loading sglang\nTraceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n")
+	}()
 	shard("b1", "b-shard", "b200", "sglang", "1", 1, strings.Join([]string{ok(64, "bf16", "sglang", 30.1, 29.5, 31.0, 1141.6),
 		bad(256, "bf16", "sglang", "error", "RuntimeError: CUDA error: <out of memory> & more | tb: x.py:1"),
 		bad(64, "fp8", "sglang", "error", "RuntimeError: CUDA error: <out of memory> & more | tb: x.py:1")}, ", "))
@@ -108,13 +116,21 @@ func TestReportContent(t *testing.T) {
 	for _, s := range []string{
 		"incomplete: 1 of 3 shards succeeded",
 		`<span class="badge missing">missing</span>`,
-		"41.50 µs", "40.90 µs – 43.20 µs", "829.1 TFLOP/s", // units on every number
-		"vllm on h200 ×1", "sglang on b200 ×1", // series across backends and hardware
+		"2 shard(s) did not succeed; why is under each.",
+		// why each shard failed: the phase, the reason, the log and its last lines
+		"<b>benchmark:</b> benchmark step failed: srun returned non-zero exit status 1", "log <code>b1/benchmark.log</code>",
+		"RuntimeError: CUDA error: out of memory</pre>",
+		"<b>—:</b> no execution of this shard is in the artifacts",
+		// a shard with no ok row never looks complete: its bar's ok part is what was ok
+		`<span class="ok" style="width: 33.3%"></span><span class="unsupported" style="width: 0.0%"></span><span class="error" style="width: 66.7%"></span>`,
+		"<td>gemm</td><td>vllm on h200 ×1</td><td class=\"n\">3</td><td class=\"n\">2</td><td class=\"n\">1</td><td class=\"n\">0</td><td class=\"n\">41.50 µs</td><td class=\"n\">80.88 µs</td><td class=\"n\">120.2 µs</td><td class=\"n\">986.1 TFLOP/s</td>",
 		"RuntimeError: CUDA error: &lt;out of memory&gt; &amp; more", // grouped, escaped
 		"vllm has no fp8 gemm on this image",
 		"0123456789abcdef0123456789abcdef01234567", "sha256:" + strings.Repeat("a", 64), "h200-node-01", "20261201T000000Z-b200-abcde",
-		"<svg class=\"chart\"",
 		"default-src 'none'",
+		// the cases as data: dictionaries and columns
+		`"series":["vllm on h200 ×1","sglang on b200 ×1"]`, `"thrName":{"gemm":"tflops"}`, `"lat":[41.5,120.2,null,30.1,null,null]`,
+		`"spread":[[0,40.9,43.2],[1,118,125.5],[3,29.5,31]]`,
 	} {
 		if !strings.Contains(page, s) {
 			t.Errorf("page lacks %q", s)
@@ -167,7 +183,7 @@ func openInChromium(t *testing.T, bin, page, shot string) (dom string, console [
 		return out.String(), errb.String()
 	}
 	dom, log1 := run("--dump-dom")
-	_, log2 := run("--screenshot="+shot, "--window-size=1280,2200")
+	_, log2 := run("--screenshot="+shot, "--window-size=1280,3000")
 	for _, l := range strings.Split(log1+"\n"+log2, "\n") {
 		if strings.Contains(l, ":CONSOLE") {
 			console = append(console, l)
@@ -191,16 +207,32 @@ func TestReportInHeadlessChromium(t *testing.T) {
 	if !strings.Contains(dom, `data-ready="1"`) {
 		t.Error("the page's script did not run to the end")
 	}
-	if !strings.Contains(dom, "incomplete: 1 of 3 shards succeeded") || !strings.Contains(dom, "<svg") {
-		t.Error("rendered DOM lacks the verdict or the charts")
+	// the script drew the table's first page, the charts and the comparison
+	for _, want := range []string{"incomplete: 1 of 3 shards succeeded", "benchmark step failed", "rows 1–6 of 6",
+		`<td class="n">41.50 µs</td>`, "40.90 µs – 43.20 µs", "829.1 TFLOP/s", "gemm on b200: latency", "gemm on h200: tflops",
+		"1 case(s) in common: 1 faster, 0 slower (beyond 2 %); geometric mean 1.38x faster"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("rendered DOM lacks %q", want)
+		}
 	}
-	png, err := os.ReadFile(shot)
+	if n := strings.Count(dom, "<canvas"); n != 4 { // latency and throughput, for h200 and b200
+		t.Errorf("%d charts, want 4", n)
+	}
+	shotPNG, err := os.ReadFile(shot)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(png) < 10_000 || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
-		t.Fatalf("screenshot is not a rendered page (%d bytes)", len(png))
+	img, err := png.Decode(bytes.NewReader(shotPNG))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
 	}
+	// the charts were drawn: the screenshot holds points in the first two series' colours
+	for _, c := range []color.RGBA{{0x25, 0x63, 0xeb, 0xff}, {0xdc, 0x26, 0x26, 0xff}} {
+		if !hasColour(img, c) {
+			t.Errorf("no pixel of %v in the screenshot: a series was not drawn", c)
+		}
+	}
+	png := shotPNG
 	if d := os.Getenv("OPX_REPORT_SHOT_DIR"); d != "" { // keep it for a look
 		_ = os.WriteFile(filepath.Join(d, "report.png"), png, 0o644)
 	}
@@ -217,4 +249,17 @@ func TestHeadlessChromiumCatchesConsoleErrors(t *testing.T) {
 	if len(console) == 0 || !strings.Contains(strings.Join(console, "\n"), "nosuchfunction") {
 		t.Fatalf("a script error went unnoticed: %q", console)
 	}
+}
+
+func hasColour(img image.Image, c color.RGBA) bool {
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if uint8(r>>8) == c.R && uint8(g>>8) == c.G && uint8(bl>>8) == c.B {
+				return true
+			}
+		}
+	}
+	return false
 }

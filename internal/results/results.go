@@ -39,6 +39,10 @@ type Shard struct {
 	WorldSize, Nodes, GPUsPerNode        int
 	Backends                             []string
 	ExitCode                             string // status.json exit_code as written, "" when absent
+	HasStatus                            bool   // status.json was there
+	// Failure is what status.json says failed (beyond the seed): the phase, the error
+	// and the phase's log, a file in Dir.
+	FailPhase, FailMessage, FailLog string
 	Hosts, Versions                      []string
 	Software                             map[string]string
 	Runs                                 []string // results run ids
@@ -213,8 +217,16 @@ func readShard(ctx context.Context, sh *Shard, run *Run, sink func(*Shard, []Row
 	}
 	if v, err := files.ReadJSON(ctx, filepath.Join(sh.Dir, "status.json")); err == nil {
 		if o, ok := v.(*pyjson.Object); ok {
+			sh.HasStatus = true
 			if x, ok := o.Get("exit_code"); ok {
 				sh.ExitCode = scalar(x)
+			}
+			if f, ok := o.Object("failure"); ok {
+				sh.FailPhase, _ = f.String("phase")
+				sh.FailMessage, _ = f.String("message")
+				if l, _ := f.String("log"); files.SafeName(l) {
+					sh.FailLog = l
+				}
 			}
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/safe"
 )
 
 // Options are execute's flags and surroundings.
@@ -80,6 +81,7 @@ type runner_ struct {
 	token             string    // the allocation's tag (--comment)
 	benchEnd          time.Time // when the benchmark step returned
 	allocated         bool      // salloc returned and allocation.log names the one job
+	phase             string    // the step running (or that failed): stage, allocation, import, ncu, benchmark
 }
 
 // prepare turns the options, the manifest and the platform entry into the shard's plan,
@@ -229,6 +231,9 @@ func (r *runner_) perform(ctx context.Context) (err error) {
 		}
 		r.reportRelease()
 		status := pyjson.Obj("exit_code", rc, "slurm_jobs", AllocationIDs(r.root))
+		if err != nil {
+			status.Set("failure", r.failure(err)) // beyond the seed: what failed, for the report
+		}
 		if werr := files.WriteJSON(filepath.Join(r.root, "status.json"), status); werr != nil && err == nil {
 			err = werr
 		}
@@ -238,6 +243,16 @@ func (r *runner_) perform(ctx context.Context) (err error) {
 	}
 	rc = 0
 	return nil
+}
+
+// failure is status.json's account of a failed execution: the phase, the error, and the
+// phase's log when it has one.
+func (r *runner_) failure(err error) *pyjson.Object {
+	f := pyjson.Obj("phase", r.phase, "message", safe.OneLine(err.Error()))
+	if fi, serr := os.Stat(filepath.Join(r.root, r.phase+".log")); serr == nil && fi.Mode().IsRegular() {
+		f.Set("log", r.phase+".log")
+	}
+	return f
 }
 
 // reportRelease says how long after the benchmark the allocation was released.
@@ -293,7 +308,8 @@ func checkBase(base string, create bool) (string, error) {
 // command is the seed's command(): announce the phase, log the child's output, and on
 // failure show the log's tail.
 func (r *runner_) command(ctx context.Context, argv []string, log string, env []string) error {
-	fmt.Fprintf(r.o.Stdout, "[operatorx] phase=%s\n", strings.TrimSuffix(log, ".log"))
+	r.phase = strings.TrimSuffix(log, ".log")
+	fmt.Fprintf(r.o.Stdout, "[operatorx] phase=%s\n", r.phase)
 	f, err := os.OpenFile(filepath.Join(r.root, log), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
@@ -319,6 +335,7 @@ func (r *runner_) command(ctx context.Context, argv []string, log string, env []
 
 // run performs the layout and then the steps on the allocation.
 func (r *runner_) run(ctx context.Context) error {
+	r.phase = "stage"
 	if err := r.applyLayout(ctx); err != nil {
 		return err
 	}
@@ -347,6 +364,7 @@ func (r *runner_) run(ctx context.Context) error {
 				return err
 			}
 		case "ncu":
+			r.phase = "ncu"
 			ncu = r.findNCU(ctx, s)
 		case "benchmark":
 			s = r.benchStep(job, ncu) // with the install the search found

@@ -24,6 +24,7 @@ var localJob = "local-" + strconv.Itoa(os.Getpid())
 // SLURM_LOCALID, SLURM_JOB_ID=local) so rank's checks hold. If one rank fails the others
 // are stopped, as srun --kill-on-bad-exit does.
 func (r *runner_) runLocal(ctx context.Context) error {
+	r.phase = "benchmark"
 	fmt.Fprintf(r.o.Stdout, "[operatorx] phase=benchmark\n")
 	logPath := filepath.Join(r.root, "benchmark.log")
 	log, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)

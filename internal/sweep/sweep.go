@@ -24,7 +24,6 @@ import (
 	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/report"
-	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/shard"
 	"github.com/semianalysis/opx/internal/summary"
@@ -189,12 +188,8 @@ func (s *sweep) finish(ctx context.Context, interrupted error) error {
 		return err
 	}
 	pr.setPhase("report")
-	run, err := results.Load(ctx, s.mpath, s.shards)
-	if err != nil {
-		return err
-	}
 	reportPath := filepath.Join(s.dir, "report.html")
-	if err := report.WriteFile(reportPath, run); err != nil {
+	if err := report.WriteFile(ctx, reportPath, s.mpath, s.shards); err != nil {
 		return err
 	}
 	pr.finish()

@@ -1,0 +1,358 @@
+package report
+
+import (
+	"encoding/json"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/results"
+)
+
+// builder gathers what the page shows of the rows, as they stream by: each row as a few
+// numbers (its case, series, status, latency, throughput), the dictionaries they index,
+// and the rows grouped by message. A row costs about 40 bytes here, whatever its size in
+// the results file.
+type builder struct {
+	cases    dict // testlist · op · args label
+	caseInfo []caseInfo
+	series   dict // backend on cluster ×world size
+	serInfo  []serInfo
+	thrName  map[string]string // op type → its throughput metric (the first ok row's)
+	// the rows, by column
+	caseOf, seriesOf []int32
+	status           []uint8 // 0 ok, 1 unsupported, 2 error, 3 other
+	lat, thr         []float64
+	spreads          [][3]float64 // row, lo, hi (µs) of rows with a spread
+	msgs             map[string]map[string]*msgAgg
+}
+
+type caseInfo struct {
+	testlist, op, label string
+	size                float64
+}
+
+type serInfo struct{ backend, cluster string }
+
+type msgAgg struct {
+	g        msgGroup
+	shards   map[string]bool
+	backends map[string]bool
+}
+
+type msgGroup struct {
+	Message, Shards, Example, Backends string
+	Count                              int
+}
+
+// dict numbers distinct strings in the order first seen.
+type dict struct {
+	index map[string]int32
+	list  []string
+}
+
+func (d *dict) id(s string) (int32, bool) {
+	if i, ok := d.index[s]; ok {
+		return i, false
+	}
+	if d.index == nil {
+		d.index = map[string]int32{}
+	}
+	d.index[s] = int32(len(d.list))
+	d.list = append(d.list, s)
+	return int32(len(d.list) - 1), true
+}
+
+func newBuilder() *builder {
+	return &builder{thrName: map[string]string{}, msgs: map[string]map[string]*msgAgg{"error": {}, "unsupported": {}}}
+}
+
+var statusCode = map[string]uint8{"ok": 0, "unsupported": 1, "error": 2}
+
+func (b *builder) add(r *results.Row) {
+	c, isNew := b.cases.id(r.Testlist + " · " + r.OpType + " · " + r.ArgsLabel)
+	if isNew {
+		b.caseInfo = append(b.caseInfo, caseInfo{r.Testlist, r.OpType, r.ArgsLabel, size(r.OpType, r.Args)})
+	}
+	s, isNew := b.series.id(r.Series())
+	if isNew {
+		b.serInfo = append(b.serInfo, serInfo{r.Backend, r.Cluster})
+	}
+	st, ok := statusCode[r.Status]
+	if !ok {
+		st = 3
+	}
+	lat, thr := math.NaN(), math.NaN()
+	if r.Status == "ok" {
+		if name, ok := r.Primary(); ok && results.DirectionOf(name) == results.Lower {
+			lat = micros(name, r.Metrics[name])
+			if lo, hi, _, ok := r.Spread(name); ok {
+				b.spreads = append(b.spreads, [3]float64{float64(len(b.status)), micros(name, lo), micros(name, hi)})
+			}
+		}
+		tn, known := b.thrName[r.OpType]
+		if !known {
+			tn = throughputMetric(r)
+			b.thrName[r.OpType] = tn
+		}
+		if v, ok := r.Metrics[tn]; ok && tn != "" {
+			thr = v
+		}
+	}
+	b.caseOf, b.seriesOf, b.status = append(b.caseOf, c), append(b.seriesOf, s), append(b.status, st)
+	b.lat, b.thr = append(b.lat, lat), append(b.thr, thr)
+	if groups := b.msgs[r.Status]; groups != nil {
+		b.message(groups, r)
+	}
+}
+
+func (b *builder) message(groups map[string]*msgAgg, r *results.Row) {
+	msg := r.Message
+	if msg == "" {
+		msg = "(no message)"
+	}
+	a := groups[msg]
+	if a == nil {
+		a = &msgAgg{g: msgGroup{Message: msg, Example: r.Testlist + " · " + r.OpType + " " + r.ArgsLabel},
+			shards: map[string]bool{}, backends: map[string]bool{}}
+		groups[msg] = a
+	}
+	a.g.Count++
+	if len(a.shards) < 6 {
+		a.shards[r.Shard] = true
+	}
+	a.backends[r.Backend] = true
+}
+
+// micros is a time metric in µs.
+func micros(name string, v float64) float64 {
+	switch results.Unit(name) {
+	case "ns":
+		return v / 1e3
+	case "ms":
+		return v * 1e3
+	case "s":
+		return v * 1e6
+	}
+	return v
+}
+
+func throughputMetric(r *results.Row) string {
+	for _, k := range r.MetricOrder {
+		if results.DirectionOf(k) == results.Higher {
+			return k
+		}
+	}
+	return ""
+}
+
+// size is where a case sits on the charts' x axis: 2·m·n·k for a GEMM (its FLOPs), else
+// the product of the args' positive numbers; 0 when it has none (the chart then orders
+// such cases by their args).
+func size(op string, args *pyjson.Object) float64 {
+	num := func(k string) float64 {
+		v, _ := args.Get(k)
+		switch x := v.(type) {
+		case pyjson.Int:
+			f, _ := strconv.ParseFloat(string(x), 64)
+			return f
+		case float64:
+			return x
+		}
+		return 0
+	}
+	if op == "gemm" {
+		if m, n, k := num("m"), num("n"), num("k"); m > 0 && n > 0 && k > 0 {
+			return 2 * m * n * k
+		}
+	}
+	p := 0.0
+	for _, m := range args.Members() {
+		if f := num(m.Key); f > 0 && !math.IsInf(f, 0) {
+			if p == 0 {
+				p = 1
+			}
+			p *= f
+		}
+	}
+	return p
+}
+
+// summaryRow is one op type and series: its rows by status and its latency range.
+type summaryRow struct {
+	OpType, Series                string
+	Rows, OK, Unsupported, Error  int
+	Median, Fastest, Slowest, Thr string
+}
+
+func (b *builder) summary() []summaryRow {
+	type key struct {
+		op string
+		s  int32
+	}
+	idx := map[key]*summaryRow{}
+	lats := map[key][]float64{}
+	thrs := map[key][]float64{}
+	for i := range b.status {
+		k := key{b.caseInfo[b.caseOf[i]].op, b.seriesOf[i]}
+		row := idx[k]
+		if row == nil {
+			row = &summaryRow{OpType: k.op, Series: b.series.list[k.s]}
+			idx[k] = row
+		}
+		row.Rows++
+		switch b.status[i] {
+		case 0:
+			row.OK++
+		case 1:
+			row.Unsupported++
+		case 2:
+			row.Error++
+		}
+		if !math.IsNaN(b.lat[i]) {
+			lats[k] = append(lats[k], b.lat[i])
+		}
+		if !math.IsNaN(b.thr[i]) {
+			thrs[k] = append(thrs[k], b.thr[i])
+		}
+	}
+	var out []summaryRow
+	for _, k := range slices.SortedFunc(maps.Keys(idx), func(a, c key) int {
+		return strings.Compare(a.op+"\x00"+b.series.list[a.s], c.op+"\x00"+b.series.list[c.s])
+	}) {
+		row := idx[k]
+		if l := lats[k]; len(l) > 0 {
+			sort.Float64s(l)
+			row.Median = results.FormatSeconds(median(l) / 1e6)
+			row.Fastest, row.Slowest = results.FormatSeconds(l[0]/1e6), results.FormatSeconds(l[len(l)-1]/1e6)
+		}
+		if t := thrs[k]; len(t) > 0 {
+			sort.Float64s(t)
+			row.Thr = results.Format(b.thrName[k.op], median(t))
+		}
+		out = append(out, *row)
+	}
+	return out
+}
+
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// groups are the rows of a status by message, most frequent first: the first 50, and how
+// many more messages there are.
+func (b *builder) groups(status string) ([]msgGroup, int) {
+	var out []msgGroup
+	for _, a := range b.msgs[status] {
+		g := a.g
+		shards := slices.Sorted(maps.Keys(a.shards))
+		if len(shards) > 5 {
+			shards = append(shards[:5], "…")
+		}
+		g.Shards = strings.Join(shards, ", ")
+		g.Backends = strings.Join(slices.Sorted(maps.Keys(a.backends)), ", ")
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Message < out[j].Message
+	})
+	if len(out) > 50 {
+		return out[:50], len(out) - 50
+	}
+	return out, 0
+}
+
+// data is the embedded JSON the page's script draws: dictionaries of cases and series,
+// the throughput metric of each op type, and the rows as columns (numbers to 4
+// significant digits; null where a row has no value).
+func (b *builder) data() (string, error) {
+	type caseOut struct {
+		Testlist string  `json:"t"`
+		Op       string  `json:"o"`
+		Label    string  `json:"a"`
+		Size     float64 `json:"x"`
+	}
+	dicts := struct {
+		Cases   []caseOut         `json:"cases"`
+		Series  []string          `json:"series"`
+		ThrName map[string]string `json:"thrName"`
+		Units   map[string]string `json:"units"`
+	}{Series: b.series.list, ThrName: map[string]string{}, Units: map[string]string{}}
+	for _, c := range b.caseInfo {
+		dicts.Cases = append(dicts.Cases, caseOut{c.testlist, c.op, c.label, round4(c.size)})
+	}
+	for op, name := range b.thrName {
+		if name != "" {
+			dicts.ThrName[op], dicts.Units[op] = name, results.Unit(name)
+		}
+	}
+	head, err := json.Marshal(dicts)
+	if err != nil {
+		return "", err
+	}
+	var sb strings.Builder
+	sb.Grow(len(head) + 24*len(b.status))
+	sb.Write(head[:len(head)-1])
+	ints := func(name string, n int, v func(i int) int64) {
+		sb.WriteString(`,"` + name + `":[`)
+		for i := range n {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString(strconv.FormatInt(v(i), 10))
+		}
+		sb.WriteByte(']')
+	}
+	floats := func(name string, xs []float64) {
+		sb.WriteString(`,"` + name + `":[`)
+		for i, x := range xs {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString(num(x))
+		}
+		sb.WriteByte(']')
+	}
+	n := len(b.status)
+	ints("c", n, func(i int) int64 { return int64(b.caseOf[i]) })
+	ints("s", n, func(i int) int64 { return int64(b.seriesOf[i]) })
+	ints("st", n, func(i int) int64 { return int64(b.status[i]) })
+	floats("lat", b.lat)
+	floats("thr", b.thr)
+	sb.WriteString(`,"spread":[`)
+	for i, sp := range b.spreads {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString("[" + strconv.Itoa(int(sp[0])) + "," + num(sp[1]) + "," + num(sp[2]) + "]")
+	}
+	sb.WriteString("]}")
+	return sb.String(), nil
+}
+
+func round4(x float64) float64 {
+	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 4, 64), 64)
+	return f
+}
+
+// num is x to 4 significant digits as JSON, null when it is not a number.
+func num(x float64) string {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return "null"
+	}
+	return strconv.FormatFloat(x, 'g', 4, 64)
+}
