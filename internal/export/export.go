@@ -43,7 +43,7 @@ func Write(ctx context.Context, manifest, dir, format string, w io.Writer) error
 }
 
 func fixed(r *results.Row) []string {
-	return []string{r.Key(), r.Shard, strconv.Itoa(r.Attempt), r.Testlist, r.OpType, r.ArgsKey, r.ArgsLabel, r.Backend,
+	return []string{r.Key(), r.Shard, strconv.Itoa(r.Attempt), r.Testlist, r.OpType, r.ArgsJSON(), r.ArgsLabel, r.Backend,
 		r.Cluster, r.Runner, strconv.Itoa(r.WorldSize), r.Status, r.Message}
 }
 
@@ -122,7 +122,7 @@ func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) error {
 				Status    string             `json:"status"`
 				Message   string             `json:"message,omitempty"`
 				Metrics   map[string]float64 `json:"metrics"`
-			}{r.Key(), r.Shard, r.Attempt, r.Testlist, r.OpType, argsJSON(r.ArgsKey), r.ArgsLabel, r.Backend,
+			}{r.Key(), r.Shard, r.Attempt, r.Testlist, r.OpType, argsJSON(r.ArgsJSON()), r.ArgsLabel, r.Backend,
 				r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, metrics}
 			if err := enc.Encode(&rec); err != nil {
 				return err

@@ -22,6 +22,7 @@ type builder struct {
 	caseInfo []caseInfo
 	series   dict // backend on cluster ×world size
 	serInfo  []serInfo
+	serOf    map[serKey]int32
 	thrName  map[string]string // op type → its throughput metric (the first ok row's)
 	// the rows, by column
 	caseOf, seriesOf []int32
@@ -37,6 +38,11 @@ type caseInfo struct {
 }
 
 type serInfo struct{ backend, cluster string }
+
+type serKey struct {
+	backend, cluster string
+	ws               int
+}
 
 type msgAgg struct {
 	g        msgGroup
@@ -68,7 +74,7 @@ func (d *dict) id(s string) (int32, bool) {
 }
 
 func newBuilder() *builder {
-	return &builder{thrName: map[string]string{}, msgs: map[string]map[string]*msgAgg{"error": {}, "unsupported": {}}}
+	return &builder{thrName: map[string]string{}, serOf: map[serKey]int32{}, msgs: map[string]map[string]*msgAgg{"error": {}, "unsupported": {}}}
 }
 
 var statusCode = map[string]uint8{"ok": 0, "unsupported": 1, "error": 2}
@@ -78,8 +84,11 @@ func (b *builder) add(r *results.Row) {
 	if isNew {
 		b.caseInfo = append(b.caseInfo, caseInfo{r.Testlist, r.OpType, r.ArgsLabel, size(r.OpType, r.Args)})
 	}
-	s, isNew := b.series.id(r.Series())
-	if isNew {
+	sk := serKey{r.Backend, r.Cluster, r.WorldSize}
+	s, known := b.serOf[sk]
+	if !known {
+		s, _ = b.series.id(r.Series())
+		b.serOf[sk] = s
 		b.serInfo = append(b.serInfo, serInfo{r.Backend, r.Cluster})
 	}
 	st, ok := statusCode[r.Status]

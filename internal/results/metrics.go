@@ -123,6 +123,9 @@ func (r *Row) Spread(name string) (lo, hi float64, how string, ok bool) {
 }
 
 func (r *Row) samplesFor(name string) []float64 {
+	if len(r.Samples) == 0 {
+		return nil
+	}
 	if xs, ok := r.Samples[name+"_samples"]; ok {
 		return xs
 	}
@@ -143,17 +146,22 @@ func (r *Row) samplesFor(name string) []float64 {
 }
 
 func (r *Row) minMax(name string) (float64, float64, bool) {
-	cands := [][2]string{{name + "_min", name + "_max"}, {"min_" + name, "max_" + name}}
+	try := func(loName, hiName string) (float64, float64, bool) {
+		lo, ok1 := r.Metrics[loName]
+		hi, ok2 := r.Metrics[hiName]
+		return lo, hi, ok1 && ok2 && lo <= hi
+	}
+	if lo, hi, ok := try(name+"_min", name+"_max"); ok {
+		return lo, hi, true
+	}
+	if lo, hi, ok := try("min_"+name, "max_"+name); ok {
+		return lo, hi, true
+	}
 	for _, s := range timeSuffixes {
 		if base, ok := strings.CutSuffix(name, s); ok {
-			cands = append(cands, [2]string{base + "_min" + s, base + "_max" + s})
-		}
-	}
-	for _, c := range cands {
-		lo, ok1 := r.Metrics[c[0]]
-		hi, ok2 := r.Metrics[c[1]]
-		if ok1 && ok2 && lo <= hi {
-			return lo, hi, true
+			if lo, hi, ok := try(base+"_min"+s, base+"_max"+s); ok {
+				return lo, hi, true
+			}
 		}
 	}
 	return 0, 0, false

@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -79,7 +78,7 @@ func (r *Row) KeyOf(fields []string) string {
 		case "op":
 			parts = append(parts, r.OpType)
 		case "args":
-			parts = append(parts, r.ArgsKey)
+			parts = append(parts, r.ArgsJSON())
 		case "backend":
 			parts = append(parts, r.Backend)
 		case "world_size":
@@ -89,6 +88,19 @@ func (r *Row) KeyOf(fields []string) string {
 		}
 	}
 	return strings.Join(parts, " | ")
+}
+
+// ArgsJSON is the args as the key has them: json.dumps(args, sort_keys=True), worked out
+// when first asked (the report does not need it).
+func (r *Row) ArgsJSON() string {
+	if r.ArgsKey == "" && r.Args != nil {
+		b, err := pyjson.Marshal(r.Args, pyjson.Identity)
+		if err != nil {
+			b = []byte(Label(r.Args)) // not from a parse: cannot happen for rows read from files
+		}
+		r.ArgsKey = string(b)
+	}
+	return r.ArgsKey
 }
 
 // Field is the row's value of a key field, as a filter compares it.
@@ -176,31 +188,66 @@ func Load(ctx context.Context, manifest, artifacts string) (*Run, error) {
 	return run, err
 }
 
-// Walk reads a run one results file at a time: start gets the run (its summary, and its
-// shards as they are read), then rows gets each results file's rows with their shard,
-// in shard order, then file and row order. What Walk holds is one file's rows, so a
-// caller that does not keep them reads a run of any size in bounded memory.
+// Walk reads a run one results file at a time: start gets the run (its shards and
+// summary are filled in as Walk goes), then rows gets each results file's rows with their
+// shard, in shard order, then file and row order — the files summarize counts, parsed
+// once. What Walk holds is one file's rows, so a caller that does not keep them reads a
+// run of any size in bounded memory.
 func Walk(ctx context.Context, manifest, artifacts string, start func(*Run), rows func(*Shard, []Row) error) error {
-	rep, err := summary.Summarize(ctx, manifest, artifacts)
+	run := &Run{Dir: artifacts, Manifest: manifest}
+	start(run)
+	read := map[int]*walked{} // the shards whose execution was read, by index
+	meta := func(i int, s *summary.Shard) (*walked, error) {
+		if w := read[i]; w != nil {
+			return w, nil
+		}
+		w := &walked{sh: Shard{Shard: *s, Software: map[string]string{}}, hosts: map[string]bool{}, versions: map[string]bool{}}
+		read[i] = w
+		return w, readMeta(ctx, &w.sh, run)
+	}
+	rep, err := summary.SummarizeEach(ctx, manifest, artifacts, func(i int, s *summary.Shard, path string, doc *pyjson.Object) error {
+		w, err := meta(i, s)
+		if err != nil {
+			return err
+		}
+		got, err := readResults(path, doc, w)
+		if err != nil {
+			return err
+		}
+		return rows(&w.sh, got)
+	})
 	if err != nil {
 		return err
 	}
-	run := &Run{Dir: artifacts, Manifest: manifest, Summary: rep}
-	start(run)
+	run.Summary = rep
 	run.Shards = make([]Shard, len(rep.Shards))
 	for i, s := range rep.Shards {
-		sh := &run.Shards[i]
-		*sh = Shard{Shard: s, Software: map[string]string{}}
-		if s.Dir != "" {
-			if err := readShard(ctx, sh, run, rows); err != nil {
+		w := read[i]
+		if w == nil && s.Dir != "" {
+			if w, err = meta(i, &rep.Shards[i]); err != nil {
 				return err
 			}
 		}
+		if w == nil {
+			run.Shards[i] = Shard{Shard: s, Software: map[string]string{}}
+			continue
+		}
+		w.sh.Shard = s // the counts as summarize finished them
+		w.sh.Hosts, w.sh.Versions = slices.Sorted(maps.Keys(w.hosts)), slices.Sorted(maps.Keys(w.versions))
+		run.Shards[i] = w.sh
 	}
 	return nil
 }
 
-func readShard(ctx context.Context, sh *Shard, run *Run, sink func(*Shard, []Row) error) error {
+// walked is a shard being read: its facts, and the hosts and harness versions its results
+// files name.
+type walked struct {
+	sh              Shard
+	hosts, versions map[string]bool
+}
+
+// readMeta reads a shard's execution.json and status.json.
+func readMeta(ctx context.Context, sh *Shard, run *Run) error {
 	ex, err := manifest.ReadExecution(filepath.Join(sh.Dir, "execution.json"))
 	if err != nil {
 		return err
@@ -230,51 +277,23 @@ func readShard(ctx context.Context, sh *Shard, run *Run, sink func(*Shard, []Row
 			}
 		}
 	}
-	resDir := filepath.Join(sh.Dir, "results")
-	var paths []string
-	_ = filepath.WalkDir(resDir, func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(d.Name(), ".json") {
-			paths = append(paths, path)
-		}
-		return nil
-	})
-	sort.Strings(paths) // lexical order, as WalkDir gives it; kept explicit for the report's stable order
-	hosts, versions := map[string]bool{}, map[string]bool{}
-	for _, p := range paths {
-		rows, err := readResults(ctx, p, sh, hosts, versions)
-		if err != nil {
-			return err
-		}
-		if err := sink(sh, rows); err != nil {
-			return err
-		}
-	}
-	sh.Hosts, sh.Versions = slices.Sorted(maps.Keys(hosts)), slices.Sorted(maps.Keys(versions))
 	return nil
 }
 
-func readResults(ctx context.Context, path string, sh *Shard, hosts, versions map[string]bool) ([]Row, error) {
-	v, err := files.ReadJSON(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	doc, ok := v.(*pyjson.Object)
-	if !ok {
-		return nil, fmt.Errorf("%s: a results file is a JSON object", path)
-	}
-	rows, ok := doc.Array("rows")
-	if !ok {
-		return nil, fmt.Errorf("%s: results file has no \"rows\" list", path)
-	}
+// readResults is a results file's rows (summarize has checked it is an object with a
+// rows list of objects), and the provenance its run records.
+func readResults(path string, doc *pyjson.Object, w *walked) ([]Row, error) {
+	sh := &w.sh
+	rows, _ := doc.Array("rows")
 	if r, ok := doc.Object("run"); ok {
 		if s, ok := r.String("id"); ok {
 			sh.Runs = append(sh.Runs, s)
 		}
 		if s, ok := r.String("hostname"); ok && s != "" {
-			hosts[s] = true
+			w.hosts[s] = true
 		}
 		if s, ok := r.String("operatorx_version"); ok && s != "" {
-			versions[s] = true
+			w.versions[s] = true
 		}
 		if sw, ok := r.Object("software"); ok {
 			for _, m := range sw.Members() {
@@ -288,19 +307,15 @@ func readResults(ctx context.Context, path string, sh *Shard, hosts, versions ma
 		if !ok {
 			return nil, fmt.Errorf("%s: rows[%d] is not an object", path, i)
 		}
-		row, err := rowOf(ro, sh)
-		if err != nil {
-			return nil, fmt.Errorf("%s: rows[%d].op.args: %v", path, i, err)
-		}
-		out = append(out, row)
+		out = append(out, rowOf(ro, sh))
 	}
 	return out, nil
 }
 
 // rowOf is one result row with its shard's facts.
-func rowOf(ro *pyjson.Object, sh *Shard) (Row, error) {
+func rowOf(ro *pyjson.Object, sh *Shard) Row {
 	row := Row{Shard: sh.ID, Cluster: sh.Cluster, Runner: sh.Runner, WorldSize: sh.WorldSize, Attempt: sh.Attempt,
-		Metrics: map[string]float64{}, Samples: map[string][]float64{}}
+		Metrics: map[string]float64{}} // Samples is made when a row has a list
 	row.Status, _ = ro.String("status")
 	row.Message, _ = ro.String("message")
 	row.Testlist, _ = ro.String("testlist")
@@ -311,11 +326,7 @@ func rowOf(ro *pyjson.Object, sh *Shard) (Row, error) {
 	if row.Args == nil {
 		row.Args = pyjson.NewObject()
 	}
-	kb, err := pyjson.Marshal(row.Args, pyjson.Identity)
-	if err != nil {
-		return row, err
-	}
-	row.ArgsKey, row.ArgsLabel = string(kb), Label(row.Args)
+	row.ArgsLabel = Label(row.Args)
 	if ms, ok := ro.Object("metrics"); ok {
 		for _, m := range ms.Members() {
 			if f, ok := number(m.Value); ok {
@@ -329,36 +340,43 @@ func rowOf(ro *pyjson.Object, sh *Shard) (Row, error) {
 					}
 				}
 				if len(fs) > 0 {
+					if row.Samples == nil {
+						row.Samples = map[string][]float64{}
+					}
 					row.Samples[m.Key] = fs
 				}
 			}
 		}
 	}
-	return row, nil
+	return row
 }
 
 // Label is the args in their order, flattened: "m=128 n=128 k=128 a=fp32 out=fp32".
 // A nested object with one "dtype" is shown as its dtype.
 func Label(o *pyjson.Object) string {
-	var parts []string
-	var walk func(prefix string, o *pyjson.Object)
-	walk = func(prefix string, o *pyjson.Object) {
-		for _, m := range o.Members() {
-			k := prefix + m.Key
-			switch x := m.Value.(type) {
-			case *pyjson.Object:
-				if d, ok := x.String("dtype"); ok && x.Len() == 1 {
-					parts = append(parts, k+"="+d)
-				} else {
-					walk(k+".", x)
-				}
-			default:
-				parts = append(parts, k+"="+scalar(x))
+	var b strings.Builder
+	label(&b, "", o)
+	return b.String()
+}
+
+func label(b *strings.Builder, prefix string, o *pyjson.Object) {
+	for _, m := range o.Members() {
+		if x, ok := m.Value.(*pyjson.Object); ok {
+			d, isDtype := x.String("dtype")
+			if !isDtype || x.Len() != 1 {
+				label(b, prefix+m.Key+".", x)
+				continue
 			}
+			m.Value = d // an object of one dtype is shown as its dtype
 		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(prefix)
+		b.WriteString(m.Key)
+		b.WriteByte('=')
+		b.WriteString(scalar(m.Value))
 	}
-	walk("", o)
-	return strings.Join(parts, " ")
 }
 
 func scalar(v pyjson.Value) string {

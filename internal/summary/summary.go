@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -69,6 +70,17 @@ func (r *Report) Markdown(w io.Writer) {
 // files.ReadJSON (regular files only, bounded, Python's JSON grammar), and ctx ends the
 // walk between files.
 func Summarize(ctx context.Context, manifestPath, artifacts string) (*Report, error) {
+	return SummarizeEach(ctx, manifestPath, artifacts, nil)
+}
+
+// EachFile gets every results file summarize counts, parsed whole, with the shard it
+// belongs to (its index in the report): readers of the rows (report, compare, export) see
+// exactly the files summarize counted, read once.
+type EachFile func(shard int, s *Shard, path string, doc *pyjson.Object) error
+
+// SummarizeEach is Summarize, handing each results file it counts to each (nil: the files
+// are only counted, and only their tops built).
+func SummarizeEach(ctx context.Context, manifestPath, artifacts string, each EachFile) (*Report, error) {
 	m, err := manifest.LoadOutline(ctx, manifestPath)
 	if err != nil {
 		return nil, err
@@ -91,7 +103,11 @@ func Summarize(ctx context.Context, manifestPath, artifacts string) (*Report, er
 	}
 	for i := range rep.Shards {
 		if rep.Shards[i].HasAttempt {
-			if err := settle(ctx, &rep.Shards[i]); err != nil {
+			var fn func(string, *pyjson.Object) error
+			if each != nil {
+				fn = func(path string, doc *pyjson.Object) error { return each(i, &rep.Shards[i], path, doc) }
+			}
+			if err := settle(ctx, &rep.Shards[i], fn); err != nil {
 				return nil, err
 			}
 		}
@@ -157,8 +173,8 @@ func walkExecutions(ctx context.Context, artifacts string) (map[string]found, *f
 }
 
 // settle counts a found shard's rows and decides success or failure.
-func settle(ctx context.Context, s *Shard) error {
-	if err := countRows(ctx, s, filepath.Join(s.Dir, "results")); err != nil {
+func settle(ctx context.Context, s *Shard, each func(string, *pyjson.Object) error) error {
+	if err := countRows(ctx, s, filepath.Join(s.Dir, "results"), each); err != nil {
 		return err
 	}
 	exit, err := exitCode(ctx, filepath.Join(s.Dir, "status.json"))
@@ -182,7 +198,7 @@ func pyInt(s string) (int, error) {
 }
 
 // countRows counts the rows of every *.json under dir (seed: rglob("*.json")).
-func countRows(ctx context.Context, s *Shard, dir string) error {
+func countRows(ctx context.Context, s *Shard, dir string, each func(string, *pyjson.Object) error) error {
 	if _, err := os.Stat(dir); err != nil {
 		return nil
 	}
@@ -196,9 +212,18 @@ func countRows(ctx context.Context, s *Shard, dir string) error {
 		if d.IsDir() || !strings.HasSuffix(d.Name(), ".json") {
 			return nil
 		}
-		statuses, err := Statuses(ctx, path)
+		depth := 3 // a row's members are at depth 3: only counting, the rest is checked, not built
+		if each != nil {
+			depth = math.MaxInt
+		}
+		doc, statuses, err := statuses(ctx, path, depth)
 		if err != nil {
 			return err
+		}
+		if each != nil {
+			if err := each(path, doc); err != nil {
+				return err
+			}
 		}
 		for _, st := range statuses {
 			switch st {
@@ -220,35 +245,42 @@ func countRows(ctx context.Context, s *Shard, dir string) error {
 // it (str() of the value: a string as is, None, True, 1.5, ...).
 // Only the document's top is built: each row's op and metrics are checked, not kept.
 func Statuses(ctx context.Context, path string) ([]string, error) {
-	v, err := files.ReadJSONDepth(ctx, path, 3) // a row's members are at depth 3
+	_, st, err := statuses(ctx, path, 3)
+	return st, err
+}
+
+// statuses reads a results file, building depth levels of it, and returns it and its rows'
+// statuses.
+func statuses(ctx context.Context, path string, depth int) (*pyjson.Object, []string, error) {
+	v, err := files.ReadJSONDepth(ctx, path, depth)
 	if err != nil {
 		var se *pyjson.SyntaxError
 		if errors.As(err, &se) {
-			return nil, fmt.Errorf("%s: not a results file: %v", path, se)
+			return nil, nil, fmt.Errorf("%s: not a results file: %v", path, se)
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	doc, ok := v.(*pyjson.Object)
 	if !ok {
-		return nil, fmt.Errorf("%s: not a results file: a results file is a JSON object", path)
+		return nil, nil, fmt.Errorf("%s: not a results file: a results file is a JSON object", path)
 	}
 	rows, ok := doc.Array("rows")
 	if !ok {
-		return nil, fmt.Errorf("%s: results file has no \"rows\" list", path)
+		return nil, nil, fmt.Errorf("%s: results file has no \"rows\" list", path)
 	}
 	out := make([]string, 0, len(rows))
 	for i, r := range rows {
 		ro, ok := r.(*pyjson.Object)
 		if !ok {
-			return nil, fmt.Errorf("%s: not a results file: rows[%d] is %s, not an object", path, i, pyjson.TypeName(r))
+			return nil, nil, fmt.Errorf("%s: not a results file: rows[%d] is %s, not an object", path, i, pyjson.TypeName(r))
 		}
 		st, ok := ro.Get("status")
 		if !ok {
-			return nil, fmt.Errorf("%s: not a results file: rows[%d] has no \"status\"", path, i)
+			return nil, nil, fmt.Errorf("%s: not a results file: rows[%d] has no \"status\"", path, i)
 		}
 		out = append(out, pyStr(st))
 	}
-	return out, nil
+	return doc, out, nil
 }
 
 // pyStr is Python's str() of a JSON scalar, as the seed's message shows a status; other
