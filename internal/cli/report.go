@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -140,21 +139,17 @@ func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, 
 	if opt.New, err = filterOf("--new-filter", o.newFilter); err != nil {
 		return &UsageError{err}
 	}
-	base, err := results.Open(ctx, args[0], o.baseManifest)
+	base, err := results.OpenLean(ctx, args[0], o.baseManifest)
 	if err != nil {
 		return fmt.Errorf("base: %w", err)
 	}
-	nw, err := results.Open(ctx, args[1], o.newManifest)
+	nw, err := results.OpenLean(ctx, args[1], o.newManifest)
 	if err != nil {
 		return fmt.Errorf("new: %w", err)
 	}
 	res := compare.Compare(base, nw, opt)
 	if o.jsonOut != "" {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := files.WriteAtomic(o.jsonOut, append(b, '\n'), 0o644); err != nil {
+		if err := files.WriteAtomicFunc(o.jsonOut, 0o644, res.WriteJSON); err != nil {
 			return err
 		}
 	}

@@ -24,6 +24,8 @@
 package compare
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -317,6 +319,36 @@ func Words(speedup float64) string {
 
 func pct(f float64) string {
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", f*100), "0"), ".") + " %"
+}
+
+// WriteJSON writes the result as one JSON document, a case a line, without holding its
+// text whole: {"base", "new", "thresholds", "counts", "cases": [...]}.
+func (r *Result) WriteJSON(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	head, err := json.Marshal(struct {
+		Base    Side           `json:"base"`
+		New     Side           `json:"new"`
+		Options Options        `json:"thresholds"`
+		Counts  map[string]int `json:"counts"`
+	}{r.Base, r.New, r.Options, r.Counts})
+	if err != nil {
+		return err
+	}
+	bw.Write(head[:len(head)-1])
+	bw.WriteString(`,"cases":[`)
+	for i := range r.Cases {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteString("\n")
+		b, err := json.Marshal(&r.Cases[i])
+		if err != nil {
+			return err
+		}
+		bw.Write(b)
+	}
+	bw.WriteString("\n]}\n")
+	return bw.Flush()
 }
 
 // Regressions are the cases that fail --fail-on-regression PCT: slower on the headline

@@ -170,6 +170,25 @@ func Open(ctx context.Context, dir, manifest string) (*Run, error) {
 	return Load(ctx, manifest, dir)
 }
 
+// OpenLean is Open for readers that need each row's key, label, status and metrics but
+// not its args as a tree (compare): each row's args are kept as their key text only.
+func OpenLean(ctx context.Context, dir, manifest string) (*Run, error) {
+	manifest, err := Resolve(dir, manifest)
+	if err != nil {
+		return nil, err
+	}
+	var run *Run
+	err = Walk(ctx, manifest, dir, func(r *Run) { run = r }, func(_ *Shard, rows []Row) error {
+		for i := range rows {
+			rows[i].ArgsJSON()
+			rows[i].Args = nil
+		}
+		run.Rows = append(run.Rows, rows...)
+		return nil
+	})
+	return run, err
+}
+
 // Resolve is manifest when given, else the one found in dir.
 func Resolve(dir, manifest string) (string, error) {
 	if manifest != "" {
