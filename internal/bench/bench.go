@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,6 +60,10 @@ func Run(ctx context.Context, o Options, progress func(i, n int, desc string)) (
 		return Summary{}, err
 	}
 	sum := Summary{Path: out.path}
+	earlier, err := earlierRounds(ctx, jobs, o.Getenv) // rows are written in the last round
+	if err != nil {
+		return sum, err
+	}
 	var lastWrite time.Time
 	for i, j := range jobs {
 		if err := ctx.Err(); err != nil {
@@ -69,7 +74,7 @@ func Run(ctx context.Context, o Options, progress func(i, n int, desc string)) (
 		if progress != nil {
 			progress(i, len(jobs), describe(typ, args))
 		}
-		status := out.add(j, o.Getenv)
+		status := out.add(j, o.Getenv, earlier[i])
 		switch status {
 		case "ok":
 			sum.OK++
@@ -221,7 +226,7 @@ func newResults(o Options) (*results, error) {
 }
 
 // add runs one job and appends its row; it returns the row's status.
-func (r *results) add(j job, getenv func(string) string) string {
+func (r *results) add(j job, getenv func(string) string, earlier [][]float64) string {
 	typ, _ := j.shape.String("type")
 	args, _ := j.shape.Object("args")
 	sources, _ := j.shape.Get("sources")
@@ -229,7 +234,7 @@ func (r *results) add(j job, getenv func(string) string) string {
 		sources = []pyjson.Value{}
 	}
 	row := pyjson.Obj("op", pyjson.Obj("type", typ, "args", args, "backend", "cpu", "sources", sources))
-	metrics, status, msg := runOne(typ, args, getenv)
+	metrics, status, msg := runOne(typ, args, getenv, earlier)
 	row.Set("metrics", metrics)
 	row.Set("status", status)
 	if status != "ok" {
@@ -372,66 +377,146 @@ const checkpointEvery = 500 * time.Millisecond
 // seconds on two cores; the catalog's 8192³ shapes (1.1 TFLOP) would take minutes each.
 const MaxFLOP = 20e9
 
-// runOne measures one shape: metrics, status and message.
-func runOne(typ string, args *pyjson.Object, getenv func(string) string) (*pyjson.Object, string, string) {
-	empty := pyjson.NewObject()
+// gemm is one runnable shape: its timed step and the check of its first result.
+type gemm struct {
+	m, n, k int64
+	step    func()
+	check   func() error
+}
+
+// prepare is a shape the cpu backend can run, or the status and message of one it cannot.
+func prepare(typ string, args *pyjson.Object) (*gemm, string, string) {
 	if typ != "gemm" {
-		return empty, "unsupported", fmt.Sprintf("cpu/cpu has no implementation for %s", typ)
+		return nil, "unsupported", fmt.Sprintf("cpu/cpu has no implementation for %s", typ)
 	}
 	da, db, dout := dtypeOf(args, "a"), dtypeOf(args, "b"), dtypeOf(args, "out")
 	if da != db || (dout != "" && dout != da) || (da != "fp32" && da != "fp64") {
-		return empty, "unsupported", fmt.Sprintf("cpu gemm supports fp32 and fp64 operands of one dtype; got a=%s b=%s out=%s", da, db, dout)
+		return nil, "unsupported", fmt.Sprintf("cpu gemm supports fp32 and fp64 operands of one dtype; got a=%s b=%s out=%s", da, db, dout)
 	}
 	m, n, k := asInt(get(args, "m")), asInt(get(args, "n")), asInt(get(args, "k"))
 	if m <= 0 || n <= 0 || k <= 0 {
-		return empty, "error", fmt.Sprintf("ValueError: gemm needs positive integer m, n and k; got m=%v n=%v k=%v", get(args, "m"), get(args, "n"), get(args, "k"))
+		return nil, "error", fmt.Sprintf("ValueError: gemm needs positive integer m, n and k; got m=%v n=%v k=%v", get(args, "m"), get(args, "n"), get(args, "k"))
 	}
 	if m*n+n*k+m*k > 1<<28 {
-		return empty, "unsupported", fmt.Sprintf("cpu gemm m=%d n=%d k=%d needs more than 2 GiB of operands", m, n, k)
+		return nil, "unsupported", fmt.Sprintf("cpu gemm m=%d n=%d k=%d needs more than 2 GiB of operands", m, n, k)
 	}
 	if flops := 2 * float64(m) * float64(n) * float64(k); flops > MaxFLOP {
-		return empty, "unsupported", fmt.Sprintf("cpu gemm m=%d n=%d k=%d is %.0f GFLOP, over the cpu backend's %.0f GFLOP per case", m, n, k, flops/1e9, MaxFLOP/1e9)
+		return nil, "unsupported", fmt.Sprintf("cpu gemm m=%d n=%d k=%d is %.0f GFLOP, over the cpu backend's %.0f GFLOP per case", m, n, k, flops/1e9, MaxFLOP/1e9)
 	}
-	warm := floatEnv(getenv, "OPERATORX_WARMUP_MIN_S", 0.025)
-	var step func()
-	var check func() error
+	g := &gemm{m: m, n: n, k: k}
 	if da == "fp64" {
 		a, b, c := gen64(m, k, 1), gen64(k, n, 2), blas64.General{Rows: int(m), Cols: int(n), Stride: int(n), Data: make([]float64, m*n)}
-		step = func() { blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, a, b, 0, c) }
-		check = func() error {
+		g.step = func() { blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, a, b, 0, c) }
+		g.check = func() error {
 			return verify(m, n, k, func(i, j int) float64 { return c.Data[i*int(n)+j] }, a.Data, b.Data, 1e-9)
 		}
-	} else {
-		a, b, c := gen32(m, k, 1), gen32(k, n, 2), blas32.General{Rows: int(m), Cols: int(n), Stride: int(n), Data: make([]float32, m*n)}
-		step = func() { blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, a, b, 0, c) }
-		check = func() error {
-			a64, b64 := make([]float64, len(a.Data)), make([]float64, len(b.Data))
-			for i, v := range a.Data {
-				a64[i] = float64(v)
+		return g, "ok", ""
+	}
+	a, b, c := gen32(m, k, 1), gen32(k, n, 2), blas32.General{Rows: int(m), Cols: int(n), Stride: int(n), Data: make([]float32, m*n)}
+	g.step = func() { blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, a, b, 0, c) }
+	g.check = func() error {
+		a64, b64 := make([]float64, len(a.Data)), make([]float64, len(b.Data))
+		for i, v := range a.Data {
+			a64[i] = float64(v)
+		}
+		for i, v := range b.Data {
+			b64[i] = float64(v)
+		}
+		return verify(m, n, k, func(i, j int) float64 { return float64(c.Data[i*int(n)+j]) }, a64, b64, 1e-3)
+	}
+	return g, "ok", ""
+}
+
+// measure warms the step up and times it for its share of the case's budget: all of it,
+// or 1/OPERATORX_ROUNDS of it when the shapes are timed in rounds.
+func (g *gemm) measure(getenv func(string) string) []float64 {
+	step := g.step
+	// OPERATORX_CPU_REPEAT=n times n GEMMs as one: a slowdown made on purpose, to check that
+	// a regression gate catches it (compare's tests do)
+	if n := int(floatEnv(getenv, "OPERATORX_CPU_REPEAT", 1)); n > 1 {
+		step = func() {
+			for range n {
+				g.step()
 			}
-			for i, v := range b.Data {
-				b64[i] = float64(v)
-			}
-			return verify(m, n, k, func(i, j int) float64 { return float64(c.Data[i*int(n)+j]) }, a64, b64, 1e-3)
 		}
 	}
-	step()
-	if err := check(); err != nil {
-		return empty, "error", "AssertionError: " + err.Error()
-	}
+	warm := floatEnv(getenv, "OPERATORX_WARMUP_MIN_S", 0.025)
 	deadline := time.Now().Add(time.Duration(warm * float64(time.Second)))
 	for time.Now().Before(deadline) {
 		step()
 	}
-	samples := Measure(step, 200*time.Millisecond, 3, 1000)
-	sort.Float64s(samples)
-	med := samples[len(samples)/2]
-	if len(samples)%2 == 0 {
-		med = (samples[len(samples)/2-1] + samples[len(samples)/2]) / 2
+	budget := floatEnv(getenv, "OPERATORX_MEASURE_S", 0.2) / float64(rounds(getenv)) // how long each case is timed
+	return Measure(step, time.Duration(budget*float64(time.Second)), 3, 1000)
+}
+
+// rounds is OPERATORX_ROUNDS: in how many passes over the shapes each is timed (default
+// 1). Timing a shape at several moments of the run, its spread covers what a busy or
+// shared machine does between moments, not only within one.
+func rounds(getenv func(string) string) int {
+	return max(1, int(floatEnv(getenv, "OPERATORX_ROUNDS", 1)))
+}
+
+// runOne measures one shape — its samples joined to those of earlier rounds — and returns
+// its metrics, status and message.
+func runOne(typ string, args *pyjson.Object, getenv func(string) string, earlier [][]float64) (*pyjson.Object, string, string) {
+	empty := pyjson.NewObject()
+	g, status, msg := prepare(typ, args)
+	if g == nil {
+		return empty, status, msg
 	}
-	flops := 2 * float64(m) * float64(n) * float64(k)
-	return pyjson.Obj("latency_us", med, "latency_min_us", samples[0], "latency_max_us", samples[len(samples)-1],
-		"iterations", len(samples), "gflops", flops/(med*1e3), "threads", runtime.GOMAXPROCS(0)), "ok", ""
+	g.step()
+	if err := g.check(); err != nil {
+		return empty, "error", "AssertionError: " + err.Error()
+	}
+	all := append(earlier, g.measure(getenv))
+	var samples, medians []float64
+	for _, r := range all {
+		samples = append(samples, r...)
+		medians = append(medians, median(r))
+	}
+	med := median(samples)
+	flops := 2 * float64(g.m) * float64(g.n) * float64(g.k)
+	metrics := pyjson.Obj("latency_us", med, "latency_min_us", slices.Min(samples), "latency_max_us", slices.Max(samples),
+		"latency_p25_us", quartile(samples, 0.25), "latency_p75_us", quartile(samples, 0.75))
+	if len(all) > 1 {
+		// timed in rounds: the range of the rounds' medians is how far the case moves
+		// with the moment of the run it is timed in
+		metrics.Set("latency_lo_us", slices.Min(medians))
+		metrics.Set("latency_hi_us", slices.Max(medians))
+		metrics.Set("rounds", pyjson.NewInt(int64(len(all))))
+	}
+	metrics.Set("iterations", pyjson.NewInt(int64(len(samples))))
+	metrics.Set("gflops", flops/(med*1e3))
+	metrics.Set("threads", pyjson.NewInt(int64(runtime.GOMAXPROCS(0))))
+	return metrics, "ok", ""
+}
+
+// median of samples (sorted in place).
+func median(samples []float64) float64 {
+	sort.Float64s(samples)
+	n := len(samples)
+	if n%2 == 1 {
+		return samples[n/2]
+	}
+	return (samples[n/2-1] + samples[n/2]) / 2
+}
+
+// earlierRounds times every runnable shape in all rounds but the last, in turn.
+func earlierRounds(ctx context.Context, jobs []job, getenv func(string) string) ([][][]float64, error) {
+	out := make([][][]float64, len(jobs))
+	for r := 1; r < rounds(getenv); r++ {
+		for i, j := range jobs {
+			if err := ctx.Err(); err != nil {
+				return nil, context.Cause(ctx)
+			}
+			typ, _ := j.shape.String("type")
+			args, _ := j.shape.Object("args")
+			if g, _, _ := prepare(typ, args); g != nil {
+				out[i] = append(out[i], g.measure(getenv))
+			}
+		}
+	}
+	return out, nil
 }
 
 // Measure times f until budget is spent (at least min, at most max runs), in microseconds.
@@ -484,4 +569,14 @@ func verify(m, n, k int64, c func(i, j int) float64, a, b []float64, tol float64
 		}
 	}
 	return nil
+}
+
+// quartile is the q-quantile of sorted samples, interpolated between the nearest ranks.
+func quartile(sorted []float64, q float64) float64 {
+	pos := q * float64(len(sorted)-1)
+	i := int(pos)
+	if i+1 >= len(sorted) {
+		return sorted[len(sorted)-1]
+	}
+	return sorted[i] + (pos-float64(i))*(sorted[i+1]-sorted[i])
 }

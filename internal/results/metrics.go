@@ -93,7 +93,9 @@ func (r *Row) Primary() (string, bool) {
 
 // Spread is the interval a metric's value is known to within, from the row's own data:
 // the interquartile range of its samples when it has them ("<name>_samples" or
-// "samples_<unit>" lists), else its min/max ("latency_min_us"/"latency_max_us" for
+// "samples_<unit>" lists), else the interval it recorded ("latency_lo_us" and
+// "latency_hi_us", else the quartiles "latency_p25_us" and "latency_p75_us", for
+// "latency_us"), else its min/max ("latency_min_us"/"latency_max_us" for
 // "latency_us"). A throughput metric without its own spread takes the relative spread of
 // the row's timed latency, inverted (it was computed from it). how names the source.
 func (r *Row) Spread(name string) (lo, hi float64, how string, ok bool) {
@@ -105,6 +107,12 @@ func (r *Row) Spread(name string) (lo, hi float64, how string, ok bool) {
 		s := append([]float64(nil), xs...)
 		sort.Float64s(s)
 		return quantile(s, 0.25), quantile(s, 0.75), fmt.Sprintf("IQR of %d samples", len(s)), true
+	}
+	if lo, hi, ok := r.pair(name, "_lo", "_hi"); ok {
+		return math.Min(lo, v), math.Max(hi, v), "lo–hi", true
+	}
+	if lo, hi, ok := r.pair(name, "_p25", "_p75"); ok {
+		return math.Min(lo, v), math.Max(hi, v), "IQR", true
 	}
 	if lo, hi, ok := r.minMax(name); ok {
 		return math.Min(lo, v), math.Max(hi, v), "min–max", true
@@ -143,6 +151,22 @@ func (r *Row) samplesFor(name string) []float64 {
 		}
 	}
 	return nil
+}
+
+// pair is an interval the harness recorded for a time: "latency_lo_us"/"latency_hi_us"
+// (the cpu backend's range of its rounds' medians) or "latency_p25_us"/"latency_p75_us"
+// (quartiles) for "latency_us".
+func (r *Row) pair(name, loTag, hiTag string) (float64, float64, bool) {
+	for _, s := range timeSuffixes {
+		if base, ok := strings.CutSuffix(name, s); ok {
+			lo, ok1 := r.Metrics[base+loTag+s]
+			hi, ok2 := r.Metrics[base+hiTag+s]
+			if ok1 && ok2 && lo <= hi {
+				return lo, hi, true
+			}
+		}
+	}
+	return 0, 0, false
 }
 
 func (r *Row) minMax(name string) (float64, float64, bool) {

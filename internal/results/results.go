@@ -42,9 +42,9 @@ type Shard struct {
 	// Failure is what status.json says failed (beyond the seed): the phase, the error
 	// and the phase's log, a file in Dir.
 	FailPhase, FailMessage, FailLog string
-	Hosts, Versions                      []string
-	Software                             map[string]string
-	Runs                                 []string // results run ids
+	Hosts, Versions                 []string
+	Software                        map[string]string
+	Runs                            []string // results run ids
 }
 
 // Row is one result row with the shard facts that make up its case key.
