@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,7 +13,6 @@ import (
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/report"
 	"github.com/semianalysis/opx/internal/results"
-	"github.com/semianalysis/opx/internal/safe"
 )
 
 func newReportCmd(env Env) *cobra.Command {
@@ -23,12 +21,15 @@ func newReportCmd(env Env) *cobra.Command {
 		Use:   "report [RUN_DIR]",
 		Short: "Write one self-contained HTML page of what a run measured",
 		Long: `Read a run's artifacts — the manifest and every shard's execution.json, status.json and
-results — and write one HTML file that needs nothing else: no network, CSS embedded,
-charts as inline SVG. It shows whether every shard ran (the same shards summarize
-counts: the newest attempt of each), rows per op type and backend, latency and
-throughput per case across backends and hardware, errors and unsupported rows grouped
-by message, and provenance (source SHA, run id and attempts, images and digests,
-clusters, hosts, software).
+results — and write one HTML file that needs nothing else (no network; CSS and script
+inline), small enough to open at 256 shards x 500 cases. It shows whether every shard ran
+(the same shards summarize counts: the newest attempt of each) and, for each that did
+not, the phase that failed, why, and the last lines of its log; a summary per op type and
+series (backend on cluster ×world size); latency and throughput against each case's size
+on shared log axes per op type and hardware; every case in a filtered, sorted, paged
+table; one series against another case by case; errors and unsupported rows grouped by
+message; and provenance (source SHA, run id and attempts, images and digests, clusters,
+hosts, software). It reads one results file at a time.
 
 RUN_DIR is an 'opx run --out' directory or a directory of downloaded artifacts; the
 manifest is RUN_DIR/operatorx-manifest.json, or the only file of that name under it,
@@ -130,13 +131,13 @@ func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, 
 	}
 	opt := compare.Options{Same: o.same / 100, NoSpread: o.noSpread / 100}
 	var err error
-	if opt.Key, err = keyFields(o.key); err != nil {
+	if opt.Key, err = compare.ParseKey(o.key); err != nil {
 		return &UsageError{err}
 	}
-	if opt.Base, err = filterOf("--base-filter", o.baseFilter); err != nil {
+	if opt.Base, err = compare.ParseFilter("--base-filter", o.baseFilter); err != nil {
 		return &UsageError{err}
 	}
-	if opt.New, err = filterOf("--new-filter", o.newFilter); err != nil {
+	if opt.New, err = compare.ParseFilter("--new-filter", o.newFilter); err != nil {
 		return &UsageError{err}
 	}
 	base, err := results.OpenLean(ctx, args[0], o.baseManifest)
@@ -157,55 +158,9 @@ func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, 
 	if gate {
 		if regs := res.Regressions(o.failPct, o.allowMissing); len(regs) > 0 {
 			fmt.Fprintf(env.Stderr, "opx compare: %d case(s) slower by a factor of %g or more, broken, or missing from NEW (%s)\n",
-				len(regs), 1+o.failPct/100, gateCounts(regs))
+				len(regs), 1+o.failPct/100, compare.Counts(regs))
 			return &ExitError{Code: 1}
 		}
 	}
 	return nil
-}
-
-// gateCounts says how many of the failing cases are of each class.
-func gateCounts(cases []compare.Case) string {
-	n := map[string]int{}
-	var order []string
-	for _, c := range cases {
-		if n[c.Class] == 0 {
-			order = append(order, c.Class)
-		}
-		n[c.Class]++
-	}
-	var parts []string
-	for _, k := range order {
-		parts = append(parts, fmt.Sprintf("%d %s", n[k], k))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// keyFields parses --key: fields of the case key, at least one.
-func keyFields(s string) ([]string, error) {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if !slices.Contains(results.KeyFields, f) {
-			return nil, fmt.Errorf("--key: unknown field %s (fields: %s)", safe.Text(f), strings.Join(results.KeyFields, ", "))
-		}
-		out = append(out, f)
-	}
-	return out, nil
-}
-
-// filterOf parses FIELD=VALUE[,...].
-func filterOf(flag, s string) (compare.Filter, error) {
-	if s == "" {
-		return nil, nil
-	}
-	f := compare.Filter{}
-	fields := append(slices.Clone(results.KeyFields), "runner", "status")
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || !slices.Contains(fields, k) {
-			return nil, fmt.Errorf("%s: %s is not FIELD=VALUE with a field of %s", flag, safe.Text(kv), strings.Join(fields, ", "))
-		}
-		f[k] = v
-	}
-	return f, nil
 }
