@@ -90,7 +90,7 @@ SchedulerParameters=sched_interval=1
 MessageTimeout=10
 KillWait=2
 InactiveLimit=0
-MinJobAge=2
+MinJobAge=60
 ${OPX_SLURM_PLUGSTACK:+PlugStackConfig=$OPX_SLURM_PLUGSTACK}
 NodeName=$host NodeAddr=127.0.0.1 CPUs=16 Gres=gpu:8 State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
