@@ -40,6 +40,7 @@ import (
 const (
 	Slower     = "slower"
 	Broken     = "broken"
+	Impossible = "impossible" // a row above its hardware's limit: never an improvement
 	Faster     = "faster"
 	Fixed      = "fixed"
 	Ambiguous  = "ambiguous"
@@ -49,7 +50,7 @@ const (
 	OnlyNew    = "only-new"
 )
 
-var classOrder = []string{Slower, Broken, Faster, Fixed, Ambiguous, Same, Unmeasured, OnlyBase, OnlyNew}
+var classOrder = []string{Slower, Broken, Impossible, Faster, Fixed, Ambiguous, Same, Unmeasured, OnlyBase, OnlyNew}
 
 // Options are the thresholds, as fractions (0.02 = 2 %), and the join.
 type Options struct {
@@ -172,6 +173,9 @@ func Compare(base, nw *results.Run, opt Options) *Result {
 			c.Class = Unmeasured
 		default:
 			classify(&c, b, n, opt)
+			if (b.Impossible || n.Impossible) && c.Primary != nil {
+				c.Class = Impossible // a broken timer or cached inputs: the change means nothing
+			}
 		}
 		res.Counts[c.Class]++
 		res.Cases = append(res.Cases, c)
@@ -386,6 +390,7 @@ func (r *Result) Markdown(w io.Writer) {
 		len(r.Cases), strings.Join(parts, ", "), pct(r.Options.Same), pct(r.Options.NoSpread), strings.Join(r.Options.Key, ", "))
 	r.table(w, "Regressions (worst first)", Slower, false)
 	r.statusTable(w, "Broken: ok in base, not ok now", Broken)
+	r.table(w, "Impossible: above the hardware's limit in one run (timer, cache or peak wrong)", Impossible, false)
 	r.table(w, "Improvements (best first)", Faster, false)
 	r.statusTable(w, "Fixed: not ok in base, ok now", Fixed)
 	r.table(w, "Ambiguous: moved, but within the noise", Ambiguous, true)

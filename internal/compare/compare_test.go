@@ -179,3 +179,19 @@ func TestDirectionOf(t *testing.T) {
 		}
 	}
 }
+
+// A row above its hardware's limit is never an improvement: the case is "impossible".
+func TestCompareImpossibleIsNotFaster(t *testing.T) {
+	b := lat(1, 100, 99, 101)
+	n := lat(1, 1, 0.9, 1.1)
+	n.Impossible = true
+	r := Compare(&results.Run{Rows: []results.Row{b}}, &results.Run{Rows: []results.Row{n}}, DefaultOptions)
+	if r.Counts[Impossible] != 1 || r.Counts[Faster] != 0 {
+		t.Fatalf("counts %v", r.Counts)
+	}
+	var md bytes.Buffer
+	r.Markdown(&md)
+	if !strings.Contains(md.String(), "### Impossible: above the hardware's limit") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+}

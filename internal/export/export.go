@@ -15,6 +15,7 @@ import (
 	"strconv"
 
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/sol"
 )
 
 // Formats are the formats Write knows.
@@ -22,7 +23,29 @@ var Formats = []string{"csv", "jsonl"}
 
 // columns are the fixed columns, before the metrics.
 var columns = []string{"key", "shard", "attempt", "testlist", "op_type", "args", "args_label", "backend", "cluster",
-	"runner", "world_size", "status", "message"}
+	"runner", "world_size", "status", "message",
+	// against the hardware's limits (sol): ok rows whose op, args and runner determine them
+	"flops", "bytes", "achieved_tflops", "achieved_tbps", "pct_of_compute_peak", "pct_of_bandwidth_peak",
+	"intensity", "bound", "pct_of_roofline", "impossible"}
+
+// judged is a row's place against its limits, as export's columns say it ("" when unknown).
+func judged(r *results.Row) []string {
+	out := make([]string, 10)
+	if r.Status != "ok" {
+		return out
+	}
+	lat, ok := r.LatencyUS()
+	if !ok {
+		return out
+	}
+	w, j, ok := sol.Row(r.OpType, r.Args, r.WorldSize, r.Runner, lat)
+	if !ok {
+		return out
+	}
+	g := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
+	return []string{g(w.FLOPs), g(w.Bytes), g(j.TFLOPS), g(j.TBPS), g(j.PctCompute), g(j.PctBandwidth), g(j.Intensity),
+		j.Bound, g(j.SOL), strconv.FormatBool(j.Impossible)}
+}
 
 // Write writes the run's rows in format to w.
 func Write(ctx context.Context, manifest, dir, format string, w io.Writer) error {
@@ -43,8 +66,8 @@ func Write(ctx context.Context, manifest, dir, format string, w io.Writer) error
 }
 
 func fixed(r *results.Row) []string {
-	return []string{r.Key(), r.Shard, strconv.Itoa(r.Attempt), r.Testlist, r.OpType, r.ArgsJSON(), r.ArgsLabel, r.Backend,
-		r.Cluster, r.Runner, strconv.Itoa(r.WorldSize), r.Status, r.Message}
+	return append([]string{r.Key(), r.Shard, strconv.Itoa(r.Attempt), r.Testlist, r.OpType, r.ArgsJSON(), r.ArgsLabel, r.Backend,
+		r.Cluster, r.Runner, strconv.Itoa(r.WorldSize), r.Status, r.Message}, judged(r)...)
 }
 
 // writeCSV reads the run twice: once for the metric names (the header), once for the rows.
@@ -122,8 +145,9 @@ func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) error {
 				Status    string             `json:"status"`
 				Message   string             `json:"message,omitempty"`
 				Metrics   map[string]float64 `json:"metrics"`
+				SOL       map[string]any     `json:"sol,omitempty"`
 			}{r.Key(), r.Shard, r.Attempt, r.Testlist, r.OpType, argsJSON(r.ArgsJSON()), r.ArgsLabel, r.Backend,
-				r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, metrics}
+				r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, metrics, solOf(r)}
 			if err := enc.Encode(&rec); err != nil {
 				return err
 			}
@@ -140,4 +164,23 @@ func argsJSON(key string) json.RawMessage {
 	}
 	b, _ := json.Marshal(key)
 	return b
+}
+
+// solOf is judged's columns as an object for JSON lines (nil when unknown).
+func solOf(r *results.Row) map[string]any {
+	j := judged(r)
+	if j[0] == "" {
+		return nil
+	}
+	out := map[string]any{}
+	for i, name := range columns[13:] {
+		if f, err := strconv.ParseFloat(j[i], 64); err == nil {
+			out[name] = f
+		} else if name == "impossible" {
+			out[name] = j[i] == "true"
+		} else {
+			out[name] = j[i]
+		}
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/sol"
 )
 
 // builder gathers what the page shows of the rows, as they stream by: each row as a few
@@ -29,6 +30,9 @@ type builder struct {
 	status           []uint8 // 0 ok, 1 unsupported, 2 error, 3 other
 	lat, thr         []float64
 	spreads          [][3]float64 // row, lo, hi (µs) of rows with a spread
+	sol, ai, tf      []float64    // % of the roofline, FLOP/byte, achieved TFLOP/s (NaN: unknown)
+	impossible       []int        // rows above 100 % of a limit
+	families         map[string]bool
 	msgs             map[string]map[string]*msgAgg
 }
 
@@ -37,7 +41,7 @@ type caseInfo struct {
 	size                float64
 }
 
-type serInfo struct{ backend, cluster string }
+type serInfo struct{ backend, cluster, family string }
 
 type serKey struct {
 	backend, cluster string
@@ -74,7 +78,7 @@ func (d *dict) id(s string) (int32, bool) {
 }
 
 func newBuilder() *builder {
-	return &builder{thrName: map[string]string{}, serOf: map[serKey]int32{}, msgs: map[string]map[string]*msgAgg{"error": {}, "unsupported": {}}}
+	return &builder{thrName: map[string]string{}, serOf: map[serKey]int32{}, families: map[string]bool{}, msgs: map[string]map[string]*msgAgg{"error": {}, "unsupported": {}}}
 }
 
 var statusCode = map[string]uint8{"ok": 0, "unsupported": 1, "error": 2}
@@ -89,14 +93,24 @@ func (b *builder) add(r *results.Row) {
 	if !known {
 		s, _ = b.series.id(r.Series())
 		b.serOf[sk] = s
-		b.serInfo = append(b.serInfo, serInfo{r.Backend, r.Cluster})
+		b.serInfo = append(b.serInfo, serInfo{r.Backend, r.Cluster, sol.Family(r.Runner)})
 	}
 	st, ok := statusCode[r.Status]
 	if !ok {
 		st = 3
 	}
 	lat, thr := math.NaN(), math.NaN()
+	pct, ai, tf := math.NaN(), math.NaN(), math.NaN()
 	if r.Status == "ok" {
+		if us, ok := r.LatencyUS(); ok {
+			if _, j, ok := sol.Row(r.OpType, r.Args, r.WorldSize, r.Runner, us); ok {
+				pct, ai, tf = j.SOL, j.Intensity, j.TFLOPS
+				if j.Impossible {
+					b.impossible = append(b.impossible, len(b.status))
+				}
+				b.families[sol.Family(r.Runner)] = true
+			}
+		}
 		if name, ok := r.Primary(); ok && results.DirectionOf(name) == results.Lower {
 			lat = micros(name, r.Metrics[name])
 			if lo, hi, _, ok := r.Spread(name); ok {
@@ -114,6 +128,7 @@ func (b *builder) add(r *results.Row) {
 	}
 	b.caseOf, b.seriesOf, b.status = append(b.caseOf, c), append(b.seriesOf, s), append(b.status, st)
 	b.lat, b.thr = append(b.lat, lat), append(b.thr, thr)
+	b.sol, b.ai, b.tf = append(b.sol, pct), append(b.ai, ai), append(b.tf, tf)
 	if groups := b.msgs[r.Status]; groups != nil {
 		b.message(groups, r)
 	}
@@ -292,12 +307,26 @@ func (b *builder) data() (string, error) {
 		Label    string  `json:"a"`
 		Size     float64 `json:"x"`
 	}
+	type peakOut struct {
+		TFLOPS map[string]float64 `json:"tflops"`
+		HBM    float64            `json:"hbm"`
+	}
 	dicts := struct {
-		Cases   []caseOut         `json:"cases"`
-		Series  []string          `json:"series"`
-		ThrName map[string]string `json:"thrName"`
-		Units   map[string]string `json:"units"`
-	}{Series: b.series.list, ThrName: map[string]string{}, Units: map[string]string{}}
+		Cases      []caseOut          `json:"cases"`
+		Series     []string           `json:"series"`
+		SerFamily  []string           `json:"serFamily"`
+		Peaks      map[string]peakOut `json:"peaks"`
+		ThrName    map[string]string  `json:"thrName"`
+		Units      map[string]string  `json:"units"`
+		Impossible []int              `json:"impossible"`
+	}{Series: b.series.list, ThrName: map[string]string{}, Units: map[string]string{}, Peaks: map[string]peakOut{},
+		Impossible: append([]int{}, b.impossible...)}
+	for _, si := range b.serInfo {
+		dicts.SerFamily = append(dicts.SerFamily, si.family)
+	}
+	for f := range b.families {
+		dicts.Peaks[f] = peakOut{sol.Peaks[f].TFLOPS, sol.Peaks[f].HBM}
+	}
 	for _, c := range b.caseInfo {
 		dicts.Cases = append(dicts.Cases, caseOut{c.testlist, c.op, c.label, round4(c.size)})
 	}
@@ -339,6 +368,9 @@ func (b *builder) data() (string, error) {
 	ints("st", n, func(i int) int64 { return int64(b.status[i]) })
 	floats("lat", b.lat)
 	floats("thr", b.thr)
+	floats("sol", b.sol)
+	floats("ai", b.ai)
+	floats("tf", b.tf)
 	sb.WriteString(`,"spread":[`)
 	for i, sp := range b.spreads {
 		if i > 0 {

@@ -57,7 +57,7 @@ type page struct {
 	Provenance                                                []kv
 	Images                                                    []imageRow
 	Data                                                      template.JS
-	Cases                                                     int
+	Cases, Impossible                                         int
 }
 
 type tile struct{ Label, Value, Class string }
@@ -93,7 +93,8 @@ func Write(w io.Writer, run *results.Run) error {
 }
 
 func (b *builder) write(w io.Writer, run *results.Run) error {
-	p := &page{RunID: run.RunID, SourceSHA: run.SourceSHA, Generator: "opx " + version.Version, Cases: len(b.status)}
+	p := &page{RunID: run.RunID, SourceSHA: run.SourceSHA, Generator: "opx " + version.Version, Cases: len(b.status),
+		Impossible: len(b.impossible)}
 	if p.RunID == "" {
 		p.RunID = "(no shard ran)"
 	}
@@ -101,6 +102,9 @@ func (b *builder) write(w io.Writer, run *results.Run) error {
 	p.Shards, p.Failures = shardRows(run)
 	p.Attempts = attempts(run)
 	p.Verdict, p.VerdictClass, p.Tiles = verdict(run)
+	if p.Impossible > 0 {
+		p.Tiles = append(p.Tiles, tile{"Impossible rows", strconv.Itoa(p.Impossible), "bad"})
+	}
 	p.Summary = b.summary()
 	p.Errors, p.MoreErrors = b.groups("error")
 	p.Unsupported, p.MoreUnsupported = b.groups("unsupported")

@@ -7,7 +7,8 @@
   var D = JSON.parse(document.getElementById("opx-data").textContent);
   var n = D.st.length;
   var statusName = ["ok", "unsupported", "error", "other"];
-  var spread = {};
+  var spread = {}, impossible = {};
+  D.impossible.forEach(function (i) { impossible[i] = true; });
   D.spread.forEach(function (s) { spread[s[0]] = [s[1], s[2]]; });
 
   function el(tag, attrs, text) {
@@ -128,6 +129,57 @@
     });
   }
 
+  // rooflines: per cluster, achieved TFLOP/s against FLOP/byte under the family's ceilings
+  function rooflines() {
+    var groups = {}, order = [];
+    for (var i = 0; i < n; i++) {
+      if (D.st[i] !== 0 || D.ai[i] === null || !(D.tf[i] > 0)) continue;
+      var ser = D.series[D.s[i]], fam = D.serFamily[D.s[i]];
+      var cluster = ser.split(" on ")[1] ? ser.split(" on ")[1].replace(/ ×\d+$/, "") : "";
+      var g = cluster + " (" + fam + ")";
+      if (!groups[g]) { groups[g] = {fam: fam, rows: []}; order.push(g); }
+      groups[g].rows.push(i);
+    }
+    order.sort();
+    var list = document.getElementById("roofline-list");
+    if (order.length === 0) list.appendChild(el("p", {"class": "note"}, "No ok case with a known peak and work to place."));
+    order.forEach(function (g) {
+      var grp = groups[g], pk = D.peaks[grp.fam];
+      list.appendChild(el("h3", {}, g));
+      var W = 960, H = 320, L = 70, R = 16, T = 24, B = 44;
+      var xs = grp.rows.map(function (i) { return D.ai[i]; }), ys = grp.rows.map(function (i) { return D.tf[i]; });
+      Object.keys(pk.tflops).forEach(function (k) { ys.push(pk.tflops[k]); xs.push(pk.tflops[k] / pk.hbm); });
+      var sx = [Math.floor(Math.log10(Math.min.apply(null, xs))), Math.ceil(Math.log10(Math.max.apply(null, xs)) + 1e-9)];
+      var sy = [Math.floor(Math.log10(Math.min.apply(null, ys))), Math.ceil(Math.log10(Math.max.apply(null, ys)) + 1e-9)];
+      if (sx[0] === sx[1]) sx[1]++;
+      if (sy[0] === sy[1]) sy[1]++;
+      var cv = el("canvas", {width: W, height: H, "class": "chart", role: "img", "aria-label": g + " roofline"});
+      list.appendChild(cv);
+      var c = cv.getContext("2d");
+      function px(x) { return L + (Math.log10(x) - sx[0]) / (sx[1] - sx[0]) * (W - L - R); }
+      function py(y) { return H - B - (Math.log10(y) - sy[0]) / (sy[1] - sy[0]) * (H - T - B); }
+      c.font = "11px system-ui, sans-serif"; c.fillStyle = "#111827"; c.strokeStyle = "#e5e7eb";
+      c.fillText(g + ": achieved TFLOP/s against FLOP/byte (HBM " + pk.hbm + " TB/s)", L, 14);
+      for (var e = sx[0]; e <= sx[1]; e++) { var X = px(Math.pow(10, e)); c.beginPath(); c.moveTo(X, T); c.lineTo(X, H - B); c.stroke(); c.fillText("1e" + e, X - 10, H - B + 14); }
+      for (e = sy[0]; e <= sy[1]; e++) { var Y = py(Math.pow(10, e)); c.beginPath(); c.moveTo(L, Y); c.lineTo(W - R, Y); c.stroke(); c.fillText("1e" + e, 30, Y + 4); }
+      c.fillStyle = "#6b7280";
+      c.fillText("arithmetic intensity (FLOP/byte)", L + (W - L - R) / 2 - 80, H - 8);
+      c.save(); c.translate(12, H - B); c.rotate(-Math.PI / 2); c.fillText("TFLOP/s", 0, 0); c.restore();
+      c.strokeStyle = "#111827"; c.lineWidth = 1.5;
+      Object.keys(pk.tflops).sort().forEach(function (k) {
+        var peak = pk.tflops[k], ridge = peak / pk.hbm, x0 = Math.pow(10, sx[0]);
+        c.beginPath(); c.moveTo(px(x0), py(Math.max(pk.hbm * x0, Math.pow(10, sy[0])))); c.lineTo(px(ridge), py(peak)); c.lineTo(W - R, py(peak)); c.stroke();
+        c.fillStyle = "#111827"; c.fillText(k + " " + peak, W - R - 70, py(peak) - 4);
+      });
+      c.lineWidth = 1;
+      grp.rows.forEach(function (i) {
+        var col = palette[D.s[i] % palette.length];
+        c.fillStyle = col; c.beginPath(); c.arc(px(D.ai[i]), py(D.tf[i]), 2.5, 0, 2 * Math.PI); c.fill();
+        if (impossible[i]) { c.strokeStyle = "#dc2626"; c.beginPath(); c.arc(px(D.ai[i]), py(D.tf[i]), 6, 0, 2 * Math.PI); c.stroke(); }
+      });
+    });
+  }
+
   // the case table: filter, sort, page
   var PAGE = 50, pageAt = 0, sortKey = null, asc = true, shown = [];
   var q = document.getElementById("q"), fop = document.getElementById("fop"), fst = document.getElementById("fst");
@@ -143,6 +195,7 @@
       case "lat": return D.lat[i] === null ? Infinity : D.lat[i];
       case "spread": return spread[i] ? spread[i][1] - spread[i][0] : Infinity;
       case "thr": return D.thr[i] === null ? -Infinity : D.thr[i];
+      case "sol": return D.sol[i] === null ? -Infinity : D.sol[i];
     }
   }
   function refilter() {
@@ -170,9 +223,11 @@
       var i = shown[j], tr = el("tr");
       var thr = D.thr[i], unit = D.units[D.cases[D.c[i]].o] || "";
       [[caseLabel(i), "code"], [D.cases[D.c[i]].o], [D.series[D.s[i]]], [statusName[D.st[i]], "st"], [time(D.lat[i]), "n"],
-       [spread[i] ? time(spread[i][0]) + " – " + time(spread[i][1]) : "", "n"], [thr === null ? "" : sig(thr) + " " + unit, "n"]].forEach(function (c) {
+       [spread[i] ? time(spread[i][0]) + " – " + time(spread[i][1]) : "", "n"], [thr === null ? "" : sig(thr) + " " + unit, "n"],
+       [D.sol[i] === null ? "" : sig(D.sol[i]) + " %" + (impossible[i] ? " impossible" : ""), impossible[i] ? "imp" : "n"]].forEach(function (c) {
         var td = el("td", {}, c[0]);
         if (c[1] === "n") td.className = "n";
+        if (c[1] === "imp") td.className = "n error";
         if (c[1] === "st") td.className = statusName[D.st[i]];
         tr.appendChild(td);
       });
@@ -219,6 +274,7 @@
   va.addEventListener("change", versus); vb.addEventListener("change", versus);
 
   charts();
+  rooflines();
   refilter();
   versus();
   document.documentElement.setAttribute("data-ready", "1");

@@ -15,7 +15,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/summary"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/report.golden.html")
@@ -215,8 +217,15 @@ func TestReportInHeadlessChromium(t *testing.T) {
 			t.Errorf("rendered DOM lacks %q", want)
 		}
 	}
-	if n := strings.Count(dom, "<canvas"); n != 4 { // latency and throughput, for h200 and b200
-		t.Errorf("%d charts, want 4", n)
+	if n := strings.Count(dom, "<canvas"); n != 6 { // latency and throughput for h200 and b200, and their rooflines
+		t.Errorf("%d charts, want 6", n)
+	}
+	// m=64 n=4096 k=4096 bf16 in 41.5 µs on an H200: 51.74 TFLOP/s at 62.06 FLOP/B, under
+	// the memory roof (62.06 x 4.8 TB/s = 297.9 TFLOP/s): 17.37 % of its limit
+	for _, want := range []string{`aria-label="h200 (h200) roofline"`, `aria-label="b200 (b200) roofline"`, "<td class=\"n\">17.37 %</td>"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("rendered DOM lacks %q", want)
+		}
 	}
 	shotPNG, err := os.ReadFile(shot)
 	if err != nil {
@@ -262,4 +271,27 @@ func hasColour(img image.Image, c color.RGBA) bool {
 		}
 	}
 	return false
+}
+
+// A row above its hardware's limit is impossible: counted in a tile, listed in the data,
+// flagged in the table.
+func TestReportFlagsImpossibleRows(t *testing.T) {
+	args, _ := pyjson.Parse([]byte(`{"m": 4096, "n": 7168, "k": 2048, "a": {"dtype": "bf16"}, "b": {"dtype": "bf16"}, "out": "bf16"}`))
+	row := func(lat float64) results.Row {
+		return results.Row{Shard: "s", Testlist: "t", OpType: "gemm", Backend: "vllm", Cluster: "h100_dgxc_8x", Runner: "cluster:h100-dsxe",
+			WorldSize: 1, Args: args.(*pyjson.Object), ArgsLabel: "m=4096", Status: "ok", Metrics: map[string]float64{"latency_us": lat},
+			MetricOrder: []string{"latency_us"}}
+	}
+	run := &results.Run{Summary: &summary.Report{}, Rows: []results.Row{row(412), row(10)}}
+	var b bytes.Buffer
+	if err := Write(&b, run); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{`<div class="tv">1</div><div class="tl">Impossible rows</div>`, `"impossible":[1]`,
+		`"peaks":{"h100":{"tflops":{"bf16":989,"fp8":1979},"hbm":3.35}}`, `"sol":[29.51,1216]`, "1 row(s) are impossible."} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
 }

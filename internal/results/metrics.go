@@ -277,3 +277,21 @@ func sig(v float64) string {
 	}
 	return fmt.Sprintf("%.3f", v)
 }
+
+// LatencyUS is the row's headline time in µs, when its headline metric is a time.
+func (r *Row) LatencyUS() (float64, bool) {
+	name, ok := r.Primary()
+	if !ok || DirectionOf(name) != Lower {
+		return 0, false
+	}
+	v := r.Metrics[name]
+	switch Unit(name) {
+	case "ns":
+		v /= 1e3
+	case "ms":
+		v *= 1e3
+	case "s":
+		v *= 1e6
+	}
+	return v, true
+}

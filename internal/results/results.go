@@ -19,6 +19,7 @@ import (
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/sol"
 	"github.com/semianalysis/opx/internal/summary"
 )
 
@@ -57,6 +58,7 @@ type Row struct {
 	Metrics                                           map[string]float64
 	Samples                                           map[string][]float64 // metrics given as number lists
 	MetricOrder                                       []string
+	Impossible                                        bool // above its hardware's limit (set by OpenLean; sol.Row says it)
 }
 
 // Key is the stable case key: the same case in two runs has the same key.
@@ -180,8 +182,13 @@ func OpenLean(ctx context.Context, dir, manifest string) (*Run, error) {
 	var run *Run
 	err = Walk(ctx, manifest, dir, func(r *Run) { run = r }, func(_ *Shard, rows []Row) error {
 		for i := range rows {
-			rows[i].ArgsJSON()
-			rows[i].Args = nil
+			r := &rows[i]
+			r.ArgsJSON()
+			if us, ok := r.LatencyUS(); ok && r.Status == "ok" {
+				_, j, ok := sol.Row(r.OpType, r.Args, r.WorldSize, r.Runner, us)
+				r.Impossible = ok && j.Impossible
+			}
+			r.Args = nil
 		}
 		run.Rows = append(run.Rows, rows...)
 		return nil
