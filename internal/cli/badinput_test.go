@@ -276,6 +276,11 @@ func badInputs() []badCase {
 			os.WriteFile(m, bytes.Replace(b, []byte(`"cluster": "local"`), []byte(`"cluster": "../.."`), 1), 0o644)
 			return executeArgs(m, id, filepath.Join(dir, "out")), []string{m}
 		}},
+		badCase{name: "execute: operator.peaks that are not numbers", want: "platform entry for local: operator.peaks.bf16_tflops is string, not a number", setup: func(t *testing.T, dir string) ([]string, []string) {
+			cfg := writeFile(t, filepath.Join(dir, "platforms.json"), `{"base": "opx:embedded", "platforms": {"local": {"operator": {"container": "none", "peaks": {"bf16_tflops": "fast"}}}}}`)
+			m, id := localManifest(t, dir)
+			return executeArgs(m, id, filepath.Join(dir, "out"), "--platform-config", cfg), []string{m}
+		}},
 		badCase{name: "execute: manifest world_size -1", want: "world_size -1", setup: func(t *testing.T, dir string) ([]string, []string) {
 			m, id := localManifest(t, dir)
 			b, _ := os.ReadFile(m)

@@ -15,7 +15,6 @@ import (
 	"strconv"
 
 	"github.com/semianalysis/opx/internal/results"
-	"github.com/semianalysis/opx/internal/sol"
 )
 
 // Formats are the formats Write knows.
@@ -26,25 +25,22 @@ var columns = []string{"key", "shard", "attempt", "testlist", "op_type", "args",
 	"runner", "world_size", "status", "message",
 	// against the hardware's limits (sol): ok rows whose op, args and runner determine them
 	"flops", "bytes", "achieved_tflops", "achieved_tbps", "pct_of_compute_peak", "pct_of_bandwidth_peak",
-	"intensity", "bound", "pct_of_roofline", "impossible"}
+	"intensity", "bound", "pct_of_roofline", "impossible", "work_source", "formula_diff_pct"}
 
 // judged is a row's place against its limits, as export's columns say it ("" when unknown).
 func judged(r *results.Row) []string {
-	out := make([]string, 10)
-	if r.Status != "ok" {
-		return out
-	}
-	lat, ok := r.LatencyUS()
-	if !ok {
-		return out
-	}
-	w, j, ok := sol.Row(r.OpType, r.Args, r.WorldSize, r.Runner, lat)
+	out := make([]string, 12)
+	w, j, ok := r.SOL()
 	if !ok {
 		return out
 	}
 	g := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
+	diff := ""
+	if w.Source == "harness" && w.FormulaDiff != 0 {
+		diff = g(w.FormulaDiff)
+	}
 	return []string{g(w.FLOPs), g(w.Bytes), g(j.TFLOPS), g(j.TBPS), g(j.PctCompute), g(j.PctBandwidth), g(j.Intensity),
-		j.Bound, g(j.SOL), strconv.FormatBool(j.Impossible)}
+		j.Bound, g(j.SOL), strconv.FormatBool(j.Impossible), w.Source, diff}
 }
 
 // Write writes the run's rows in format to w.
@@ -178,7 +174,7 @@ func solOf(r *results.Row) map[string]any {
 			out[name] = f
 		} else if name == "impossible" {
 			out[name] = j[i] == "true"
-		} else {
+		} else if j[i] != "" {
 			out[name] = j[i]
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/sol"
 )
 
 // An ok GEMM row on a known family gets its place against the limits; others get empty
@@ -15,14 +16,30 @@ func TestJudgedColumns(t *testing.T) {
 	r := results.Row{OpType: "gemm", Args: args.(*pyjson.Object), Runner: "cluster:h100-dsxe", WorldSize: 1, Status: "ok",
 		Metrics: map[string]float64{"latency_us": 412}, MetricOrder: []string{"latency_us"}}
 	got := strings.Join(judged(&r), ",")
-	if got != "1.20259e+11,1.04858e+08,291.891,0.254509,29.5137,7.59728,1146.88,compute,29.5137,false" {
+	if got != "1.20259e+11,1.04858e+08,291.891,0.254509,29.5137,7.59728,1146.88,compute,29.5137,false,formula," {
 		t.Errorf("judged: %s", got)
 	}
 	if s := solOf(&r); s["bound"] != "compute" || s["impossible"] != false || s["pct_of_compute_peak"].(float64) < 29 {
 		t.Errorf("sol object %v", s)
 	}
-	r.Runner = "local"
-	if got := strings.Join(judged(&r), ","); got != ",,,,,,,,," {
+	// the harness's own flops win, and the formula's difference is noted
+	r.Metrics["flops"] = 1.5e11
+	got = strings.Join(judged(&r), ",")
+	if !strings.HasPrefix(got, "1.5e+11,") || !strings.HasSuffix(got, ",harness,-19.8273") {
+		t.Errorf("harness flops: %s", got)
+	}
+	// a site's peaks (operator.peaks, recorded in execution.json) replace the family's
+	site, err := sol.Override(sol.Peaks["h100"], pyjson.Obj("bf16_tflops", 700.0, "hbm_tbps", 3.0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(r.Metrics, "flops")
+	r.Peak = &site
+	if j := judged(&r); j[4] != "41.6987" { // 291.891 of 700
+		t.Errorf("site peak: %q", j)
+	}
+	r.Runner, r.Peak = "local", nil
+	if got := strings.Join(judged(&r), ","); got != ",,,,,,,,,,," {
 		t.Errorf("local runner: %q", got)
 	}
 }

@@ -18,6 +18,9 @@ type Execution struct {
 	// Token is the tag execute put on its allocation (--comment); "" in an execution.json
 	// that has none, whose allocation is then looked for by the run's derived token.
 	Token string
+	// Peaks is the runner's operator.peaks when its platform entry declares them (beyond
+	// the seed): the limits the site's GPUs run at, for judging the rows.
+	Peaks *pyjson.Object
 }
 
 // ShardID is the cell's id.
@@ -53,6 +56,11 @@ func ReadExecution(path string) (*Execution, error) {
 			return nil, fmt.Errorf("%s: \"token\" must be a string opx-...", path)
 		}
 	}
+	if v, present := o.Get("peaks"); present {
+		if e.Peaks, ok = v.(*pyjson.Object); !ok {
+			return nil, fmt.Errorf("%s: \"peaks\" must be an object", path)
+		}
+	}
 	if _, ok = cell.String("id"); !ok {
 		return nil, fmt.Errorf("%s: cell.id must be a string", path)
 	}
@@ -65,6 +73,10 @@ func ReadExecution(path string) (*Execution, error) {
 
 // Write writes the execution.json, atomically, with the cell as the manifest has it.
 func (e *Execution) Write(path string) error {
-	return files.WriteJSON(path, pyjson.Obj("cell", e.Cell.Raw, "source_sha", e.SourceSHA, "run_id", e.RunID,
-		"attempt", e.Attempt, "stage", e.Stage, "token", e.Token))
+	o := pyjson.Obj("cell", e.Cell.Raw, "source_sha", e.SourceSHA, "run_id", e.RunID,
+		"attempt", e.Attempt, "stage", e.Stage, "token", e.Token)
+	if e.Peaks != nil {
+		o.Set("peaks", e.Peaks)
+	}
+	return files.WriteJSON(path, o)
 }

@@ -33,6 +33,7 @@ type builder struct {
 	sol, ai, tf      []float64    // % of the roofline, FLOP/byte, achieved TFLOP/s (NaN: unknown)
 	impossible       []int        // rows above 100 % of a limit
 	families         map[string]bool
+	sitePeaks        map[string]sol.Peak // a family's limits as a site declared them
 	msgs             map[string]map[string]*msgAgg
 }
 
@@ -78,7 +79,7 @@ func (d *dict) id(s string) (int32, bool) {
 }
 
 func newBuilder() *builder {
-	return &builder{thrName: map[string]string{}, serOf: map[serKey]int32{}, families: map[string]bool{}, msgs: map[string]map[string]*msgAgg{"error": {}, "unsupported": {}}}
+	return &builder{thrName: map[string]string{}, serOf: map[serKey]int32{}, families: map[string]bool{}, sitePeaks: map[string]sol.Peak{}, msgs: map[string]map[string]*msgAgg{"error": {}, "unsupported": {}}}
 }
 
 var statusCode = map[string]uint8{"ok": 0, "unsupported": 1, "error": 2}
@@ -102,13 +103,14 @@ func (b *builder) add(r *results.Row) {
 	lat, thr := math.NaN(), math.NaN()
 	pct, ai, tf := math.NaN(), math.NaN(), math.NaN()
 	if r.Status == "ok" {
-		if us, ok := r.LatencyUS(); ok {
-			if _, j, ok := sol.Row(r.OpType, r.Args, r.WorldSize, r.Runner, us); ok {
-				pct, ai, tf = j.SOL, j.Intensity, j.TFLOPS
-				if j.Impossible {
-					b.impossible = append(b.impossible, len(b.status))
-				}
-				b.families[sol.Family(r.Runner)] = true
+		if _, j, ok := r.SOL(); ok {
+			pct, ai, tf = j.SOL, j.Intensity, j.TFLOPS
+			if j.Impossible {
+				b.impossible = append(b.impossible, len(b.status))
+			}
+			b.families[sol.Family(r.Runner)] = true
+			if r.Peak != nil {
+				b.sitePeaks[sol.Family(r.Runner)] = *r.Peak
 			}
 		}
 		if name, ok := r.Primary(); ok && results.DirectionOf(name) == results.Lower {
@@ -325,7 +327,11 @@ func (b *builder) data() (string, error) {
 		dicts.SerFamily = append(dicts.SerFamily, si.family)
 	}
 	for f := range b.families {
-		dicts.Peaks[f] = peakOut{sol.Peaks[f].TFLOPS, sol.Peaks[f].HBM}
+		p, site := b.sitePeaks[f]
+		if !site {
+			p = sol.Peaks[f]
+		}
+		dicts.Peaks[f] = peakOut{p.TFLOPS, p.HBM}
 	}
 	for _, c := range b.caseInfo {
 		dicts.Cases = append(dicts.Cases, caseOut{c.testlist, c.op, c.label, round4(c.size)})

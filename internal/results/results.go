@@ -43,6 +43,7 @@ type Shard struct {
 	// Failure is what status.json says failed (beyond the seed): the phase, the error
 	// and the phase's log, a file in Dir.
 	FailPhase, FailMessage, FailLog string
+	Peak                            *sol.Peak // the site's limits, when execution.json records them
 	Hosts, Versions                 []string
 	Software                        map[string]string
 	Runs                            []string // results run ids
@@ -58,7 +59,8 @@ type Row struct {
 	Metrics                                           map[string]float64
 	Samples                                           map[string][]float64 // metrics given as number lists
 	MetricOrder                                       []string
-	Impossible                                        bool // above its hardware's limit (set by OpenLean; sol.Row says it)
+	Impossible                                        bool      // above its hardware's limit (set by OpenLean; SOL says it)
+	Peak                                              *sol.Peak // its shard's site limits, if any
 }
 
 // Key is the stable case key: the same case in two runs has the same key.
@@ -90,6 +92,18 @@ func (r *Row) KeyOf(fields []string) string {
 		}
 	}
 	return strings.Join(parts, " | ")
+}
+
+// SOL is an ok row against its hardware's limits (internal/sol): its shard's site peaks or
+// its family's, and the harness's own "flops"/"bytes" metrics over the formulas when it
+// reports them. ok is false for rows that are not ok, not timed, or not known to sol.
+func (r *Row) SOL() (sol.Work, sol.Judgement, bool) {
+	us, ok := r.LatencyUS()
+	if !ok || r.Status != "ok" {
+		return sol.Work{}, sol.Judgement{}, false
+	}
+	return sol.Judged(sol.Case{Op: r.OpType, Args: r.Args, WorldSize: r.WorldSize, Runner: r.Runner, LatencyUS: us,
+		Peak: r.Peak, FLOPs: r.Metrics["flops"], Bytes: r.Metrics["bytes"]})
 }
 
 // ArgsJSON is the args as the key has them: json.dumps(args, sort_keys=True), worked out
@@ -184,10 +198,8 @@ func OpenLean(ctx context.Context, dir, manifest string) (*Run, error) {
 		for i := range rows {
 			r := &rows[i]
 			r.ArgsJSON()
-			if us, ok := r.LatencyUS(); ok && r.Status == "ok" {
-				_, j, ok := sol.Row(r.OpType, r.Args, r.WorldSize, r.Runner, us)
-				r.Impossible = ok && j.Impossible
-			}
+			_, j, ok := r.SOL()
+			r.Impossible = ok && j.Impossible
 			r.Args = nil
 		}
 		run.Rows = append(run.Rows, rows...)
@@ -288,6 +300,13 @@ func readMeta(ctx context.Context, sh *Shard, run *Run) error {
 			sh.Backends = append(sh.Backends, b)
 		}
 	}
+	if ex.Peaks != nil {
+		p, err := sol.Override(sol.Peaks[sol.Family(c.Runner)], ex.Peaks)
+		if err != nil {
+			return fmt.Errorf("%s: %v", filepath.Join(sh.Dir, "execution.json"), err)
+		}
+		sh.Peak = &p
+	}
 	if v, err := files.ReadJSON(ctx, filepath.Join(sh.Dir, "status.json")); err == nil {
 		if o, ok := v.(*pyjson.Object); ok {
 			sh.HasStatus = true
@@ -340,7 +359,7 @@ func readResults(path string, doc *pyjson.Object, w *walked) ([]Row, error) {
 
 // rowOf is one result row with its shard's facts.
 func rowOf(ro *pyjson.Object, sh *Shard) Row {
-	row := Row{Shard: sh.ID, Cluster: sh.Cluster, Runner: sh.Runner, WorldSize: sh.WorldSize, Attempt: sh.Attempt,
+	row := Row{Shard: sh.ID, Cluster: sh.Cluster, Runner: sh.Runner, WorldSize: sh.WorldSize, Attempt: sh.Attempt, Peak: sh.Peak,
 		Metrics: map[string]float64{}} // Samples is made when a row has a list
 	row.Status, _ = ro.String("status")
 	row.Message, _ = ro.String("message")

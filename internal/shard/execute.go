@@ -23,6 +23,7 @@ import (
 	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/safe"
+	"github.com/semianalysis/opx/internal/sol"
 )
 
 // Options are execute's flags and surroundings.
@@ -188,6 +189,11 @@ func checkEntry(o Options, cell *manifest.Cell) (*platform.Entry, error) {
 	if err := cell.Check(); err != nil {
 		return nil, fmt.Errorf("shard %s in %s: %v", o.Shard, o.Manifest, err)
 	}
+	if pk, ok := entry.Operator.Object("peaks"); ok {
+		if _, err := sol.Override(sol.Peaks[sol.Family(cell.Runner)], pk); err != nil {
+			return nil, fmt.Errorf("platform entry for %s: %v", cell.Runner, err)
+		}
+	}
 	if _, _, err := cell.Testlists(); err != nil {
 		return nil, err
 	}
@@ -217,6 +223,7 @@ func (r *runner_) perform(ctx context.Context) (err error) {
 		return err
 	}
 	ex := &manifest.Execution{Cell: r.cell, SourceSHA: o.SourceSHA, RunID: o.RunID, Attempt: o.Attempt, Stage: r.stage, Token: r.token}
+	ex.Peaks, _ = r.entry.Operator.Object("peaks")
 	if err := ex.Write(filepath.Join(r.root, "execution.json")); err != nil {
 		os.RemoveAll(r.stage)
 		return err

@@ -7,6 +7,7 @@
 package sol
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -50,6 +51,8 @@ func Family(runner string) string {
 type Work struct {
 	FLOPs, Bytes float64
 	Dtype        string
+	Source       string  // "formula" or "harness" (its own flops/bytes metrics)
+	FormulaDiff  float64 // with harness FLOPs: how far the formula's are from them, %
 }
 
 // bytesPer is each element's size in bytes, block scales included: nvfp4 carries one
@@ -172,17 +175,95 @@ func Judge(w Work, latencyUS float64, p Peak) (Judgement, bool) {
 	return j, true
 }
 
-// Row is an ok result row judged: the work its op and args determine, and where its
-// latency puts it against its runner's family (ok false when either is unknown).
-func Row(op string, args *pyjson.Object, worldSize int, runner string, latencyUS float64) (Work, Judgement, bool) {
-	w, ok := WorkOf(op, args, worldSize)
+// Override is p with the figures a site's platform entry declares (operator.peaks:
+// "bf16_tflops", "fp8_tflops", "fp4_tflops", "hbm_tbps", and an optional "source"): its
+// GPUs run at other clocks or power limits, or it is a custom runner's family.
+func Override(p Peak, o *pyjson.Object) (Peak, error) {
+	out := Peak{Family: p.Family, FormFactor: p.FormFactor, TFLOPS: map[string]float64{}, HBM: p.HBM,
+		Certainty: "site", Source: "the platform config's operator.peaks"}
+	for k, v := range p.TFLOPS {
+		out.TFLOPS[k] = v
+	}
+	for _, m := range o.Members() {
+		if m.Key == "source" {
+			src, ok := m.Value.(string)
+			if !ok {
+				return p, fmt.Errorf("operator.peaks.source is %s, not a string", pyjson.TypeName(m.Value))
+			}
+			out.Source = src
+			continue
+		}
+		var f float64
+		switch x := m.Value.(type) {
+		case pyjson.Int:
+			f, _ = strconv.ParseFloat(string(x), 64)
+		case float64:
+			f = x
+		default:
+			return p, fmt.Errorf("operator.peaks.%s is %s, not a number", m.Key, pyjson.TypeName(m.Value))
+		}
+		if !(f > 0) || math.IsInf(f, 0) {
+			return p, fmt.Errorf("operator.peaks.%s must be a positive number", m.Key)
+		}
+		switch m.Key {
+		case "bf16_tflops", "fp8_tflops", "fp4_tflops":
+			out.TFLOPS[strings.TrimSuffix(m.Key, "_tflops")] = f
+		case "hbm_tbps":
+			out.HBM = f
+		default:
+			return p, fmt.Errorf("operator.peaks.%s is not one of bf16_tflops, fp8_tflops, fp4_tflops, hbm_tbps, source", m.Key)
+		}
+	}
+	return out, nil
+}
+
+// Case is what judging one ok row takes.
+type Case struct {
+	Op        string
+	Args      *pyjson.Object
+	WorldSize int
+	Runner    string
+	LatencyUS float64
+	Peak      *Peak   // the site's, when its platform entry declares one; else the family's
+	FLOPs     float64 // the harness's own "flops" metric, when it reports one: it wins
+	Bytes     float64 // and its "bytes"
+}
+
+// Judged is a case's work — the harness's figures where it reports them, else the
+// formulas' (Work.Source says which, and Work.FormulaDiff how far the formulas are from
+// the harness's FLOPs) — and where its latency puts it (ok false when unknown).
+func Judged(c Case) (Work, Judgement, bool) {
+	w, formula := WorkOf(c.Op, c.Args, c.WorldSize)
+	w.Source = "formula"
+	if c.FLOPs > 0 || c.Bytes > 0 {
+		h := w
+		h.Source = "harness"
+		if c.FLOPs > 0 {
+			h.FLOPs = c.FLOPs
+			if formula && w.FLOPs > 0 {
+				h.FormulaDiff = 100 * (w.FLOPs - c.FLOPs) / c.FLOPs
+			}
+		}
+		if c.Bytes > 0 {
+			h.Bytes = c.Bytes
+		}
+		w, formula = h, h.FLOPs > 0 && h.Bytes > 0 && h.Dtype != ""
+	}
+	if !formula {
+		return w, Judgement{}, false
+	}
+	p, ok := Peaks[Family(c.Runner)]
+	if c.Peak != nil {
+		p, ok = *c.Peak, true
+	}
 	if !ok {
 		return w, Judgement{}, false
 	}
-	p, ok := Peaks[Family(runner)]
-	if !ok {
-		return w, Judgement{}, false
-	}
-	j, ok := Judge(w, latencyUS, p)
+	j, ok := Judge(w, c.LatencyUS, p)
 	return w, j, ok
+}
+
+// Row judges a case by the family's published peaks and the formulas alone.
+func Row(op string, args *pyjson.Object, worldSize int, runner string, latencyUS float64) (Work, Judgement, bool) {
+	return Judged(Case{Op: op, Args: args, WorldSize: worldSize, Runner: runner, LatencyUS: latencyUS})
 }
