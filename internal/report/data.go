@@ -180,17 +180,7 @@ func throughputMetric(r *results.Row) string {
 // the product of the args' positive numbers; 0 when it has none (the chart then orders
 // such cases by their args).
 func size(op string, args *pyjson.Object) float64 {
-	num := func(k string) float64 {
-		v, _ := args.Get(k)
-		switch x := v.(type) {
-		case pyjson.Int:
-			f, _ := strconv.ParseFloat(string(x), 64)
-			return f
-		case float64:
-			return x
-		}
-		return 0
-	}
+	num := func(k string) float64 { return sol.Number(args, k) }
 	if op == "gemm" {
 		if m, n, k := num("m"), num("n"), num("k"); m > 0 && n > 0 && k > 0 {
 			return 2 * m * n * k
@@ -303,45 +293,7 @@ func (b *builder) groups(status string) ([]msgGroup, int) {
 // the throughput metric of each op type, and the rows as columns (numbers to 4
 // significant digits; null where a row has no value).
 func (b *builder) data() (string, error) {
-	type caseOut struct {
-		Testlist string  `json:"t"`
-		Op       string  `json:"o"`
-		Label    string  `json:"a"`
-		Size     float64 `json:"x"`
-	}
-	type peakOut struct {
-		TFLOPS map[string]float64 `json:"tflops"`
-		HBM    float64            `json:"hbm"`
-	}
-	dicts := struct {
-		Cases      []caseOut          `json:"cases"`
-		Series     []string           `json:"series"`
-		SerFamily  []string           `json:"serFamily"`
-		Peaks      map[string]peakOut `json:"peaks"`
-		ThrName    map[string]string  `json:"thrName"`
-		Units      map[string]string  `json:"units"`
-		Impossible []int              `json:"impossible"`
-	}{Series: b.series.list, ThrName: map[string]string{}, Units: map[string]string{}, Peaks: map[string]peakOut{},
-		Impossible: append([]int{}, b.impossible...)}
-	for _, si := range b.serInfo {
-		dicts.SerFamily = append(dicts.SerFamily, si.family)
-	}
-	for f := range b.families {
-		p, site := b.sitePeaks[f]
-		if !site {
-			p = sol.Peaks[f]
-		}
-		dicts.Peaks[f] = peakOut{p.TFLOPS, p.HBM}
-	}
-	for _, c := range b.caseInfo {
-		dicts.Cases = append(dicts.Cases, caseOut{c.testlist, c.op, c.label, round4(c.size)})
-	}
-	for op, name := range b.thrName {
-		if name != "" {
-			dicts.ThrName[op], dicts.Units[op] = name, results.Unit(name)
-		}
-	}
-	head, err := json.Marshal(dicts)
+	head, err := json.Marshal(b.dictionaries())
 	if err != nil {
 		return "", err
 	}
@@ -386,6 +338,50 @@ func (b *builder) data() (string, error) {
 	}
 	sb.WriteString("]}")
 	return sb.String(), nil
+}
+
+// dictionaries are the data's cases, series and their families' limits, throughput
+// metric names and impossible rows.
+func (b *builder) dictionaries() any {
+	type caseOut struct {
+		Testlist string  `json:"t"`
+		Op       string  `json:"o"`
+		Label    string  `json:"a"`
+		Size     float64 `json:"x"`
+	}
+	type peakOut struct {
+		TFLOPS map[string]float64 `json:"tflops"`
+		HBM    float64            `json:"hbm"`
+	}
+	dicts := struct {
+		Cases      []caseOut          `json:"cases"`
+		Series     []string           `json:"series"`
+		SerFamily  []string           `json:"serFamily"`
+		Peaks      map[string]peakOut `json:"peaks"`
+		ThrName    map[string]string  `json:"thrName"`
+		Units      map[string]string  `json:"units"`
+		Impossible []int              `json:"impossible"`
+	}{Series: b.series.list, ThrName: map[string]string{}, Units: map[string]string{}, Peaks: map[string]peakOut{},
+		Impossible: append([]int{}, b.impossible...)}
+	for _, si := range b.serInfo {
+		dicts.SerFamily = append(dicts.SerFamily, si.family)
+	}
+	for f := range b.families {
+		p, site := b.sitePeaks[f]
+		if !site {
+			p = sol.Peaks[f]
+		}
+		dicts.Peaks[f] = peakOut{p.TFLOPS, p.HBM}
+	}
+	for _, c := range b.caseInfo {
+		dicts.Cases = append(dicts.Cases, caseOut{c.testlist, c.op, c.label, round4(c.size)})
+	}
+	for op, name := range b.thrName {
+		if name != "" {
+			dicts.ThrName[op], dicts.Units[op] = name, results.Unit(name)
+		}
+	}
+	return dicts
 }
 
 func round4(x float64) float64 {

@@ -79,17 +79,7 @@ func class(dtype string) string {
 // WorkOf is a case's work from its op type and args, when they determine it: gemm,
 // moe_forward and attention_mha (docs/sol.md has the formulas).
 func WorkOf(op string, args *pyjson.Object, worldSize int) (Work, bool) {
-	num := func(k string) float64 {
-		v, _ := args.Get(k)
-		switch x := v.(type) {
-		case pyjson.Int:
-			f, _ := strconv.ParseFloat(string(x), 64)
-			return f
-		case float64:
-			return x
-		}
-		return 0
-	}
+	num := func(k string) float64 { return Number(args, k) }
 	dtype := func(k string) string {
 		if o, ok := args.Object(k); ok {
 			s, _ := o.String("dtype")
@@ -173,6 +163,19 @@ func Judge(w Work, latencyUS float64, p Peak) (Judgement, bool) {
 	j.SOL = 100 * j.TFLOPS / ceiling
 	j.Impossible = j.PctCompute > 100 || j.PctBandwidth > 100
 	return j, true
+}
+
+// Number is an arg's numeric value (0 when it is missing or not a number).
+func Number(args *pyjson.Object, key string) float64 {
+	v, _ := args.Get(key)
+	switch x := v.(type) {
+	case pyjson.Int:
+		f, _ := strconv.ParseFloat(string(x), 64)
+		return f
+	case float64:
+		return x
+	}
+	return 0
 }
 
 // Override is p with the figures a site's platform entry declares (operator.peaks:
