@@ -21,15 +21,17 @@ import (
 var Formats = []string{"csv", "jsonl"}
 
 // columns are the fixed columns, before the metrics.
-var columns = []string{"key", "shard", "attempt", "testlist", "op_type", "args", "args_label", "backend", "cluster",
-	"runner", "world_size", "status", "message",
-	// against the hardware's limits (sol): ok rows whose op, args and runner determine them
-	"flops", "bytes", "achieved_tflops", "achieved_tbps", "pct_of_compute_peak", "pct_of_bandwidth_peak",
+var columns = append([]string{"key", "shard", "attempt", "testlist", "op_type", "args", "args_label", "backend", "cluster",
+	"runner", "world_size", "status", "message"}, solColumns...)
+
+// solColumns are a row against its hardware's limits (sol): ok rows whose op, args and
+// runner determine them.
+var solColumns = []string{"flops", "bytes", "achieved_tflops", "achieved_tbps", "pct_of_compute_peak", "pct_of_bandwidth_peak",
 	"intensity", "bound", "pct_of_roofline", "impossible", "work_source", "formula_diff_pct"}
 
 // judged is a row's place against its limits, as export's columns say it ("" when unknown).
 func judged(r *results.Row) []string {
-	out := make([]string, 12)
+	out := make([]string, len(solColumns))
 	w, j, ok := r.SOL()
 	if !ok {
 		return out
@@ -169,7 +171,7 @@ func solOf(r *results.Row) map[string]any {
 		return nil
 	}
 	out := map[string]any{}
-	for i, name := range columns[13:] {
+	for i, name := range solColumns {
 		if f, err := strconv.ParseFloat(j[i], 64); err == nil {
 			out[name] = f
 		} else if name == "impossible" {

@@ -2,13 +2,7 @@ package plan
 
 import (
 	"fmt"
-	"math/big"
 	"strings"
-)
-
-type (
-	bigInt   = big.Int
-	bigFloat = big.Float
 )
 
 // EnrootURI is InferenceX's enroot_uri (seed-spec §16.5).

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/big"
 	"slices"
 	"sort"
 	"strings"
@@ -523,13 +524,13 @@ func mul(a, b pyjson.Value) (pyjson.Value, error) {
 				return pyjson.NewInt(x * y), nil
 			}
 		}
-		return pyjson.Int(new(bigInt).Mul(ai.Big(), bi.Big()).String()), nil
+		return pyjson.Int(new(big.Int).Mul(ai.Big(), bi.Big()).String()), nil
 	}
 	if !aflt {
-		af, _ = new(bigFloat).SetInt(ai.Big()).Float64()
+		af, _ = new(big.Float).SetInt(ai.Big()).Float64()
 	}
 	if !bflt {
-		bf, _ = new(bigFloat).SetInt(bi.Big()).Float64()
+		bf, _ = new(big.Float).SetInt(bi.Big()).Float64()
 	}
 	return af * bf, nil
 }

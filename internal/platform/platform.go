@@ -362,7 +362,6 @@ type Entry struct {
 	SallocFlags     []string
 	CPUsPerNode     int64 // operator.cpus_per_node; AMD runners need it
 	EnrootCachePath string
-	Raw             *pyjson.Object
 }
 
 // Lookup returns label's entry, typed, after checking everything a shard on it will
@@ -374,7 +373,7 @@ func (g *Registry) Lookup(label string) (e *Entry, ok bool, err error) {
 	if !ok1 || !ok2 {
 		return nil, false, nil
 	}
-	e = &Entry{Runner: runner, Raw: raw, Operator: Operator(raw), Container: ContainerMode(label, raw)}
+	e = &Entry{Runner: runner, Operator: Operator(raw), Container: ContainerMode(label, raw)}
 	gpus, _ := raw.Get("gpus_per_node")
 	n, isInt := gpus.(pyjson.Int)
 	if e.GPUsPerNode, ok = n.Int64(); !isInt || !ok {

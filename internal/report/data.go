@@ -21,8 +21,8 @@ import (
 type builder struct {
 	cases    dict // testlist · op · args label
 	caseInfo []caseInfo
-	series   dict // backend on cluster ×world size
-	serInfo  []serInfo
+	series   dict     // backend on cluster ×world size
+	serFam   []string // each series' hardware family
 	serOf    map[serKey]int32
 	thrName  map[string]string // op type → its throughput metric (the first ok row's)
 	// the rows, by column
@@ -41,8 +41,6 @@ type caseInfo struct {
 	testlist, op, label string
 	size                float64
 }
-
-type serInfo struct{ backend, cluster, family string }
 
 type serKey struct {
 	backend, cluster string
@@ -94,7 +92,7 @@ func (b *builder) add(r *results.Row) {
 	if !known {
 		s, _ = b.series.id(r.Series())
 		b.serOf[sk] = s
-		b.serInfo = append(b.serInfo, serInfo{r.Backend, r.Cluster, sol.Family(r.Runner)})
+		b.serFam = append(b.serFam, sol.Family(r.Runner))
 	}
 	st, ok := statusCode[r.Status]
 	if !ok {
@@ -114,9 +112,9 @@ func (b *builder) add(r *results.Row) {
 			}
 		}
 		if name, ok := r.Primary(); ok && results.DirectionOf(name) == results.Lower {
-			lat = micros(name, r.Metrics[name])
+			lat = results.Micros(name, r.Metrics[name])
 			if lo, hi, _, ok := r.Spread(name); ok {
-				b.spreads = append(b.spreads, [3]float64{float64(len(b.status)), micros(name, lo), micros(name, hi)})
+				b.spreads = append(b.spreads, [3]float64{float64(len(b.status)), results.Micros(name, lo), results.Micros(name, hi)})
 			}
 		}
 		tn, known := b.thrName[r.OpType]
@@ -152,19 +150,6 @@ func (b *builder) message(groups map[string]*msgAgg, r *results.Row) {
 		a.shards[r.Shard] = true
 	}
 	a.backends[r.Backend] = true
-}
-
-// micros is a time metric in µs.
-func micros(name string, v float64) float64 {
-	switch results.Unit(name) {
-	case "ns":
-		return v / 1e3
-	case "ms":
-		return v * 1e3
-	case "s":
-		return v * 1e6
-	}
-	return v
 }
 
 func throughputMetric(r *results.Row) string {
@@ -361,11 +346,8 @@ func (b *builder) dictionaries() any {
 		ThrName    map[string]string  `json:"thrName"`
 		Units      map[string]string  `json:"units"`
 		Impossible []int              `json:"impossible"`
-	}{Series: b.series.list, ThrName: map[string]string{}, Units: map[string]string{}, Peaks: map[string]peakOut{},
+	}{Series: b.series.list, SerFamily: b.serFam, ThrName: map[string]string{}, Units: map[string]string{}, Peaks: map[string]peakOut{},
 		Impossible: append([]int{}, b.impossible...)}
-	for _, si := range b.serInfo {
-		dicts.SerFamily = append(dicts.SerFamily, si.family)
-	}
 	for f := range b.families {
 		p, site := b.sitePeaks[f]
 		if !site {

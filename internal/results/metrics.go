@@ -284,14 +284,18 @@ func (r *Row) LatencyUS() (float64, bool) {
 	if !ok || DirectionOf(name) != Lower {
 		return 0, false
 	}
-	v := r.Metrics[name]
+	return Micros(name, r.Metrics[name]), true
+}
+
+// Micros is a time metric's value in µs.
+func Micros(name string, v float64) float64 {
 	switch Unit(name) {
 	case "ns":
-		v /= 1e3
+		return v / 1e3
 	case "ms":
-		v *= 1e3
+		return v * 1e3
 	case "s":
-		v *= 1e6
+		return v * 1e6
 	}
-	return v, true
+	return v
 }

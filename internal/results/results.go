@@ -177,17 +177,9 @@ func FindManifest(dir string) (string, error) {
 	return "", fmt.Errorf("%s: %d manifests in it (%s, %s, ...); pass --manifest", dir, len(found), found[0], found[1])
 }
 
-// Open reads the run in dir: with the manifest given, or the one found in dir.
-func Open(ctx context.Context, dir, manifest string) (*Run, error) {
-	manifest, err := Resolve(dir, manifest)
-	if err != nil {
-		return nil, err
-	}
-	return Load(ctx, manifest, dir)
-}
-
-// OpenLean is Open for readers that need each row's key, label, status and metrics but
-// not its args as a tree (compare): each row's args are kept as their key text only.
+// OpenLean reads the run in dir (its manifest given, or the one found in dir) for readers
+// that need each row's key, label, status and metrics but not its args
+// as a tree (compare): each row's args are kept as their key text only.
 func OpenLean(ctx context.Context, dir, manifest string) (*Run, error) {
 	manifest, err := Resolve(dir, manifest)
 	if err != nil {

@@ -13,7 +13,7 @@ const dryJob = "$JOB"
 // dryRun prints what execute would do, step by step — the layout and the steps prepare
 // planned, which perform carries out — with each command line (shell-quoted) and each
 // environment change against execute's own environment. It runs nothing and writes nothing.
-func (r *runner_) dryRun() error {
+func (r *execution) dryRun() error {
 	w := r.o.Stdout
 	fmt.Fprintf(w, "opx execute --dry-run: shard %s on %s (container mode %s); nothing is run or written\n", r.cell.ID, r.runner.Label, r.entry.Container)
 	fmt.Fprintf(w, "\n1. output %s (created 0700; must not exist)\n", r.root)

@@ -70,8 +70,8 @@ func Execute(ctx context.Context, o Options) error {
 	return r.perform(ctx)
 }
 
-// runner_ is one shard's execution, as prepare planned it.
-type runner_ struct {
+// execution is one shard's execution, as prepare planned it.
+type execution struct {
 	o                 Options
 	root, stage, base string
 	cell              *manifest.Cell
@@ -88,7 +88,7 @@ type runner_ struct {
 // prepare turns the options, the manifest and the platform entry into the shard's plan,
 // checking on the way every input that can be known wrong before anything is created or
 // allocated. It reads, and creates nothing.
-func prepare(o Options) (*runner_, error) {
+func prepare(o Options) (*execution, error) {
 	for _, c := range []struct{ what, v string }{{"run id", o.RunID}, {"attempt", o.Attempt}, {"shard id", o.Shard}} {
 		if err := checkID(c.what, c.v); err != nil {
 			return nil, err
@@ -127,7 +127,7 @@ func prepare(o Options) (*runner_, error) {
 		}
 	}
 	prefix := o.RunID + "-" + o.Attempt + "-" + o.Shard + "-"
-	return &runner_{o: o, root: root, stage: filepath.Join(base, prefix+"XXXXXXXX"), base: base, cell: cell,
+	return &execution{o: o, root: root, stage: filepath.Join(base, prefix+"XXXXXXXX"), base: base, cell: cell,
 		entry: entry, runner: entry.Runner, ws: cell.WorldSize, binary: binary,
 		token: Token(o.RunID, o.Attempt, o.Shard) + "-XXXXXXXX"}, nil
 }
@@ -202,7 +202,7 @@ func checkEntry(o Options, cell *manifest.Cell) (*platform.Entry, error) {
 
 // perform carries out the plan: output directory, stage, execution.json, the steps, and
 // always the cleanup.
-func (r *runner_) perform(ctx context.Context) (err error) {
+func (r *execution) perform(ctx context.Context) (err error) {
 	o := r.o
 	if err := os.MkdirAll(filepath.Dir(r.root), 0o755); err != nil {
 		return err
@@ -254,7 +254,7 @@ func (r *runner_) perform(ctx context.Context) (err error) {
 
 // failure is status.json's account of a failed execution: the phase, the error, and the
 // phase's log when it has one.
-func (r *runner_) failure(err error) *pyjson.Object {
+func (r *execution) failure(err error) *pyjson.Object {
 	f := pyjson.Obj("phase", r.phase, "message", safe.OneLine(err.Error()))
 	if fi, serr := os.Stat(filepath.Join(r.root, r.phase+".log")); serr == nil && fi.Mode().IsRegular() {
 		f.Set("log", r.phase+".log")
@@ -263,7 +263,7 @@ func (r *runner_) failure(err error) *pyjson.Object {
 }
 
 // reportRelease says how long after the benchmark the allocation was released.
-func (r *runner_) reportRelease() {
+func (r *execution) reportRelease() {
 	if r.benchEnd.IsZero() {
 		return
 	}
@@ -314,7 +314,7 @@ func checkBase(base string, create bool) (string, error) {
 
 // command is the seed's command(): announce the phase, log the child's output, and on
 // failure show the log's tail.
-func (r *runner_) command(ctx context.Context, argv []string, log string, env []string) error {
+func (r *execution) command(ctx context.Context, argv []string, log string, env []string) error {
 	r.phase = strings.TrimSuffix(log, ".log")
 	fmt.Fprintf(r.o.Stdout, "[operatorx] phase=%s\n", r.phase)
 	f, err := os.OpenFile(filepath.Join(r.root, log), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
@@ -341,7 +341,7 @@ func (r *runner_) command(ctx context.Context, argv []string, log string, env []
 }
 
 // run performs the layout and then the steps on the allocation.
-func (r *runner_) run(ctx context.Context) error {
+func (r *execution) run(ctx context.Context) error {
 	r.phase = "stage"
 	if err := r.applyLayout(ctx); err != nil {
 		return err
@@ -386,7 +386,7 @@ func (r *runner_) run(ctx context.Context) error {
 // step runs one srun step on job and then checks that the allocation is still running:
 // a step cut short by the allocation's end (cancelled, time limit, node failure) fails
 // with that reason, even when srun exited 0 (beyond the seed).
-func (r *runner_) step(ctx context.Context, job string, s Step) error {
+func (r *execution) step(ctx context.Context, job string, s Step) error {
 	err := r.command(ctx, s.Argv, s.Log, s.Env)
 	if ctx.Err() != nil {
 		return err
@@ -397,13 +397,13 @@ func (r *runner_) step(ctx context.Context, job string, s Step) error {
 	return err
 }
 
-func (r *runner_) cache() string { return filepath.Join(r.base, "containers") }
+func (r *execution) cache() string { return filepath.Join(r.base, "containers") }
 
 // cachedImage reports whether the shard's squash is already in the shared cache, valid and
 // this user's (or root's) own, as opx import on the node would find it: then the import
 // step, one srun on the allocation, is skipped (beyond the seed, which always runs it and
 // returns at once on a cache hit). The cache is on the shared storage the node mounts.
-func (r *runner_) cachedImage(ctx context.Context) (string, bool) {
+func (r *execution) cachedImage(ctx context.Context) (string, bool) {
 	squash := r.squash()
 	fi, err := os.Lstat(squash)
 	if err != nil || files.CheckTrustedFile(squash, fi) != nil || files.CheckSharedDir(r.cache()) != nil {
@@ -414,7 +414,7 @@ func (r *runner_) cachedImage(ctx context.Context) (string, bool) {
 
 // findNCU runs the search step and returns the install it picks ("" when none); its log
 // is the list found.
-func (r *runner_) findNCU(ctx context.Context, s Step) string {
+func (r *execution) findNCU(ctx context.Context, s Step) string {
 	ctx2, cancel := context.WithTimeout(ctx, 120*time.Second)
 	defer cancel()
 	out, _ := proc.Output(ctx2, proc.Cmd{Argv: s.Argv, Env: s.Env})

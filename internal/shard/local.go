@@ -23,7 +23,7 @@ var localJob = "local-" + strconv.Itoa(os.Getpid())
 // output layout as a Slurm shard, plus the variables srun would have set (SLURM_PROCID,
 // SLURM_LOCALID, SLURM_JOB_ID=local) so rank's checks hold. If one rank fails the others
 // are stopped, as srun --kill-on-bad-exit does.
-func (r *runner_) runLocal(ctx context.Context) error {
+func (r *execution) runLocal(ctx context.Context) error {
 	r.phase = "benchmark"
 	fmt.Fprintf(r.o.Stdout, "[operatorx] phase=benchmark\n")
 	logPath := filepath.Join(r.root, "benchmark.log")

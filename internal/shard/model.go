@@ -21,7 +21,7 @@ const DefaultHFEndpoint = "https://huggingface.co"
 const maxConfigBytes = 16 << 20
 
 // modelConfigURL is <HF_ENDPOINT>/<checkpoint>/raw/main/config.json (seed-spec §3.12).
-func (r *runner_) modelConfigURL(ckpt string) string {
+func (r *execution) modelConfigURL(ckpt string) string {
 	endpoint := DefaultHFEndpoint
 	if r.o.Getenv != nil {
 		if e := r.o.Getenv("HF_ENDPOINT"); e != "" {
@@ -40,7 +40,7 @@ func validCheckpoint(ckpt string) bool {
 // stageModelConfig fetches the checkpoint's config.json into <stage>/models/<checkpoint>/
 // (seed-spec §3.12). Failure is a note on stdout, not an error: the benchmark then runs
 // without OPERATORX_MODEL_CONFIG, as in the seed.
-func (r *runner_) stageModelConfig(ctx context.Context, ckpt string) {
+func (r *execution) stageModelConfig(ctx context.Context, ckpt string) {
 	note := func(err error) {
 		fmt.Fprintf(r.o.Stdout, "[operatorx] no config.json for %s: %v\n", ckpt, err)
 	}

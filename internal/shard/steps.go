@@ -34,7 +34,7 @@ type layoutOp struct {
 
 // layout is the stage's contents (seed-spec §12.8): the opx binary, harness sources, the
 // model config, the testlists and an empty results directory.
-func (r *runner_) layout() []layoutOp {
+func (r *execution) layout() []layoutOp {
 	ops := []layoutOp{{kind: "copy-binary", src: r.binary, dst: filepath.Join(r.stage, "bin", "opx")}}
 	if r.o.HarnessDir != "" {
 		ops = append(ops, layoutOp{kind: "copy-harness", src: r.o.HarnessDir, dst: filepath.Join(r.stage, "source")})
@@ -50,7 +50,7 @@ func (r *runner_) layout() []layoutOp {
 }
 
 // applyLayout carries out the layout.
-func (r *runner_) applyLayout(ctx context.Context) error {
+func (r *execution) applyLayout(ctx context.Context) error {
 	if r.binary == "" {
 		return errors.New("no opx binary to stage for " + r.entry.ImagePlatform)
 	}
@@ -96,7 +96,7 @@ func stageBinary(src, dst string) error {
 
 // allocStep is salloc (seed-spec §6 step 11.6), tagged with the shard's token beyond the
 // seed.
-func (r *runner_) allocStep() Step {
+func (r *execution) allocStep() Step {
 	e := r.entry
 	alloc := []string{"salloc", "--no-shell", "--partition=" + e.Partition, "--nodes=1",
 		fmt.Sprintf("--gres=gpu:%d", e.GPUsPerNode), fmt.Sprintf("--ntasks-per-node=%d", e.GPUsPerNode), "--exclusive",
@@ -120,7 +120,7 @@ func (r *runner_) allocStep() Step {
 // nodeSteps are the steps on the allocation job: the image import (pyxis runners), the
 // Nsight Compute search (counters mode on NVIDIA pyxis runners) and the benchmark, which
 // mounts the ncu install found (ncu, "" when none).
-func (r *runner_) nodeSteps(job, ncu string) []Step {
+func (r *execution) nodeSteps(job, ncu string) []Step {
 	var steps []Step
 	if r.entry.Container == "pyxis" {
 		argv := []string{"srun", "--jobid=" + job, "--nodes=1", "--ntasks=1", "--chdir=/tmp", filepath.Join(r.stage, "bin", "opx"), "import",
@@ -139,17 +139,17 @@ func (r *runner_) nodeSteps(job, ncu string) []Step {
 }
 
 // searchesNCU: counters mode on an NVIDIA pyxis runner looks for Nsight Compute on the node.
-func (r *runner_) searchesNCU() bool {
+func (r *execution) searchesNCU() bool {
 	return r.cell.Mode == "counters" && !r.runner.AMD() && r.entry.Container == "pyxis"
 }
 
 // squash is the cached image the benchmark runs in.
-func (r *runner_) squash() string {
+func (r *execution) squash() string {
 	return filepath.Join(r.cache(), manifest.ImageKey(r.cell.Image, r.cell.Digest, r.entry.ImagePlatform)+".sqsh")
 }
 
 // benchStep is the benchmark (seed-spec §6 step 11.15) with its environment.
-func (r *runner_) benchStep(job, ncu string) Step {
+func (r *execution) benchStep(job, ncu string) Step {
 	env, keep := r.benchEnv(job)
 	mounts := r.stage + ":/opx"
 	if ncu != "" {
@@ -196,7 +196,7 @@ var networkPrefixes = []string{"NCCL_NET", "NCCL_SOCKET_IFNAME", "NCCL_IB_", "NV
 // the image precedence over exported variables; --container-env reverses it for these
 // names). PYTHONPATH is not among them: the rank puts /opx/source first itself and keeps
 // the image's entries after it.
-func (r *runner_) benchEnv(job string) (env, keep []string) {
+func (r *execution) benchEnv(job string) (env, keep []string) {
 	env = append([]string(nil), r.o.Environ...)
 	set := func(k, v string) {
 		env = proc.SetEnv(env, k, v)
@@ -227,7 +227,7 @@ func (r *runner_) benchEnv(job string) (env, keep []string) {
 }
 
 // contractVars are the variables every rank gets, in the seed's order.
-func (r *runner_) contractVars(job string) [][2]string {
+func (r *execution) contractVars(job string) [][2]string {
 	c := r.cell
 	names, _, _ := c.Testlists()
 	engineArgs, par := c.EngineArgs, c.Parallel

@@ -265,8 +265,3 @@ func Judged(c Case) (Work, Judgement, bool) {
 	j, ok := Judge(w, c.LatencyUS, p)
 	return w, j, ok
 }
-
-// Row judges a case by the family's published peaks and the formulas alone.
-func Row(op string, args *pyjson.Object, worldSize int, runner string, latencyUS float64) (Work, Judgement, bool) {
-	return Judged(Case{Op: op, Args: args, WorldSize: worldSize, Runner: runner, LatencyUS: latencyUS})
-}

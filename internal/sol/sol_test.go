@@ -7,6 +7,11 @@ import (
 	"github.com/semianalysis/opx/internal/pyjson"
 )
 
+// Row judges a case by its family's published peaks and the formulas alone.
+func Row(op string, args *pyjson.Object, worldSize int, runner string, latencyUS float64) (Work, Judgement, bool) {
+	return Judged(Case{Op: op, Args: args, WorldSize: worldSize, Runner: runner, LatencyUS: latencyUS})
+}
+
 func args(t *testing.T, s string) *pyjson.Object {
 	t.Helper()
 	v, err := pyjson.Parse([]byte(s))
