@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/semianalysis/opx/internal/sweep"
 	"github.com/spf13/cobra"
@@ -10,15 +11,22 @@ import (
 
 type runOptions struct {
 	plan                                  planOptions
-	dir                                   string
+	dir, resume                           string
 	maxParallel, timeMinutes, cleanupSecs int
 }
 
-func runRun(ctx context.Context, env Env, o *runOptions) error {
+func runRun(ctx context.Context, env Env, c *cobra.Command, o *runOptions) error {
 	if o.maxParallel < 1 {
 		return &UsageError{errors.New("--max-parallel must be at least 1")}
 	}
-	return sweep.Run(ctx, sweep.Options{Plan: o.plan, Dir: o.dir, MaxParallel: o.maxParallel, TimeMinutes: o.timeMinutes,
+	if o.resume != "" {
+		for _, name := range []string{"out", "runner", "backends", "testlists", "world-sizes", "run-id", "attempt", "source-sha", "chunk-size", "mode", "testlist-dir", "containers", "recipes"} {
+			if c.Flags().Changed(name) {
+				return &UsageError{fmt.Errorf("--resume reruns the run's own manifest in its own directory: drop --%s", name)}
+			}
+		}
+	}
+	return sweep.Run(ctx, sweep.Options{Plan: o.plan, Dir: o.dir, Resume: o.resume, MaxParallel: o.maxParallel, TimeMinutes: o.timeMinutes,
 		CleanupSecs: o.cleanupSecs, Getenv: env.getenv, Environ: env.environ(), Stdout: env.Stdout, Stderr: env.Stderr,
 		Terminal: isTerminal(env.Stderr)})
 }
@@ -35,7 +43,14 @@ directory is refused while the first lives: the manifest, one output
 directory per shard under shards/ (execute's layout: logs, status.json, results/),
 summary.json and report.html (opx report's page). On a terminal a status line shows the
 phase, shard k/N, case i/M and the time elapsed; otherwise plain log lines. The coverage table is printed on stdout; the exit code is summarize's
-(0 only when every shard succeeded).`
+(0 only when every shard succeeded). It also writes cases.json, the case ledger: every
+requested case with its best row over all attempts, the attempt that wrote it and its
+share of the GPU-hours.
+
+--resume DIR pays for each case once: it finalizes the executions that run left
+unfinished (killed: their allocations cancelled, checkpointed rows collected), then runs
+the next attempt holding only the cases with no ok or unsupported row (it logs each one
+and why), into DIR/shards/<shard>.attempt-N, and summarizes the whole run again.`
 
 func newRunCmd(env Env) *cobra.Command {
 	o := &runOptions{plan: planOptions{Runner: "local", Backends: "cpu", Testlists: "cpu_smoke", WorldSizes: "1"}}
@@ -45,13 +60,15 @@ func newRunCmd(env Env) *cobra.Command {
 		Long:  runLong,
 		Example: `  go run ./cmd/opx run
   opx run --testlists cpu_smoke --world-sizes 1,2 --out /tmp/sweep
-  opx run --runner cluster:h200-dgxc --backends vllm --testlists gemm_perf --max-parallel 4`,
+  opx run --runner cluster:h200-dgxc --backends vllm --testlists gemm_perf --max-parallel 4
+  opx run --resume .opx-run/20261203T101500Z-4242   # only what that run is missing`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return runRun(c.Context(), env, o) },
+		RunE: func(c *cobra.Command, _ []string) error { return runRun(c.Context(), env, c, o) },
 	}
 	addPlanFlags(c, &o.plan, false)
 	f := c.Flags()
 	f.StringVar(&o.dir, "out", "", "new or empty directory for the manifest, shard outputs and summary (default .opx-run/<UTC time>-<pid>)")
+	f.StringVar(&o.resume, "resume", "", "an earlier opx run's directory: finalize what it left unfinished, then run only the cases with no ok or unsupported row, as its next attempt")
 	f.IntVar(&o.maxParallel, "max-parallel", 1, "shards executed at once on a Slurm runner (local runs one at a time)")
 	f.IntVar(&o.timeMinutes, "time-minutes", 60, "time limit per shard, minutes")
 	f.IntVar(&o.cleanupSecs, "cleanup-seconds", 180, "how long to wait for an allocation to end")

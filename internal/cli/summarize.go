@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"fmt"
+	"path/filepath"
+
 	"github.com/spf13/cobra"
 
 	"github.com/semianalysis/opx/internal/files"
-	"github.com/semianalysis/opx/internal/summary"
+	"github.com/semianalysis/opx/internal/results"
 )
 
 func newSummarizeCmd(env Env) *cobra.Command {
-	var manifest, artifacts, out string
+	var manifest, artifacts, out, cases string
 	c := &cobra.Command{
 		Use:   "summarize",
 		Short: "Count what every shard of a run measured; exit 1 unless all succeeded",
@@ -16,17 +19,32 @@ func newSummarizeCmd(env Env) *cobra.Command {
 found under --artifacts (every execution.json must belong to the manifest's run and source
 SHA), its result rows counted by status, and success when status.json says exit 0, at least
 one row is ok and none is an error. Writes the report JSON to --out, prints the markdown
-table (fit for $GITHUB_STEP_SUMMARY) on stdout, and exits 1 when coverage is incomplete.`,
+table (fit for $GITHUB_STEP_SUMMARY) on stdout, and exits 1 when coverage is incomplete.
+
+Beyond the seed, it writes the case ledger to --cases (default operatorx-cases.json beside
+--out): every requested case with the best row of all attempts (a row an older attempt
+wrote is kept when a newer one did not reach the case; an error is replaced by a later
+ok), the attempt that wrote it, its share of the GPU time, and what is still missing —
+and every attempt with its allocation's GPU-seconds. Its one-line account goes to stderr.
+The exit code stays the seed's (the shard report's success).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			rep, err := summary.Summarize(c.Context(), manifest, artifacts)
+			run, err := results.Cover(c.Context(), manifest, artifacts)
 			if err != nil {
 				return err
 			}
+			rep := run.Summary
 			if err := files.WriteJSON(out, rep.Value()); err != nil {
 				return err
 			}
+			if cases == "" {
+				cases = filepath.Join(filepath.Dir(out), "operatorx-cases.json")
+			}
+			if err := results.WriteLedger(cases, artifacts, run.Ledger); err != nil {
+				return err
+			}
 			rep.Markdown(env.Stdout)
+			fmt.Fprintf(env.Stderr, "opx summarize: %s; ledger: %s\n", run.Ledger.Line(), cases)
 			if !rep.Success {
 				return &ExitError{Code: 1}
 			}
@@ -37,6 +55,7 @@ table (fit for $GITHUB_STEP_SUMMARY) on stdout, and exits 1 when coverage is inc
 	f.StringVar(&manifest, "manifest", "", "the run's manifest (required)")
 	f.StringVar(&artifacts, "artifacts", "", "directory of downloaded shard artifacts (required)")
 	f.StringVar(&out, "out", "", "where to write the report JSON (required)")
+	f.StringVar(&cases, "cases", "", "where to write the case ledger (default operatorx-cases.json beside --out)")
 	for _, r := range []string{"manifest", "artifacts", "out"} {
 		_ = c.MarkFlagRequired(r)
 	}

@@ -94,8 +94,14 @@ func TestSummarizeMatchesSeed(t *testing.T) {
 	if code != 1 || r.code != 1 {
 		t.Fatalf("exit: seed %d (%s), opx %d (%s); want 1 and 1", code, stderr, r.code, r.stderr)
 	}
-	if r.stderr != "" {
-		t.Errorf("opx stderr: %s", r.stderr)
+	// beyond the seed: one line on stderr, the case ledger's account (these rows name no
+	// op, so no requested case is measured; 5 attempts predate accounting.json)
+	ledger := filepath.Join(filepath.Dir(opxOut), "operatorx-cases.json")
+	if want := "opx summarize: cases: 0 of 5 measured (ok 0, unsupported 0), 0 error, 5 missing; 0 GPU-hours, 5 attempt(s) without accounting.json; ledger: " + ledger + "\n"; r.stderr != want {
+		t.Errorf("opx stderr: %q, want %q", r.stderr, want)
+	}
+	if _, err := os.Stat(ledger); err != nil {
+		t.Errorf("no case ledger: %v", err)
 	}
 	if r.stdout != stdout {
 		t.Errorf("table differs\n opx:\n%s\nseed:\n%s", r.stdout, stdout)

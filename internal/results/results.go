@@ -29,7 +29,8 @@ type Run struct {
 	RunID, SourceSHA string
 	Summary          *summary.Report
 	Shards           []Shard // manifest order
-	Rows             []Row   // shard order, then file and row order
+	Rows             []Row   // shard order, then case order (Walk)
+	Ledger           *Ledger // every requested case over all attempts
 }
 
 // Shard is a manifest cell with what its chosen execution recorded.
@@ -61,10 +62,14 @@ type Row struct {
 	MetricOrder                                       []string
 	Impossible                                        bool      // above its hardware's limit (set by OpenLean; SOL says it)
 	Peak                                              *sol.Peak // its shard's site limits, if any
+	GPUSeconds                                        float64   // its case's GPU time over all attempts (Case.GPUSeconds)
+	Tries                                             int       // rows written for its case over all attempts
 }
 
-// Key is the stable case key: the same case in two runs has the same key.
-func (r *Row) Key() string { return r.KeyOf(KeyFields) }
+// Key is the stable case key (CaseKey): the same case in two runs has the same key.
+func (r *Row) Key() string {
+	return CaseKey(r.Testlist, r.OpType, r.ArgsJSON(), r.Backend, r.WorldSize, r.Cluster)
+}
 
 // KeyFields are the fields of the case key, in order; compare --key joins on a subset.
 var KeyFields = []string{"testlist", "op", "args", "backend", "world_size", "cluster"}
@@ -218,55 +223,113 @@ func Load(ctx context.Context, manifest, artifacts string) (*Run, error) {
 	return run, err
 }
 
-// Walk reads a run one results file at a time: start gets the run (its shards and
-// summary are filled in as Walk goes), then rows gets each results file's rows with their
-// shard, in shard order, then file and row order — the files summarize counts, parsed
-// once. What Walk holds is one file's rows, so a caller that does not keep them reads a
-// run of any size in bounded memory.
+// Walk reads a run one shard at a time: start gets the run (its shards, summary and
+// ledger are filled in as Walk goes), then rows gets each shard's rows: for every
+// requested case the best row of any attempt (the case ledger's choice, see Ledger), in
+// case order, then the rows of the newest attempt that are no requested case — in shard
+// order. Every results file is parsed once; what Walk holds is one shard's rows (all its
+// attempts), so a caller that does not keep them reads a run of any size in bounded
+// memory.
 func Walk(ctx context.Context, manifest, artifacts string, start func(*Run), rows func(*Shard, []Row) error) error {
-	run := &Run{Dir: artifacts, Manifest: manifest}
+	run := &Run{Dir: artifacts, Manifest: manifest, Ledger: &Ledger{}}
 	start(run)
-	read := map[int]*walked{} // the shards whose execution was read, by index
-	meta := func(i int, s *summary.Shard) (*walked, error) {
-		if w := read[i]; w != nil {
-			return w, nil
+	var parts []ledgerPart // by shard index
+	cur := -1
+	var w *walked
+	var execs []*execRows
+	begin := func(i int, s *summary.Shard) error {
+		cur = i
+		w = &walked{sh: Shard{Shard: *s, Software: map[string]string{}}, hosts: map[string]bool{}, versions: map[string]bool{}}
+		execs = nil
+		if s.Dir != "" {
+			if err := readMeta(ctx, &w.sh, run); err != nil {
+				return err
+			}
 		}
-		w := &walked{sh: Shard{Shard: *s, Software: map[string]string{}}, hosts: map[string]bool{}, versions: map[string]bool{}}
-		read[i] = w
-		return w, readMeta(ctx, &w.sh, run)
+		for _, ex := range s.Executions {
+			e, err := readAttempt(ctx, s.ID, ex)
+			if err != nil {
+				return err
+			}
+			execs = append(execs, e)
+		}
+		return nil
 	}
-	rep, err := summary.SummarizeEach(ctx, manifest, artifacts, func(i int, s *summary.Shard, path string, doc *pyjson.Object) error {
-		w, err := meta(i, s)
+	flush := func(s *summary.Shard) error {
+		cases, err := CellCases(s.Cell)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %v", manifest, err)
+		}
+		kept, attempts, extra := settleShard(cases, execs, s.Dir)
+		for len(parts) <= cur {
+			parts = append(parts, ledgerPart{})
+		}
+		parts[cur] = ledgerPart{cases: cases, attempts: attempts, walked: w, done: true}
+		run.Ledger.Extra += len(extra)
+		if len(kept)+len(extra) == 0 {
+			return nil
+		}
+		return rows(&w.sh, append(kept, extra...))
+	}
+	var last *summary.Shard
+	rep, err := summary.SummarizeEach(ctx, manifest, artifacts, func(i int, s *summary.Shard, ex summary.Execution, path string, doc *pyjson.Object) error {
+		if i != cur {
+			if last != nil {
+				if err := flush(last); err != nil {
+					return err
+				}
+			}
+			if err := begin(i, s); err != nil {
+				return err
+			}
+			last = s
 		}
 		got, err := readResults(path, doc, w)
 		if err != nil {
 			return err
 		}
-		return rows(&w.sh, got)
+		for _, e := range execs {
+			if e.ex.Dir == ex.Dir {
+				e.rows = append(e.rows, got...)
+			}
+		}
+		return nil
 	})
+	if err == nil && last != nil {
+		err = flush(last)
+	}
 	if err != nil {
 		return err
 	}
 	run.Summary = rep
 	run.Shards = make([]Shard, len(rep.Shards))
-	for i, s := range rep.Shards {
-		w := read[i]
-		if w == nil && s.Dir != "" {
-			if w, err = meta(i, &rep.Shards[i]); err != nil {
+	for i := range rep.Shards {
+		s := &rep.Shards[i]
+		if i >= len(parts) || !parts[i].done { // no results file in any attempt
+			if err := begin(i, s); err != nil {
+				return err
+			}
+			if err := flush(s); err != nil {
 				return err
 			}
 		}
-		if w == nil {
-			run.Shards[i] = Shard{Shard: s, Software: map[string]string{}}
-			continue
-		}
-		w.sh.Shard = s // the counts as summarize finished them
-		w.sh.Hosts, w.sh.Versions = slices.Sorted(maps.Keys(w.hosts)), slices.Sorted(maps.Keys(w.versions))
-		run.Shards[i] = w.sh
+		p := parts[i]
+		p.walked.sh.Shard = *s // the counts as summarize finished them
+		p.walked.sh.Hosts, p.walked.sh.Versions = slices.Sorted(maps.Keys(p.walked.hosts)), slices.Sorted(maps.Keys(p.walked.versions))
+		run.Shards[i] = p.walked.sh
+		run.Ledger.Cases = append(run.Ledger.Cases, p.cases...)
+		run.Ledger.Attempts = append(run.Ledger.Attempts, p.attempts...)
 	}
+	run.Ledger.RunID, run.Ledger.SourceSHA = run.RunID, run.SourceSHA
 	return nil
+}
+
+// ledgerPart is one shard's part of the ledger.
+type ledgerPart struct {
+	cases    []Case
+	attempts []Attempt
+	walked   *walked
+	done     bool
 }
 
 // walked is a shard being read: its facts, and the hosts and harness versions its results

@@ -83,6 +83,8 @@ type execution struct {
 	benchEnd          time.Time // when the benchmark step returned
 	allocated         bool      // salloc returned and allocation.log names the one job
 	phase             string    // the step running (or that failed): stage, allocation, import, ncu, benchmark
+	acct              *manifest.Accounting // accounting.json, rewritten at every event
+	acctFailed        bool                 // a write of it failed (said once)
 }
 
 // prepare turns the options, the manifest and the platform entry into the shard's plan,
@@ -228,6 +230,13 @@ func (r *execution) perform(ctx context.Context) (err error) {
 		os.RemoveAll(r.stage)
 		return err
 	}
+	gpus := int(r.entry.GPUsPerNode) // an exclusive node
+	if r.runner.Label == platform.Local {
+		gpus = int(r.ws)
+	}
+	now := time.Now().UTC()
+	r.acct = &manifest.Accounting{Runner: r.cell.Runner, GPUs: gpus, StartedAt: &now}
+	r.record(func(*manifest.Accounting) {})
 	rc := 1
 	defer func() {
 		// finalize with a context of its own: a cancelled execute must still clean up
@@ -250,6 +259,16 @@ func (r *execution) perform(ctx context.Context) (err error) {
 	}
 	rc = 0
 	return nil
+}
+
+// record changes the accounting and rewrites accounting.json. A write that fails is said
+// once and does not stop the shard: the file is the cost's record, not its measurement.
+func (r *execution) record(change func(*manifest.Accounting)) {
+	change(r.acct)
+	if err := r.acct.Write(filepath.Join(r.root, manifest.AccountingFile)); err != nil && !r.acctFailed {
+		r.acctFailed = true
+		fmt.Fprintf(r.o.Stderr, "opx: warning: %v (the shard's GPU time will be missing from the ledger)\n", err)
+	}
 }
 
 // failure is status.json's account of a failed execution: the phase, the error, and the
@@ -321,8 +340,17 @@ func (r *execution) command(ctx context.Context, argv []string, log string, env 
 	if err != nil {
 		return err
 	}
+	phase := r.phase
+	r.record(func(a *manifest.Accounting) {
+		a.Begin(phase, time.Now())
+		if phase == "allocation" {
+			t := time.Now().UTC()
+			a.SubmittedAt = &t
+		}
+	})
 	err = proc.Run(ctx, proc.Cmd{Argv: argv, Env: env, Stdout: f, Stderr: f, Grace: 10 * time.Second})
 	f.Close()
+	r.record(func(a *manifest.Accounting) { a.End(phase, time.Now()) })
 	if err != nil && ctx.Err() == nil {
 		b, _ := os.ReadFile(filepath.Join(r.root, log))
 		if len(b) > 16000 {
@@ -343,7 +371,10 @@ func (r *execution) command(ctx context.Context, argv []string, log string, env 
 // run performs the layout and then the steps on the allocation.
 func (r *execution) run(ctx context.Context) error {
 	r.phase = "stage"
-	if err := r.applyLayout(ctx); err != nil {
+	r.record(func(a *manifest.Accounting) { a.Begin("stage", time.Now()) })
+	err := r.applyLayout(ctx)
+	r.record(func(a *manifest.Accounting) { a.End("stage", time.Now()) })
+	if err != nil {
 		return err
 	}
 	if r.runner.Label == platform.Local {
@@ -359,6 +390,10 @@ func (r *execution) run(ctx context.Context) error {
 	}
 	job := jobs[0]
 	r.allocated = true
+	r.record(func(a *manifest.Accounting) {
+		t := a.Phases[len(a.Phases)-1].End // the allocation phase's end: salloc returned
+		a.GrantedAt, a.Job = t, job
+	})
 	ncu := ""
 	for _, s := range r.nodeSteps(job, ncu) {
 		switch s.Name {
@@ -372,7 +407,9 @@ func (r *execution) run(ctx context.Context) error {
 			}
 		case "ncu":
 			r.phase = "ncu"
+			r.record(func(a *manifest.Accounting) { a.Begin("ncu", time.Now()) })
 			ncu = r.findNCU(ctx, s)
+			r.record(func(a *manifest.Accounting) { a.End("ncu", time.Now()) })
 		case "benchmark":
 			s = r.benchStep(job, ncu) // with the install the search found
 			err := r.step(ctx, job, s)

@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/files"
@@ -40,17 +42,22 @@ func finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int, by
 		}
 	}
 	token := ""
-	if ex != nil && byToken {
+	if ex != nil && byToken && ex.Cell.Runner != platform.Local { // the local runner allocates nothing
 		token = ex.Token
 		if token == "" {
 			token = Token(ex.RunID, ex.Attempt, ex.ShardID())
 		}
 	}
+	acct := beginCleanup(ctx, root)
 	if err := s.Cleanup(ctx, root, cleanupSeconds, token); err != nil {
 		return err
 	}
 	if ex == nil {
 		return nil
+	}
+	defer acct.done(func(a *manifest.Accounting) { a.End("cleanup", time.Now()) })
+	if ex.Cell.Runner != platform.Local {
+		acct.released() // Cleanup confirmed the allocation gone
 	}
 	stage := ex.Stage
 	if err := checkStage(ex); err != nil {
@@ -65,12 +72,53 @@ func finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int, by
 			return err
 		}
 	}
+	acct.released()
 	if _, err := os.Stat(filepath.Join(stage, "results")); err == nil {
 		if err := copyTree(filepath.Join(stage, "results"), filepath.Join(root, "results")); err != nil {
 			return fmt.Errorf("collecting results from %s: %w; retaining staged evidence", stage, err)
 		}
 	}
 	return os.RemoveAll(stage)
+}
+
+// cleanupRecord is finalize's part of accounting.json: the cleanup phase, and the release
+// it confirmed. An execution without the file (or with one unreadable) is left as it is.
+type cleanupRecord struct {
+	path string
+	a    *manifest.Accounting
+}
+
+func beginCleanup(ctx context.Context, root string) *cleanupRecord {
+	path := filepath.Join(root, manifest.AccountingFile)
+	a, err := manifest.ReadAccounting(ctx, path)
+	if err != nil || a == nil {
+		return &cleanupRecord{}
+	}
+	if a.ReleasedAt != nil && slices.ContainsFunc(a.Phases, func(p manifest.Phase) bool { return p.Name == "cleanup" && p.End != nil }) {
+		return &cleanupRecord{} // finalized before: a second finalize changes nothing
+	}
+	c := &cleanupRecord{path: path, a: a}
+	c.done(func(a *manifest.Accounting) { a.Begin("cleanup", time.Now()) })
+	return c
+}
+
+// released records that the allocation is gone (Cleanup confirmed it, or the local ranks
+// were stopped), unless an earlier record says when it went.
+func (c *cleanupRecord) released() {
+	c.done(func(a *manifest.Accounting) {
+		if a.GrantedAt != nil && a.ReleasedAt == nil {
+			t := time.Now().UTC()
+			a.ReleasedAt = &t
+		}
+	})
+}
+
+func (c *cleanupRecord) done(change func(*manifest.Accounting)) {
+	if c.a == nil {
+		return
+	}
+	change(c.a)
+	_ = c.a.Write(c.path) // best effort: the cost's record, never a reason to keep a stage
 }
 
 // checkStage checks, before anything is removed, that an execution's stage is one execute

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/proc"
 )
 
@@ -26,6 +27,11 @@ var localJob = "local-" + strconv.Itoa(os.Getpid())
 func (r *execution) runLocal(ctx context.Context) error {
 	r.phase = "benchmark"
 	fmt.Fprintf(r.o.Stdout, "[operatorx] phase=benchmark\n")
+	r.record(func(a *manifest.Accounting) { // the ranks hold this machine's devices while they run
+		t := time.Now().UTC()
+		a.GrantedAt, a.Job = &t, localJob
+		a.Begin("benchmark", t)
+	})
 	logPath := filepath.Join(r.root, "benchmark.log")
 	log, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -56,6 +62,11 @@ func (r *execution) runLocal(ctx context.Context) error {
 	}
 	wg.Wait()
 	r.benchEnd = time.Now()
+	r.record(func(a *manifest.Accounting) {
+		t := r.benchEnd.UTC()
+		a.End("benchmark", t)
+		a.ReleasedAt = &t
+	})
 	if ctx.Err() != nil && context.Cause(ctx) != nil && !errors.Is(context.Cause(ctx), context.Canceled) {
 		return context.Cause(ctx)
 	}

@@ -439,7 +439,7 @@ func TestRunLocalDefault(t *testing.T) {
 	}
 	// the same directory again is refused, not overwritten
 	cmd := exec.Command(opxBin, "run", "--out", dir)
-	if r2 := run(cmd); r2.code != 1 || !strings.Contains(r2.stderr, "is not empty (it holds operatorx-manifest.json); opx run writes only into a new or empty --out") {
+	if r2 := run(cmd); r2.code != 1 || !strings.Contains(r2.stderr, "is not empty (it holds cases.json); opx run writes only into a new or empty --out (to run only what that run is missing: opx run --resume "+dir+")") {
 		t.Errorf("second run into %s: exit %d %q", dir, r2.code, r2.stderr)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -35,6 +36,17 @@ type Shard struct {
 	Attempt                int
 	HasAttempt             bool
 	Dir                    string // the chosen execution's directory ("" when missing)
+	// Executions is every attempt of the shard found (beyond the seed, for the case
+	// ledger), oldest first; the chosen one is among them.
+	Executions []Execution
+	Cell       *manifest.Cell // the manifest's cell (its cases' shapes as JSON text)
+}
+
+// Execution is one attempt of a shard found in the artifacts: its directory, the one
+// holding execution.json.
+type Execution struct {
+	Attempt int
+	Dir     string
 }
 
 // Report is the coverage report.
@@ -73,10 +85,12 @@ func Summarize(ctx context.Context, manifestPath, artifacts string) (*Report, er
 	return SummarizeEach(ctx, manifestPath, artifacts, nil)
 }
 
-// EachFile gets every results file summarize counts, parsed whole, with the shard it
-// belongs to (its index in the report): readers of the rows (report, compare, export) see
-// exactly the files summarize counted, read once.
-type EachFile func(shard int, s *Shard, path string, doc *pyjson.Object) error
+// EachFile gets every results file of every attempt of each shard, parsed whole, with the
+// shard it belongs to (its index in the report) and the execution it is from: all of one
+// shard's files, its attempts oldest first, before the next shard's. Readers of the rows
+// (the case ledger, report, compare, export) see the files summarize reads, read once;
+// summarize counts the chosen execution's (s.Dir).
+type EachFile func(shard int, s *Shard, ex Execution, path string, doc *pyjson.Object) error
 
 // SummarizeEach is Summarize, handing each results file it counts to each (nil: the files
 // are only counted, and only their tops built).
@@ -85,7 +99,7 @@ func SummarizeEach(ctx context.Context, manifestPath, artifacts string, each Eac
 	if err != nil {
 		return nil, err
 	}
-	latest, first, walkErr := walkExecutions(ctx, artifacts)
+	found, first, walkErr := walkExecutions(ctx, artifacts)
 	// the seed stops at the first execution.json whose provenance differs: when that is
 	// the first one, that error comes before any later one
 	if first != nil && (first.runID != m.RunID || first.sha != m.SourceSHA) {
@@ -96,18 +110,29 @@ func SummarizeEach(ctx context.Context, manifestPath, artifacts string, each Eac
 	}
 	rep := &Report{Shards: make([]Shard, len(m.Cells))}
 	for i, cell := range m.Cells {
-		rep.Shards[i] = Shard{ID: cell.ID, RequestedShapes: len(cell.Cases), Status: "missing"}
-		if f, ok := latest[cell.ID]; ok {
+		rep.Shards[i] = Shard{ID: cell.ID, RequestedShapes: len(cell.Cases), Status: "missing", Cell: cell}
+		if all := found[cell.ID]; len(all) > 0 {
+			f := newest(all)
 			rep.Shards[i].Attempt, rep.Shards[i].HasAttempt, rep.Shards[i].Dir = f.attempt, true, f.dir
+			for _, e := range all {
+				rep.Shards[i].Executions = append(rep.Shards[i].Executions, Execution{Attempt: e.attempt, Dir: e.dir})
+			}
 		}
 	}
 	for i := range rep.Shards {
-		if rep.Shards[i].HasAttempt {
+		s := &rep.Shards[i]
+		for _, ex := range s.Executions {
 			var fn func(string, *pyjson.Object) error
 			if each != nil {
-				fn = func(path string, doc *pyjson.Object) error { return each(i, &rep.Shards[i], path, doc) }
+				fn = func(path string, doc *pyjson.Object) error { return each(i, s, ex, path, doc) }
 			}
-			if err := settle(ctx, &rep.Shards[i], fn); err != nil {
+			var err error
+			if ex.Dir == s.Dir {
+				err = settle(ctx, s, fn)
+			} else if each != nil {
+				err = eachResults(ctx, ex.Dir, fn)
+			}
+			if err != nil {
 				return nil, err
 			}
 		}
@@ -127,11 +152,24 @@ type found struct {
 	runID, sha string
 }
 
-// walkExecutions finds every execution.json under artifacts and keeps the newest attempt
-// of each shard. Provenance is checked against the manifest afterwards; an execution of
-// another run anywhere in the tree fails the walk, as the seed's does.
-func walkExecutions(ctx context.Context, artifacts string) (map[string]found, *found, error) {
-	latest := map[string]found{}
+// newest is the execution summarize counts: the highest attempt, the first in lexical path
+// order among equal ones.
+func newest(all []found) found {
+	best := all[0]
+	for _, f := range all[1:] {
+		if f.attempt > best.attempt {
+			best = f
+		}
+	}
+	return best
+}
+
+// walkExecutions finds every execution.json under artifacts: each shard's, sorted by
+// attempt (ties in lexical path order). Provenance is checked against the manifest
+// afterwards; an execution of another run anywhere in the tree fails the walk, as the
+// seed's does.
+func walkExecutions(ctx context.Context, artifacts string) (map[string][]found, *found, error) {
+	latest := map[string][]found{}
 	if fi, err := os.Stat(artifacts); err != nil || !fi.IsDir() {
 		return nil, nil, fmt.Errorf("artifacts directory %s: not found", artifacts)
 	}
@@ -161,13 +199,14 @@ func walkExecutions(ctx context.Context, artifacts string) (map[string]found, *f
 		if err != nil {
 			return fmt.Errorf("%s: attempt %s is not an integer", path, pyjson.Repr(ex.Attempt))
 		}
-		if f, ok := latest[ex.ShardID()]; !ok || attempt > f.attempt {
-			latest[ex.ShardID()] = found{attempt: attempt, dir: filepath.Dir(path), runID: ex.RunID, sha: ex.SourceSHA}
-		}
+		latest[ex.ShardID()] = append(latest[ex.ShardID()], found{attempt: attempt, dir: filepath.Dir(path), runID: ex.RunID, sha: ex.SourceSHA})
 		return nil
 	})
 	if mismatch {
 		return nil, first, errors.New("artifact provenance does not match the requested run")
+	}
+	for _, all := range latest {
+		sort.SliceStable(all, func(i, j int) bool { return all[i].attempt < all[j].attempt })
 	}
 	return latest, first, err
 }
@@ -195,6 +234,13 @@ func pyInt(s string) (int, error) {
 		return 0, errors.New("invalid")
 	}
 	return strconv.Atoi(strings.ReplaceAll(t, "_", ""))
+}
+
+// eachResults hands each results file of an execution that summarize does not count
+// (an older attempt) to each, parsed whole; it is checked as the counted ones are.
+func eachResults(ctx context.Context, dir string, each func(string, *pyjson.Object) error) error {
+	var s Shard
+	return countRows(ctx, &s, filepath.Join(dir, "results"), each)
 }
 
 // countRows counts the rows of every *.json under dir (seed: rglob("*.json")).

@@ -5,6 +5,7 @@ package sweep
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,8 +23,8 @@ import (
 	"github.com/semianalysis/opx/internal/plan"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/proc"
-	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/report"
+	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/shard"
 	"github.com/semianalysis/opx/internal/summary"
@@ -39,6 +40,9 @@ type Options struct {
 	Environ                               []string
 	Stdout, Stderr                        io.Writer
 	Terminal                              bool // stderr is a terminal: a status line instead of log lines
+	// Resume is a run directory of an earlier opx run: run only the cases it is missing,
+	// as its next attempt (Plan's selection is not used).
+	Resume string
 }
 
 // Incomplete is Run's error when the sweep ran but not every shard succeeded: summarize's
@@ -56,10 +60,15 @@ type sweep struct {
 	dir, shards, mpath string
 	p                  plan.Request
 	pr                 *progress
+	// execManifest is the manifest the shards execute: mpath, or a resume attempt's
+	exec string
 }
 
 // Run is opx run.
 func Run(ctx context.Context, o Options) error {
+	if o.Resume != "" {
+		return runResume(ctx, o)
+	}
 	dir := o.Dir
 	if dir == "" {
 		// the pid keeps two runs started in the same second apart
@@ -75,8 +84,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	planned := false
 	defer func() { release(planned) }()
-	s := &sweep{o: o, dir: dir, shards: filepath.Join(dir, "shards"), mpath: filepath.Join(dir, "operatorx-manifest.json"),
-		p: o.Plan, pr: newProgress(o.Stderr, o.Terminal, 0, 0)}
+	s := newSweep(o, dir)
 	defer s.pr.finish()
 	s.p.Out = s.mpath
 	if s.p.SourceSHA == "unknown" { // not given: the commit of the checkout opx runs in, if any
@@ -89,7 +97,22 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	planned = true
-	m, err := manifest.LoadOutline(ctx, s.mpath)
+	return s.executeAndFinish(ctx)
+}
+
+func newSweep(o Options, dir string) *sweep {
+	s := &sweep{o: o, dir: dir, shards: filepath.Join(dir, "shards"), mpath: filepath.Join(dir, "operatorx-manifest.json"),
+		p: o.Plan, pr: newProgress(o.Stderr, o.Terminal, 0, 0)}
+	s.exec = s.mpath
+	return s
+}
+
+// executeAndFinish runs the shards of s.exec, then summarizes and reports the run.
+func (s *sweep) executeAndFinish(ctx context.Context) error {
+	if err := writeRunRecord(s.dir, s.pr.start, s.p, nil, false); err != nil {
+		return err
+	}
+	m, err := manifest.LoadOutline(ctx, s.exec)
 	if err != nil {
 		return err
 	}
@@ -155,11 +178,14 @@ func (s *sweep) execute(ctx context.Context, m *manifest.Manifest, reg *platform
 // shard executes one shard and reports its end.
 func (s *sweep) shard(ctx context.Context, reg *platform.Registry, cell *manifest.Cell, index int) {
 	out := filepath.Join(s.shards, cell.ID)
+	if s.p.Attempt != "1" { // attempt 1 keeps the layout opx run always had
+		out += ".attempt-" + s.p.Attempt
+	}
 	t0 := time.Now()
 	s.pr.shardStarted(cell.ID, index, len(cell.Cases), out)
 	err := shard.Execute(ctx, shard.Options{
 		Shard: cell.ID, RunID: s.p.RunID, Attempt: s.p.Attempt, SourceSHA: s.p.SourceSHA, RunnerName: "opx-run",
-		TimeMinutes: s.o.TimeMinutes, CleanupSeconds: s.o.CleanupSecs, Manifest: s.mpath, Output: out,
+		TimeMinutes: s.o.TimeMinutes, CleanupSeconds: s.o.CleanupSecs, Manifest: s.exec, Output: out,
 		Registry: reg, Getenv: s.o.Getenv, Environ: s.o.Environ,
 		Stderr: s.pr.writer(), // execute's own messages, kept apart from the status line
 		Stdout: &phaseWriter{fn: func(ph string) { s.pr.shardPhase(cell.ID, ph) }},
@@ -175,16 +201,22 @@ func (s *sweep) shard(ctx context.Context, reg *platform.Registry, cell *manifes
 	s.pr.shardDone(cell.ID, summary.RowsIn(filepath.Join(out, "results")), state, time.Since(t0))
 }
 
-// finish writes the summary, the report and run.json, and prints the coverage table.
+// finish writes the summary, the case ledger, the report and run.json, and prints the
+// coverage table.
 func (s *sweep) finish(ctx context.Context, interrupted error) error {
 	pr := s.pr
 	pr.setPhase("summarize")
-	rep, err := summary.Summarize(ctx, s.mpath, s.shards)
+	run, err := results.Cover(ctx, s.mpath, s.shards)
 	if err != nil {
 		return err
 	}
+	rep := run.Summary
 	sumPath := filepath.Join(s.dir, "summary.json")
 	if err := files.WriteJSON(sumPath, rep.Value()); err != nil {
+		return err
+	}
+	casesPath := filepath.Join(s.dir, "cases.json")
+	if err := results.WriteLedger(casesPath, s.shards, run.Ledger); err != nil {
 		return err
 	}
 	pr.setPhase("report")
@@ -195,11 +227,13 @@ func (s *sweep) finish(ctx context.Context, interrupted error) error {
 	pr.finish()
 	rep.Markdown(s.o.Stdout)
 	pr.logf("finished in %.1f s", time.Since(pr.start).Seconds())
+	pr.logf("%s", run.Ledger.Line())
 	pr.logf("manifest: %s", s.mpath)
 	pr.logf("shard outputs: %s", s.shards)
 	pr.logf("summary: %s", sumPath)
+	pr.logf("case ledger: %s", casesPath)
 	pr.logf("report: %s", reportPath)
-	if err := writeRunRecord(s.dir, pr.start, s.p.SourceSHA, interrupted); err != nil {
+	if err := writeRunRecord(s.dir, pr.start, s.p, interrupted, true); err != nil {
 		return err
 	}
 	if interrupted != nil {
@@ -242,7 +276,11 @@ func claimRunDir(dir string) (release func(planned bool), err error) {
 			}
 		}
 		if len(ents) > 0 {
-			return nil, fmt.Errorf("%s is not empty (it holds %s); opx run writes only into a new or empty --out", dir, ents[0].Name())
+			hint := ""
+			if _, err := os.Stat(filepath.Join(dir, "operatorx-manifest.json")); err == nil {
+				hint = " (to run only what that run is missing: opx run --resume " + dir + ")"
+			}
+			return nil, fmt.Errorf("%s is not empty (it holds %s); opx run writes only into a new or empty --out%s", dir, ents[0].Name(), hint)
 		}
 	} else if err != nil {
 		return nil, err
@@ -265,16 +303,42 @@ func claimRunDir(dir string) (release func(planned bool), err error) {
 	}, nil
 }
 
-// writeRunRecord writes <dir>/run.json: when the sweep started and ended, the source
-// commit, the opx version, and whether a signal cut it short.
-func writeRunRecord(dir string, start time.Time, sha string, interrupted error) error {
-	var why pyjson.Value
-	if interrupted != nil {
-		why = safe.OneLine(interrupted.Error())
+// runRecord is <dir>/run.json: when the sweep (or its latest resume) started and ended,
+// the run's provenance, the attempt it ran, the platform config its shards need (a resume
+// reuses it), and whether a signal cut it short. It is written when the shards start
+// (finished_at null) and again at the end.
+type runRecord struct {
+	StartedAt      string  `json:"started_at"`
+	FinishedAt     *string `json:"finished_at"`
+	RunID          string  `json:"run_id"`
+	Attempt        string  `json:"attempt"`
+	SourceSHA      string  `json:"source_sha"`
+	PlatformConfig string  `json:"platform_config,omitempty"`
+	OpxVersion     string  `json:"opx_version"`
+	Interrupted    *string `json:"interrupted"`
+}
+
+func writeRunRecord(dir string, start time.Time, p plan.Request, interrupted error, finished bool) error {
+	rec := runRecord{StartedAt: start.UTC().Format(time.RFC3339), RunID: p.RunID, Attempt: p.Attempt, SourceSHA: p.SourceSHA,
+		PlatformConfig: p.PlatformConfig, OpxVersion: version.String()}
+	if p.PlatformConfig != "" {
+		if abs, err := filepath.Abs(p.PlatformConfig); err == nil {
+			rec.PlatformConfig = abs
+		}
 	}
-	return files.WriteJSON(filepath.Join(dir, "run.json"), pyjson.Obj(
-		"started_at", start.UTC().Format(time.RFC3339), "finished_at", time.Now().UTC().Format(time.RFC3339),
-		"source_sha", sha, "opx_version", version.String(), "interrupted", why))
+	if finished {
+		t := time.Now().UTC().Format(time.RFC3339)
+		rec.FinishedAt = &t
+	}
+	if interrupted != nil {
+		why := safe.OneLine(interrupted.Error())
+		rec.Interrupted = &why
+	}
+	b, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	return files.WriteAtomic(filepath.Join(dir, "run.json"), append(b, '\n'), 0o644)
 }
 
 // gitHead is the commit of the git checkout dir is in ("" when it is not one).

@@ -1,0 +1,363 @@
+package results
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/manifest"
+	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/summary"
+)
+
+// Ledger is the case-level coverage of a run across all its attempts (beyond the seed,
+// whose coverage keeps only each shard's newest attempt): for every requested case the
+// best row any attempt produced, which attempt produced it, what it cost, and what is
+// still missing; and for every attempt what its allocation held and cost.
+type Ledger struct {
+	RunID, SourceSHA string
+	Cases            []Case    // manifest order: cell, case, backend
+	Attempts         []Attempt // shard order, attempts oldest first
+	Extra            int       // rows that are no requested case (not in the ledger)
+}
+
+// Case is one requested case: a cell's shape on one of its backends, keyed by CaseKey.
+// A shape listed twice for one cell is one case.
+type Case struct {
+	Key, Shard                     string
+	Testlist, Op, Backend, Cluster string
+	WorldSize                      int
+	Args                           *pyjson.Object // as the manifest has them
+	ArgsLabel                      string
+	// Status is the kept row's: ok, unsupported or error; missing when no attempt wrote one.
+	Status, Message string
+	Attempt         int     // the attempt whose row is kept (0: missing)
+	Tries           int     // rows written for it, over all attempts
+	GPUSeconds      float64 // its shares of every attempt's GPU time (see Attempt.Share)
+	Share           float64 // the share of the kept row's attempt: what the kept row cost
+	// Reached is whether the shard's newest attempt wrote a row for it: a case kept from an
+	// older attempt (or missing) was not reached by it.
+	Reached bool
+}
+
+// Done is whether the case needs no rerun: an ok or unsupported row.
+func (c *Case) Done() bool { return c.Status == "ok" || c.Status == "unsupported" }
+
+// Attempt is one execution of a shard and what it cost (its accounting.json).
+type Attempt struct {
+	Shard   string
+	Attempt int
+	Dir     string
+	// Outcome is status.json's: success (exit 0), failed, or unfinished (no status.json:
+	// killed, or still running).
+	Outcome, Failure string
+	Cases, Rows      int // the cases it was asked to run, and its rows of requested cases
+	Accounted        bool
+	GPUs             int
+	Pending, Held    float64 // seconds waiting for the allocation, and holding it
+	GPUSeconds       float64 // GPUs × Held
+	Estimated        bool    // no release recorded: held counted to the last event recorded
+	Phases           map[string]float64
+	GrantedAt        *time.Time
+	ReleasedAt       *time.Time
+	Job              string
+	Retry            bool // not the shard's first attempt
+	Counted          bool // the execution summarize's shard report counts (the newest)
+}
+
+// Share is what each of the attempt's cases is charged: its GPU time shared equally by the
+// rows it wrote, or, when it wrote none, by the cases it was asked to run. Every
+// attempt's time is charged to cases, so the cases' GPU-seconds add up to the attempts'.
+func (a *Attempt) Share() float64 {
+	switch {
+	case a.Rows > 0:
+		return a.GPUSeconds / float64(a.Rows)
+	case a.Cases > 0:
+		return a.GPUSeconds / float64(a.Cases)
+	}
+	return 0
+}
+
+// Totals are the ledger's sums.
+type Totals struct {
+	Cases, OK, Unsupported, Error, Missing int
+	GPUSeconds                             float64 // every attempt's allocation time
+	FailedSeconds                          float64 // attempts that did not succeed
+	RetrySeconds                           float64 // attempts after a shard's first
+	SupersededSeconds                      float64 // charged to rows the ledger did not keep: paid twice
+	PendingSeconds                         float64
+	Estimated                              bool // some attempt's release is not recorded
+	Unaccounted                            int  // attempts without accounting.json
+}
+
+// Totals sums the ledger.
+func (l *Ledger) Totals() Totals {
+	var t Totals
+	t.Cases = len(l.Cases)
+	for _, c := range l.Cases {
+		switch c.Status {
+		case "ok":
+			t.OK++
+		case "unsupported":
+			t.Unsupported++
+		case "error":
+			t.Error++
+		default:
+			t.Missing++
+		}
+	}
+	kept := 0.0
+	for _, c := range l.Cases {
+		if c.Attempt > 0 {
+			kept += c.Share
+		}
+	}
+	for _, a := range l.Attempts {
+		t.GPUSeconds += a.GPUSeconds
+		t.PendingSeconds += a.Pending
+		if a.Outcome != "success" {
+			t.FailedSeconds += a.GPUSeconds
+		}
+		if a.Retry {
+			t.RetrySeconds += a.GPUSeconds
+		}
+		t.Estimated = t.Estimated || a.Estimated
+		if !a.Accounted {
+			t.Unaccounted++
+		}
+	}
+	t.SupersededSeconds = max(0, l.charged()-kept)
+	return t
+}
+
+// charged is the GPU-seconds charged to cases (equal to the attempts' unless an attempt
+// had neither rows nor cases).
+func (l *Ledger) charged() float64 {
+	s := 0.0
+	for _, c := range l.Cases {
+		s += c.GPUSeconds
+	}
+	return s
+}
+
+// Complete is whether every case has an ok or unsupported row.
+func (l *Ledger) Complete() bool {
+	for _, c := range l.Cases {
+		if !c.Done() {
+			return false
+		}
+	}
+	return len(l.Cases) > 0
+}
+
+// CaseKey is the stable case key (KeyFields, all of them): the same case in plan,
+// summarize, report, compare and export, and in two runs, has the same key.
+func CaseKey(testlist, op, argsJSON, backend string, worldSize int, cluster string) string {
+	return strings.Join([]string{testlist, op, argsJSON, backend, "ws=" + strconv.Itoa(worldSize), cluster}, " | ")
+}
+
+// CellCases are a cell's requested cases, one per distinct key, in case then backend order.
+func CellCases(c *manifest.Cell) ([]Case, error) {
+	var out []Case
+	seen := map[string]bool{}
+	for i := range c.Cases {
+		cs, err := ShapeCases(c, i)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range cs {
+			if !seen[k.Key] {
+				seen[k.Key] = true
+				out = append(out, k)
+			}
+		}
+	}
+	return out, nil
+}
+
+// ShapeCases are the cases of the cell's i-th shape: one per backend of the cell.
+func ShapeCases(c *manifest.Cell, i int) ([]Case, error) {
+	cs := c.Cases[i]
+	shape := cs.Shape
+	if raw, ok := shape.(pyjson.Raw); ok {
+		v, err := pyjson.Parse(raw)
+		if err != nil {
+			return nil, err
+		}
+		shape = v
+	}
+	so, _ := shape.(*pyjson.Object)
+	op, _ := so.String("type")
+	args, _ := so.Object("args")
+	if so == nil || args == nil {
+		return nil, fmt.Errorf("shard %s case %d: a shape needs a type and an args object", c.ID, i)
+	}
+	argsJSON := string(pyjson.MustMarshal(args, pyjson.Identity))
+	out := make([]Case, 0, len(c.Backends))
+	for _, b := range c.Backends {
+		out = append(out, Case{Key: CaseKey(cs.Testlist, op, argsJSON, b, int(c.WorldSize), c.Cluster), Shard: c.ID,
+			Testlist: cs.Testlist, Op: op, Backend: b, Cluster: c.Cluster, WorldSize: int(c.WorldSize), Args: args,
+			ArgsLabel: Label(args), Status: "missing"})
+	}
+	return out, nil
+}
+
+// execRows is one execution of a shard being read: what it was asked, what it cost, and
+// its rows.
+type execRows struct {
+	ex   summary.Execution
+	att  Attempt
+	asks map[string]bool // the keys of the cases it was asked to run
+	rows []Row
+}
+
+// readAttempt reads an execution's execution.json (the cases it was asked to run),
+// status.json (its outcome) and accounting.json (its cost).
+func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*execRows, error) {
+	e := &execRows{ex: ex, att: Attempt{Shard: shardID, Attempt: ex.Attempt, Dir: ex.Dir, Outcome: "unfinished"}, asks: map[string]bool{}}
+	exe, err := manifest.ReadExecution(filepath.Join(ex.Dir, "execution.json"))
+	if err != nil {
+		return nil, err
+	}
+	asked, err := CellCases(exe.Cell)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", filepath.Join(ex.Dir, "execution.json"), err)
+	}
+	for _, c := range asked {
+		e.asks[c.Key] = true
+	}
+	if v, err := files.ReadJSON(ctx, filepath.Join(ex.Dir, "status.json")); err == nil {
+		o, _ := v.(*pyjson.Object)
+		code, _ := o.Get("exit_code")
+		if scalar(code) == "0" {
+			e.att.Outcome = "success"
+		} else {
+			e.att.Outcome = "failed"
+		}
+		if f, ok := o.Object("failure"); ok {
+			ph, _ := f.String("phase")
+			msg, _ := f.String("message")
+			e.att.Failure = strings.TrimPrefix(ph+": "+msg, ": ")
+		}
+	}
+	acct, err := manifest.ReadAccounting(ctx, filepath.Join(ex.Dir, manifest.AccountingFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if acct != nil {
+		a := &e.att
+		held, est := acct.Held()
+		a.Accounted, a.GPUs, a.Held, a.Estimated = true, acct.GPUs, held.Seconds(), est
+		a.GPUSeconds, _ = acct.GPUSeconds()
+		a.Pending = acct.Pending().Seconds()
+		a.GrantedAt, a.ReleasedAt, a.Job = acct.GrantedAt, acct.ReleasedAt, acct.Job
+		a.Phases = map[string]float64{}
+		for _, p := range acct.Phases {
+			a.Phases[p.Name] = acct.PhaseSeconds(p.Name)
+		}
+	}
+	return e, nil
+}
+
+// rank orders statuses: a later attempt's row replaces a kept one only when it is better,
+// or as good and newer.
+func rank(status string) int {
+	switch status {
+	case "ok":
+		return 3
+	case "unsupported":
+		return 2
+	case "error":
+		return 1
+	}
+	return 0
+}
+
+// settleShard decides a shard's cases from every execution read, charges each attempt's
+// time to its cases, and returns the rows kept (requested order), then the rows of the
+// counted execution that are no requested case.
+func settleShard(cases []Case, execs []*execRows, counted string) (kept []Row, attempts []Attempt, extra []Row) {
+	index := make(map[string]int, len(cases))
+	for i, c := range cases {
+		index[c.Key] = i
+	}
+	chosen := make([]*Row, len(cases))
+	first := 0
+	for n, e := range execs {
+		if n == 0 || e.ex.Attempt < first {
+			first = e.ex.Attempt
+		}
+	}
+	for _, e := range execs {
+		a := &e.att
+		a.Retry, a.Counted = e.ex.Attempt > first, e.ex.Dir == counted
+		for k := range e.asks {
+			if _, ok := index[k]; ok {
+				a.Cases++
+			}
+		}
+		var mine []int // the case of each of its rows
+		for i := range e.rows {
+			r := &e.rows[i]
+			r.Attempt = e.ex.Attempt
+			ci, ok := index[r.Key()]
+			if !ok {
+				if a.Counted {
+					extra = append(extra, *r)
+				}
+				continue
+			}
+			mine = append(mine, ci)
+			c := &cases[ci]
+			c.Tries++
+			if a.Counted {
+				c.Reached = true
+			}
+			if cur := chosen[ci]; cur == nil || rank(r.Status) > rank(cur.Status) || (rank(r.Status) == rank(cur.Status) && r.Attempt > cur.Attempt) {
+				chosen[ci] = r
+			}
+		}
+		a.Rows = len(mine)
+		share := a.Share()
+		if a.Rows > 0 {
+			for _, ci := range mine {
+				cases[ci].GPUSeconds += share
+			}
+		} else {
+			for k := range e.asks {
+				if ci, ok := index[k]; ok {
+					cases[ci].GPUSeconds += share
+				}
+			}
+		}
+		attempts = append(attempts, *a)
+	}
+	for i, r := range chosen {
+		if r == nil {
+			continue
+		}
+		c := &cases[i]
+		c.Status, c.Message, c.Attempt = r.Status, r.Message, r.Attempt
+		c.Share = shareOf(attempts, r.Attempt)
+		row := *r
+		row.GPUSeconds, row.Tries = c.GPUSeconds, c.Tries
+		kept = append(kept, row)
+	}
+	return kept, attempts, extra
+}
+
+// shareOf is the share an attempt charged each of its rows.
+func shareOf(attempts []Attempt, attempt int) float64 {
+	for i := range attempts {
+		if attempts[i].Attempt == attempt {
+			return attempts[i].Share()
+		}
+	}
+	return 0
+}

@@ -1,0 +1,181 @@
+package results
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/pyjson"
+)
+
+// LedgerSchema names the case ledger's format (docs/reference.md, "cases.json").
+const LedgerSchema = "opx-cases/1"
+
+// ledgerDoc is the case ledger as written: cases.json.
+type ledgerDoc struct {
+	Schema    string       `json:"schema"`
+	RunID     string       `json:"run_id"`
+	SourceSHA string       `json:"source_sha"`
+	Complete  bool         `json:"complete"`
+	Totals    totalsDoc    `json:"totals"`
+	Attempts  []attemptDoc `json:"attempts"`
+	Cases     []caseDoc    `json:"cases"`
+}
+
+type totalsDoc struct {
+	Cases             int     `json:"cases"`
+	OK                int     `json:"ok"`
+	Unsupported       int     `json:"unsupported"`
+	Error             int     `json:"error"`
+	Missing           int     `json:"missing"`
+	GPUSeconds        float64 `json:"gpu_seconds"`
+	GPUHours          float64 `json:"gpu_hours"`
+	FailedSeconds     float64 `json:"failed_attempts_gpu_seconds"`
+	RetrySeconds      float64 `json:"retries_gpu_seconds"`
+	SupersededSeconds float64 `json:"superseded_gpu_seconds"`
+	PendingSeconds    float64 `json:"pending_seconds"`
+	Estimated         bool    `json:"estimated"`
+	Unaccounted       int     `json:"unaccounted_attempts"`
+	Extra             int     `json:"extra_rows"`
+}
+
+type attemptDoc struct {
+	Shard      string             `json:"shard"`
+	Attempt    int                `json:"attempt"`
+	Dir        string             `json:"dir"`
+	Outcome    string             `json:"outcome"`
+	Failure    string             `json:"failure,omitempty"`
+	Cases      int                `json:"cases"`
+	Rows       int                `json:"rows"`
+	Accounted  bool               `json:"accounted"`
+	GPUs       int                `json:"gpus"`
+	Pending    float64            `json:"pending_seconds"`
+	Held       float64            `json:"held_seconds"`
+	GPUSeconds float64            `json:"gpu_seconds"`
+	Share      float64            `json:"gpu_seconds_per_row"`
+	Estimated  bool               `json:"estimated"`
+	Phases     map[string]float64 `json:"phase_seconds,omitempty"`
+	GrantedAt  *time.Time         `json:"granted_at,omitempty"`
+	ReleasedAt *time.Time         `json:"released_at,omitempty"`
+	Job        string             `json:"job,omitempty"`
+	Retry      bool               `json:"retry"`
+	Counted    bool               `json:"counted"`
+}
+
+type caseDoc struct {
+	Key        string          `json:"key"`
+	Shard      string          `json:"shard"`
+	Testlist   string          `json:"testlist"`
+	Op         string          `json:"op"`
+	Backend    string          `json:"backend"`
+	WorldSize  int             `json:"world_size"`
+	Cluster    string          `json:"cluster"`
+	Args       json.RawMessage `json:"args"`
+	Status     string          `json:"status"`
+	Message    string          `json:"message,omitempty"`
+	Attempt    int             `json:"attempt"`
+	Tries      int             `json:"tries"`
+	GPUSeconds float64         `json:"gpu_seconds"`
+	Reached    bool            `json:"reached_by_newest"`
+}
+
+// WriteLedger writes the ledger to path, atomically; attempt directories are written
+// relative to artifacts.
+func WriteLedger(path, artifacts string, l *Ledger) error {
+	t := l.Totals()
+	doc := ledgerDoc{Schema: LedgerSchema, RunID: l.RunID, SourceSHA: l.SourceSHA, Complete: l.Complete(),
+		Totals: totalsDoc{Cases: t.Cases, OK: t.OK, Unsupported: t.Unsupported, Error: t.Error, Missing: t.Missing,
+			GPUSeconds: t.GPUSeconds, GPUHours: t.GPUSeconds / 3600, FailedSeconds: t.FailedSeconds, RetrySeconds: t.RetrySeconds,
+			SupersededSeconds: t.SupersededSeconds, PendingSeconds: t.PendingSeconds, Estimated: t.Estimated,
+			Unaccounted: t.Unaccounted, Extra: l.Extra},
+		Attempts: []attemptDoc{}, Cases: []caseDoc{}}
+	for _, a := range l.Attempts {
+		dir := a.Dir
+		if rel, err := filepath.Rel(artifacts, a.Dir); err == nil {
+			dir = rel
+		}
+		doc.Attempts = append(doc.Attempts, attemptDoc{Shard: a.Shard, Attempt: a.Attempt, Dir: dir, Outcome: a.Outcome,
+			Failure: a.Failure, Cases: a.Cases, Rows: a.Rows, Accounted: a.Accounted, GPUs: a.GPUs, Pending: a.Pending,
+			Held: a.Held, GPUSeconds: a.GPUSeconds, Share: a.Share(), Estimated: a.Estimated, Phases: a.Phases,
+			GrantedAt: a.GrantedAt, ReleasedAt: a.ReleasedAt, Job: a.Job, Retry: a.Retry, Counted: a.Counted})
+	}
+	for _, c := range l.Cases {
+		doc.Cases = append(doc.Cases, caseDoc{Key: c.Key, Shard: c.Shard, Testlist: c.Testlist, Op: c.Op, Backend: c.Backend,
+			WorldSize: c.WorldSize, Cluster: c.Cluster, Args: pyjson.MustMarshal(c.Args, pyjson.Default), Status: c.Status,
+			Message: c.Message, Attempt: c.Attempt, Tries: c.Tries, GPUSeconds: c.GPUSeconds, Reached: c.Reached})
+	}
+	b, err := json.MarshalIndent(doc, "", " ")
+	if err != nil {
+		return err
+	}
+	return files.WriteAtomic(path, append(b, '\n'), 0o644)
+}
+
+// CaseCost is one case of an earlier run's ledger: its key, and what it cost.
+type CaseCost struct {
+	Key, Op    string
+	GPUSeconds float64
+	Done       bool
+}
+
+// ReadLedgerCosts reads a cases.json for what its cases cost (opx plan --estimate-from).
+func ReadLedgerCosts(ctx context.Context, path string) ([]CaseCost, error) {
+	b, err := files.ReadRegular(ctx, path, files.MaxInput)
+	if err != nil {
+		return nil, err
+	}
+	var doc ledgerDoc
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("%s: not a case ledger: %v", path, err)
+	}
+	if doc.Schema != LedgerSchema {
+		return nil, fmt.Errorf("%s: not a case ledger (schema %q, want %q)", path, doc.Schema, LedgerSchema)
+	}
+	out := make([]CaseCost, 0, len(doc.Cases))
+	for _, c := range doc.Cases {
+		out = append(out, CaseCost{Key: c.Key, Op: c.Op, GPUSeconds: c.GPUSeconds, Done: c.Status == "ok" || c.Status == "unsupported"})
+	}
+	return out, nil
+}
+
+// Line is the ledger in one line, for logs and step summaries.
+func (l *Ledger) Line() string {
+	t := l.Totals()
+	s := fmt.Sprintf("cases: %d of %d measured (ok %d, unsupported %d), %d error, %d missing; %s GPU-hours",
+		t.OK+t.Unsupported, t.Cases, t.OK, t.Unsupported, t.Error, t.Missing, Hours(t.GPUSeconds))
+	if t.FailedSeconds > 0 || t.RetrySeconds > 0 || t.SupersededSeconds > 0 {
+		s += fmt.Sprintf(" (%s on failed attempts, %s on retries, %s paid twice)", Hours(t.FailedSeconds), Hours(t.RetrySeconds), Hours(t.SupersededSeconds))
+	}
+	if t.Estimated {
+		s += ", some releases not recorded (estimated)"
+	}
+	if t.Unaccounted > 0 {
+		s += fmt.Sprintf(", %d attempt(s) without accounting.json", t.Unaccounted)
+	}
+	return s
+}
+
+// Hours formats GPU-seconds as GPU-hours with enough digits for a short local sweep.
+func Hours(gpuSeconds float64) string {
+	h := gpuSeconds / 3600
+	switch {
+	case h == 0:
+		return "0"
+	case h < 0.01:
+		return fmt.Sprintf("%.5f", h)
+	case h < 10:
+		return fmt.Sprintf("%.3f", h)
+	}
+	return fmt.Sprintf("%.1f", h)
+}
+
+// Cover is summarize's reading of a run: the seed's shard report and the case ledger,
+// every results file of every attempt parsed once.
+func Cover(ctx context.Context, manifest, artifacts string) (*Run, error) {
+	var run *Run
+	err := Walk(ctx, manifest, artifacts, func(r *Run) { run = r }, func(*Shard, []Row) error { return nil })
+	return run, err
+}

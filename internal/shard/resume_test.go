@@ -1,0 +1,176 @@
+package shard_test
+
+// The resume test of the case ledger (docs/reference.md, "cases.json"), on the real local
+// Slurm: an opx run killed (SIGKILL) after k of its n cases, then opx run --resume. The
+// second attempt must run exactly the n-k cases the first did not write, the ledger must
+// be complete, and its GPU-seconds must add up.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/semianalysis/opx/internal/manifest"
+	"github.com/semianalysis/opx/internal/summary"
+)
+
+// ledgerFile is the part of cases.json the test checks.
+type ledgerFile struct {
+	Complete bool
+	Totals   struct {
+		Cases, OK, Missing int
+		GPUSeconds         float64 `json:"gpu_seconds"`
+		Failed             float64 `json:"failed_attempts_gpu_seconds"`
+		Retries            float64 `json:"retries_gpu_seconds"`
+		Superseded         float64 `json:"superseded_gpu_seconds"`
+	}
+	Attempts []struct {
+		Shard, Dir, Outcome string
+		Attempt, Rows, GPUs int
+		Cases               int
+		GPUSeconds          float64 `json:"gpu_seconds"`
+		Held                float64 `json:"held_seconds"`
+		Estimated           bool
+	}
+	Cases []struct {
+		Key, Status string
+		Attempt     int
+		GPUSeconds  float64 `json:"gpu_seconds"`
+	}
+}
+
+func readLedger(t *testing.T, path string) ledgerFile {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l ledgerFile
+	if err := json.Unmarshal(b, &l); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return l
+}
+
+func TestResumeRunsOnlyTheMissingCasesOnSlurm(t *testing.T) {
+	c := slurmCluster(t)
+	const n = 8
+	var shapes []string
+	for i := range n {
+		shapes = append(shapes, fmt.Sprintf(`{"type": "gemm", "args": {"m": %d, "n": 512, "k": 512, "a": {"dtype": "fp64"}, "b": {"dtype": "fp64"}, "out": "fp64"}, "sources": []}`, 512+32*i))
+	}
+	os.WriteFile(filepath.Join(c.tl, "resume8.json"), []byte("["+strings.Join(shapes, ",\n")+"]"), 0o644)
+	dir := filepath.Join(t.TempDir(), "sweep")
+	env := c.env("OPERATORX_MEASURE_S=0.6") // each case takes about a second
+	cmd := exec.Command(opxBin, "run", "--out", dir, "--runner", "cluster:opxtest-loopback", "--testlists", "resume8",
+		"--platform-config", c.cfg, "--testlist-dir", c.tl, "--time-minutes", "10", "--cleanup-seconds", "30", "--run-id", "77")
+	cmd.Env = env
+	var se bytes.Buffer
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// kill it, SIGKILL, once the first attempt checkpointed two rows
+	waitFor(t, "two checkpointed rows", 90*time.Second, func() bool {
+		stages, _ := filepath.Glob(filepath.Join(c.stageRoot, ".operatorx-*", "77-1-*", "results"))
+		return len(stages) == 1 && summary.RowsIn(stages[0]) >= 2
+	})
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if q := c.squeue(); q == "" {
+		t.Fatalf("the killed run's allocation vanished on its own; stderr:\n%s", se.String())
+	}
+
+	r := run(func() *exec.Cmd {
+		cmd := exec.Command(opxBin, "run", "--resume", dir, "--cleanup-seconds", "30", "--time-minutes", "10")
+		cmd.Env = env
+		return cmd
+	}())
+	if r.code != 0 {
+		t.Fatalf("opx run --resume: exit %d\n%s", r.code, r.stderr)
+	}
+	l := readLedger(t, filepath.Join(dir, "cases.json"))
+	if !l.Complete || l.Totals.Cases != n || l.Totals.OK != n || l.Totals.Missing != 0 {
+		t.Fatalf("ledger not complete: %+v\n%s", l.Totals, r.stderr)
+	}
+	if len(l.Attempts) != 2 || l.Attempts[0].Attempt != 1 || l.Attempts[1].Attempt != 2 {
+		t.Fatalf("attempts %+v", l.Attempts)
+	}
+	first, second := l.Attempts[0], l.Attempts[1]
+	k := first.Rows
+	if k < 2 || k >= n || first.Outcome != "unfinished" {
+		t.Fatalf("attempt 1 wrote %d of %d rows (%s); want the kill to have cut it short after 2", k, n, first.Outcome)
+	}
+	t.Logf("attempt 1 wrote %d of %d rows before it was finalized; attempt 2 ran %d", k, n, second.Rows)
+	// the second attempt ran exactly the n-k cases the first did not write
+	if second.Rows != n-k || second.Cases != n-k || second.Outcome != "success" {
+		t.Errorf("attempt 2: %d rows of %d cases (%s), want %d", second.Rows, second.Cases, second.Outcome, n-k)
+	}
+	if got := rows(t, filepath.Join(dir, "shards", second.Dir)); got["ok"] != n-k || len(got) != 1 {
+		t.Errorf("attempt 2's results hold %v, want %d ok rows", got, n-k)
+	}
+	m, err := manifest.Load(t.Context(), filepath.Join(dir, "operatorx-manifest.attempt-2.json"))
+	if err != nil || len(m.Cells) != 1 || len(m.Cells[0].Cases) != n-k {
+		t.Fatalf("resume manifest: %v", err)
+	}
+	if got := strings.Count(r.stderr, "  rerun resume8 | gemm | "); got != n-k ||
+		!strings.Contains(r.stderr, "missing: attempt 1 ended before it (killed: no status.json)") {
+		t.Errorf("resume named %d reruns, want %d with their reason:\n%s", got, n-k, r.stderr)
+	}
+	byAttempt := map[int]int{}
+	for _, cs := range l.Cases {
+		byAttempt[cs.Attempt]++
+	}
+	if byAttempt[1] != k || byAttempt[2] != n-k {
+		t.Errorf("rows kept per attempt %v, want %d from 1 and %d from 2", byAttempt, k, n-k)
+	}
+
+	// GPU-seconds add up: each attempt's allocation time (8 GPUs, granted to released, as
+	// accounting.json records it) is its cases' shares, and the sweep's is the sum
+	sumCases, sumAttempts := 0.0, 0.0
+	for _, cs := range l.Cases {
+		sumCases += cs.GPUSeconds
+	}
+	for _, a := range l.Attempts {
+		acct, err := manifest.ReadAccounting(t.Context(), filepath.Join(dir, "shards", a.Dir, manifest.AccountingFile))
+		if err != nil || acct == nil {
+			t.Fatalf("%s: accounting %v", a.Dir, err)
+		}
+		if acct.GrantedAt == nil || acct.ReleasedAt == nil || acct.SubmittedAt == nil || a.Estimated {
+			t.Errorf("%s: granted %v released %v submitted %v (a finalized allocation records all three)", a.Dir, acct.GrantedAt, acct.ReleasedAt, acct.SubmittedAt)
+			continue
+		}
+		want := acct.ReleasedAt.Sub(*acct.GrantedAt).Seconds() * 8
+		if a.GPUs != 8 || !near(a.GPUSeconds, want) || a.GPUSeconds <= 0 {
+			t.Errorf("%s: %d GPUs, %.3f GPU-s; accounting.json says %.3f", a.Dir, a.GPUs, a.GPUSeconds, want)
+		}
+		sumAttempts += a.GPUSeconds
+	}
+	if !near(sumCases, sumAttempts) || !near(sumAttempts, l.Totals.GPUSeconds) {
+		t.Errorf("GPU-seconds do not add up: cases %.6f, attempts %.6f, total %.6f", sumCases, sumAttempts, l.Totals.GPUSeconds)
+	}
+	if !near(l.Totals.Failed, first.GPUSeconds) || !near(l.Totals.Retries, second.GPUSeconds) || l.Totals.Superseded > 1e-9 {
+		t.Errorf("totals %+v: failed should be attempt 1's %.3f, retries attempt 2's %.3f, nothing paid twice", l.Totals, first.GPUSeconds, second.GPUSeconds)
+	}
+	if q := c.squeue(); q != "" {
+		t.Errorf("jobs left: %q", q)
+	}
+	if stages, _ := filepath.Glob(filepath.Join(c.stageRoot, ".operatorx-*", "77-*")); len(stages) > 0 {
+		t.Errorf("stages left behind: %v", stages)
+	}
+}
+
+func near(a, b float64) bool {
+	d := a - b
+	if d < 0 {
+		d = -d
+	}
+	return d <= 1e-6*max(1, a, b)
+}

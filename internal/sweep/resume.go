@@ -1,0 +1,142 @@
+package sweep
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/manifest"
+	"github.com/semianalysis/opx/internal/resume"
+	"github.com/semianalysis/opx/internal/shard"
+)
+
+// runResume is opx run --resume DIR: finalize the executions an earlier opx run left
+// unfinished (a SIGKILL, a lost login session: their allocations cancelled and confirmed
+// gone, their checkpointed rows collected), read the case ledger of every attempt, and
+// run the next attempt with only the cases that have no ok or unsupported row — then
+// summarize and report the whole run again.
+func runResume(ctx context.Context, o Options) error {
+	dir, err := filepath.Abs(o.Resume)
+	if err != nil {
+		return err
+	}
+	s := newSweep(o, dir)
+	defer s.pr.finish()
+	if _, err := os.Stat(s.mpath); err != nil {
+		return fmt.Errorf("--resume %s: no operatorx-manifest.json in it (is it an opx run directory?)", o.Resume)
+	}
+	release, err := claimForResume(dir)
+	if err != nil {
+		return err
+	}
+	defer release()
+	m, err := manifest.LoadOutline(ctx, s.mpath)
+	if err != nil {
+		return err
+	}
+	if len(m.Cells) == 0 {
+		return fmt.Errorf("--resume %s: its manifest has no shards", o.Resume)
+	}
+	s.p.RunID, s.p.SourceSHA, s.p.Runner = m.RunID, m.SourceSHA, m.Cells[0].Runner
+	if s.p.PlatformConfig == "" {
+		s.p.PlatformConfig = recordedPlatformConfig(dir)
+	}
+	if err := s.finalizeLeftovers(ctx); err != nil {
+		return err
+	}
+	rp, err := resume.Make(ctx, s.mpath, s.shards, 0)
+	if err != nil {
+		return err
+	}
+	s.p.Attempt = strconv.Itoa(rp.Attempt)
+	if len(rp.Reasons) == 0 {
+		s.pr.logf("resume: nothing to rerun: every case of %s has an ok or unsupported row", s.mpath)
+		return s.finish(ctx, nil)
+	}
+	s.pr.logf("resume: attempt %d reruns %d case(s) (%d shape(s) in %d shard(s)):", rp.Attempt, len(rp.Reasons), rp.Shapes, rp.Cells)
+	for _, r := range rp.Reasons {
+		s.pr.logf("  rerun %s: %s", r.Key, r.Why)
+	}
+	s.exec = filepath.Join(dir, "operatorx-manifest.attempt-"+s.p.Attempt+".json")
+	if err := files.WriteJSON(s.exec, rp.Manifest); err != nil {
+		return err
+	}
+	return s.executeAndFinish(ctx)
+}
+
+// finalizeLeftovers finalizes every execution under shards/ that has no status.json.
+func (s *sweep) finalizeLeftovers(ctx context.Context) error {
+	var open []string
+	err := filepath.WalkDir(s.shards, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipAll
+			}
+			return err
+		}
+		if d.Name() == "execution.json" && !d.IsDir() {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(path), "status.json")); errors.Is(err, fs.ErrNotExist) {
+				open = append(open, filepath.Dir(path))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	sl := &shard.Slurm{UID: os.Getuid(), Env: s.o.Environ}
+	for _, out := range open {
+		s.pr.logf("resume: finalizing %s (left unfinished: its allocation is cancelled, its checkpointed rows collected)", out)
+		if err := shard.Finalize(ctx, sl, out, s.o.CleanupSecs); err != nil {
+			return fmt.Errorf("finalizing %s: %w", out, err)
+		}
+	}
+	return nil
+}
+
+// recordedPlatformConfig is the platform config run.json names ("" when none).
+func recordedPlatformConfig(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	if err != nil {
+		return ""
+	}
+	var rec runRecord
+	if json.Unmarshal(b, &rec) != nil {
+		return ""
+	}
+	return rec.PlatformConfig
+}
+
+// claimForResume takes an existing run directory's lock. A lock left by an opx run that
+// no longer lives (killed) is taken over; a live one refuses.
+func claimForResume(dir string) (release func(), err error) {
+	lock := filepath.Join(dir, runLock)
+	for range 2 {
+		f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+		if err == nil {
+			fmt.Fprintf(f, "pid %d\n", os.Getpid())
+			f.Close()
+			return func() { os.Remove(lock) }, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		b, _ := os.ReadFile(lock)
+		pid, perr := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(string(b), "pid ")))
+		if perr != nil || pid <= 0 || syscall.Kill(pid, 0) == nil || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			return nil, fmt.Errorf("another opx run is writing to %s (%s exists); wait for it, or remove the lock if no opx run lives", dir, lock)
+		}
+		if err := os.Remove(lock); err != nil { // its opx run is gone: the lock is stale
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("could not take the lock %s", lock)
+}
