@@ -78,11 +78,11 @@ type execution struct {
 	entry             *platform.Entry
 	runner            platform.Runner
 	ws                int64
-	binary            string    // the opx binary to stage
-	token             string    // the allocation's tag (--comment)
-	benchEnd          time.Time // when the benchmark step returned
-	allocated         bool      // salloc returned and allocation.log names the one job
-	phase             string    // the step running (or that failed): stage, allocation, import, ncu, benchmark
+	binary            string               // the opx binary to stage
+	token             string               // the allocation's tag (--comment)
+	benchEnd          time.Time            // when the benchmark step returned
+	allocated         bool                 // salloc returned and allocation.log names the one job
+	phase             string               // the step running (or that failed): stage, allocation, import, ncu, benchmark
 	acct              *manifest.Accounting // accounting.json, rewritten at every event
 	acctFailed        bool                 // a write of it failed (said once)
 }
