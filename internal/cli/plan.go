@@ -1,14 +1,27 @@
 package cli
 
 import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/plan"
+	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/resume"
 )
 
 type planOptions = plan.Request
+
+// planExtra are plan's flags beyond the seed's.
+type planExtra struct {
+	resume, manifest, estimateFrom string
+}
 
 const planLong = `Plan a sweep: split the selected testlists into shards (one exclusive GPU node each),
 resolve every image to a digest, write the manifest, and print the one-line matrix that
@@ -20,15 +33,30 @@ its parts. Runners: the nine cluster:* labels, custom runners declared in a plat
 config (an entry with "cluster"), and "local" (this machine, no Slurm).
 
 Shard ids, manifests and messages are exactly those of InferenceX's OperatorX planner
-(ci.py) for the same inputs, so workflows written for it keep working.`
+(ci.py) for the same inputs, so workflows written for it keep working.
+
+Beyond the seed:
+  --estimate-from LEDGER  prints on stderr what the sweep should cost in GPU-hours, from
+                          an earlier run's case ledger (cases.json, operatorx-cases.json):
+                          each case it measured at its own cost, the rest at the mean of
+                          their op.
+  --resume ARTIFACTS      plans a re-dispatch instead: from the run's manifest (--manifest,
+                          else the one in ARTIFACTS) and every attempt's artifacts, a
+                          manifest of the same run and shard ids holding only the cases
+                          with no ok or unsupported row, for attempt --attempt (default
+                          the one after the newest found); the matrix of its shards on
+                          stdout, each case and why it is rerun on stderr. The selection
+                          flags are not used.`
 
 const planExample = `  opx plan --runner cluster:h200-dgxc --backends vllm --testlists gemm_perf \
       --world-sizes 1 --run-id 12 --attempt 1 --source-sha $(git rev-parse HEAD) \
       --chunk-size 500 --out operatorx-manifest.json > operatorx-matrix.json
-  opx plan --runner local --backends cpu --testlists cpu_smoke --world-sizes 1 --out plan.json`
+  opx plan --runner local --backends cpu --testlists cpu_smoke --world-sizes 1 --out plan.json
+  opx plan --resume operatorx-artifacts --attempt 2 --out operatorx-resume-manifest.json > operatorx-matrix.json`
 
 func newPlanCmd(env Env) *cobra.Command {
 	o := &planOptions{}
+	x := &planExtra{}
 	c := &cobra.Command{
 		Use:     "plan",
 		Short:   "Split a selection into shards and write the manifest",
@@ -36,20 +64,102 @@ func newPlanCmd(env Env) *cobra.Command {
 		Example: planExample,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return plan.Run(c.Context(), o, env.Stdout, env.Stderr, isTerminal(env.Stderr))
+			if x.resume != "" {
+				return planResume(c, env, o, x)
+			}
+			var missing []string
+			for _, name := range []string{"backends", "runner", "testlists", "world-sizes"} {
+				if !c.Flags().Changed(name) {
+					missing = append(missing, `"`+name+`"`)
+				}
+			}
+			if len(missing) > 0 { // cobra's words; required unless --resume
+				return &UsageError{fmt.Errorf("required flag(s) %s not set", strings.Join(missing, ", "))}
+			}
+			if err := plan.Run(c.Context(), o, env.Stdout, env.Stderr, isTerminal(env.Stderr)); err != nil {
+				return err
+			}
+			if x.estimateFrom != "" {
+				return printEstimate(c.Context(), env, o.Out, x.estimateFrom)
+			}
+			return nil
 		},
 	}
 	addPlanFlags(c, o, true)
+	f := c.Flags()
+	f.StringVar(&o.Out, "out", "operatorx-manifest.json", "where to write the manifest (with --resume: default operatorx-resume-manifest.json)")
+	f.StringVar(&x.estimateFrom, "estimate-from", "", "an earlier run's case ledger (cases.json): print the sweep's estimated GPU-hours on stderr")
+	f.StringVar(&x.resume, "resume", "", "a run's artifacts: plan only the cases they are missing (see above)")
+	f.StringVar(&x.manifest, "manifest", "", "with --resume: the run's manifest (default: the one in the artifacts)")
 	return c
 }
 
-// addPlanFlags declares plan's selection flags on c (opx run shares them); required marks
-// the selection flags required, else they keep o's defaults.
+// planResume is plan --resume: the re-dispatch of what a run is missing.
+func planResume(c *cobra.Command, env Env, o *planOptions, x *planExtra) error {
+	for _, name := range []string{"runner", "backends", "testlists", "world-sizes", "run-id", "source-sha", "chunk-size", "mode", "estimate-from"} {
+		if c.Flags().Changed(name) {
+			return &UsageError{fmt.Errorf("--resume plans the run's own manifest again: drop --%s", name)}
+		}
+	}
+	out := o.Out
+	if !c.Flags().Changed("out") {
+		out = "operatorx-resume-manifest.json"
+	}
+	mpath, err := results.Resolve(x.resume, x.manifest)
+	if err != nil {
+		return err
+	}
+	attempt := 0
+	if c.Flags().Changed("attempt") {
+		if attempt, err = strconv.Atoi(o.Attempt); err != nil || attempt < 1 {
+			return &UsageError{fmt.Errorf("--attempt %q: a resume attempt is a positive integer", o.Attempt)}
+		}
+	}
+	p, err := resume.Make(c.Context(), mpath, x.resume, attempt)
+	if err != nil {
+		return err
+	}
+	if err := files.WriteJSON(out, p.Manifest); err != nil {
+		return fmt.Errorf("writing manifest: %w", err)
+	}
+	fmt.Fprintf(env.Stdout, "%s\n", plan.Matrix(p.Manifest))
+	if len(p.Reasons) == 0 {
+		fmt.Fprintf(env.Stderr, "opx plan: nothing to resume: every case of %s has an ok or unsupported row (%s holds no shard)\n", mpath, out)
+		return nil
+	}
+	fmt.Fprintf(env.Stderr, "opx plan: attempt %d reruns %d case(s) (%d shape(s) in %d shard(s)); manifest: %s\n", p.Attempt, len(p.Reasons), p.Shapes, p.Cells, out)
+	for _, r := range p.Reasons {
+		fmt.Fprintf(env.Stderr, "  rerun %s: %s\n", r.Key, r.Why)
+	}
+	return nil
+}
+
+// printEstimate prints the planned sweep's cost from an earlier ledger.
+func printEstimate(ctx context.Context, env Env, manifestPath, ledger string) error {
+	costs, err := results.ReadLedgerCosts(ctx, ledger)
+	if err != nil {
+		return err
+	}
+	m, err := manifest.LoadOutline(ctx, manifestPath)
+	if err != nil {
+		return err
+	}
+	e, err := results.EstimateCost(m, costs)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stderr, "opx plan: estimate from %s: %s GPU-hours for %d case(s) (%d at what they cost there, %d at their op's mean, %d at the mean of all)\n",
+		ledger, results.Hours(e.GPUSeconds), e.Cases, e.Known, e.ByOp, e.ByAll)
+	return nil
+}
+
+// addPlanFlags declares plan's selection flags on c (opx run shares them); required says
+// in their help that plan needs them (its RunE checks), else they keep o's defaults.
 func addPlanFlags(c *cobra.Command, o *planOptions, required bool) {
 	f := c.Flags()
 	req := ""
 	if required {
-		req = " (required)"
+		req = " (required, unless --resume)"
 	}
 	f.StringVar(&o.Runner, "runner", o.Runner, "runner label, e.g. cluster:h200-dgxc, a custom runner, or local (opx list runners)"+req)
 	f.StringVar(&o.Backends, "backends", o.Backends, "comma-separated backends, e.g. vllm,torch or cpu (opx list backends)"+req)
@@ -64,13 +174,5 @@ func addPlanFlags(c *cobra.Command, o *planOptions, required bool) {
 	f.StringVar(&o.TestlistDir, "testlist-dir", "", "directory of <name>.json testlists (default: embedded)")
 	f.StringVar(&o.Containers, "containers", "", "containers.toml (default: embedded)")
 	f.StringVar(&o.Recipes, "recipes", "", "recipes JSON file (default: none)")
-	if required { // opx run's --out is its directory
-		f.StringVar(&o.Out, "out", "operatorx-manifest.json", "where to write the manifest")
-	}
 	f.DurationVar(&o.DigestTimeout, "digest-timeout", 10*time.Second, "registry timeout per image")
-	if required {
-		for _, req := range []string{"runner", "backends", "testlists", "world-sizes"} {
-			_ = c.MarkFlagRequired(req)
-		}
-	}
 }

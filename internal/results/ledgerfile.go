@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/pyjson"
 )
 
@@ -178,4 +179,51 @@ func Cover(ctx context.Context, manifest, artifacts string) (*Run, error) {
 	var run *Run
 	err := Walk(ctx, manifest, artifacts, func(r *Run) { run = r }, func(*Shard, []Row) error { return nil })
 	return run, err
+}
+
+// Estimate is what a planned sweep should cost, from an earlier run's ledger.
+type Estimate struct {
+	Cases, Known, ByOp, ByAll int
+	GPUSeconds                float64
+}
+
+// EstimateCost prices every case of the manifest: a case the earlier ledger measured at
+// what it cost there, any other at the mean cost of that ledger's cases of the same op
+// (else of all its cases).
+func EstimateCost(m *manifest.Manifest, costs []CaseCost) (Estimate, error) {
+	byKey := map[string]float64{}
+	opSum, opN := map[string]float64{}, map[string]int{}
+	all, allN := 0.0, 0
+	for _, c := range costs {
+		if c.GPUSeconds <= 0 {
+			continue
+		}
+		byKey[c.Key] = c.GPUSeconds
+		opSum[c.Op] += c.GPUSeconds
+		opN[c.Op]++
+		all += c.GPUSeconds
+		allN++
+	}
+	var e Estimate
+	for _, cell := range m.Cells {
+		cases, err := CellCases(cell)
+		if err != nil {
+			return e, err
+		}
+		for _, c := range cases {
+			e.Cases++
+			switch {
+			case byKey[c.Key] > 0:
+				e.Known++
+				e.GPUSeconds += byKey[c.Key]
+			case opN[c.Op] > 0:
+				e.ByOp++
+				e.GPUSeconds += opSum[c.Op] / float64(opN[c.Op])
+			case allN > 0:
+				e.ByAll++
+				e.GPUSeconds += all / float64(allN)
+			}
+		}
+	}
+	return e, nil
 }

@@ -174,3 +174,65 @@ func near(a, b float64) bool {
 	}
 	return d <= 1e-6*max(1, a, b)
 }
+
+// TestPlanResumeAndEstimate: the building blocks a workflow re-dispatch uses, on the local
+// runner — plan --resume plans only the case that errored, says why, and keeps the shard
+// id; plan --estimate-from prices a new plan from the run's ledger; run --resume reruns
+// the error and the ledger keeps the newer row.
+func TestPlanResumeAndEstimate(t *testing.T) {
+	tl := t.TempDir()
+	os.WriteFile(filepath.Join(tl, "mixed.json"), []byte(`[
+	  {"type": "gemm", "args": {"m": 64, "n": 64, "k": 64, "a": {"dtype": "fp64"}, "b": {"dtype": "fp64"}, "out": "fp64"}, "sources": []},
+	  {"type": "gemm", "args": {"m": 0, "n": 64, "k": 64, "a": {"dtype": "fp64"}, "b": {"dtype": "fp64"}, "out": "fp64"}, "sources": []},
+	  {"type": "gemm", "args": {"m": 32, "n": 64, "k": 32, "a": {"dtype": "bf16"}, "b": {"dtype": "bf16"}, "out": "bf16"}, "sources": []}]`), 0o644)
+	r, dir := runSweep(t, os.Environ(), "--testlists", "mixed", "--testlist-dir", tl)
+	if r.code != 1 {
+		t.Fatalf("a sweep with an error row: exit %d, want 1\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "cases: 2 of 3 measured (ok 1, unsupported 1), 1 error, 0 missing") {
+		t.Errorf("run's ledger line:\n%s", r.stderr)
+	}
+	out := filepath.Join(t.TempDir(), "resume.json")
+	pr := run(exec.Command(opxBin, "plan", "--resume", filepath.Join(dir, "shards"), "--manifest", filepath.Join(dir, "operatorx-manifest.json"), "--out", out))
+	if pr.code != 0 {
+		t.Fatalf("plan --resume: exit %d %s", pr.code, pr.stderr)
+	}
+	orig, err := manifest.Load(t.Context(), filepath.Join(dir, "operatorx-manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := manifest.Load(t.Context(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := orig.Cells[0].ID
+	if len(res.Cells) != 1 || res.Cells[0].ID != id || len(res.Cells[0].Cases) != 1 || res.RunID != orig.RunID {
+		t.Fatalf("resume manifest: %d cells", len(res.Cells))
+	}
+	if !strings.Contains(pr.stdout, `"id":"`+id+`"`) {
+		t.Errorf("matrix %q does not name shard %s", pr.stdout, id)
+	}
+	if !strings.Contains(pr.stderr, "attempt 2 reruns 1 case(s)") || !strings.Contains(pr.stderr, `"m": 0`) || !strings.Contains(pr.stderr, ": error in attempt 1: ") {
+		t.Errorf("plan --resume said:\n%s", pr.stderr)
+	}
+	est := run(exec.Command(opxBin, "plan", "--runner", "local", "--backends", "cpu", "--testlists", "mixed", "--world-sizes", "1",
+		"--testlist-dir", tl, "--out", filepath.Join(t.TempDir(), "m.json"), "--estimate-from", filepath.Join(dir, "cases.json")))
+	if est.code != 0 || !strings.Contains(est.stderr, "GPU-hours for 3 case(s) (3 at what they cost there, 0 at their op's mean, 0 at the mean of all)") {
+		t.Errorf("estimate: exit %d %q", est.code, est.stderr)
+	}
+
+	cmd := exec.Command(opxBin, "run", "--resume", dir)
+	rr := run(cmd)
+	if rr.code != 1 || !strings.Contains(rr.stderr, "resume: attempt 2 reruns 1 case(s)") {
+		t.Fatalf("run --resume: exit %d\n%s", rr.code, rr.stderr)
+	}
+	l := readLedger(t, filepath.Join(dir, "cases.json"))
+	if len(l.Attempts) != 2 || l.Attempts[1].Rows != 1 || l.Attempts[1].Cases != 1 || l.Totals.Superseded <= 0 {
+		t.Errorf("ledger after resume: %+v %+v", l.Totals, l.Attempts)
+	}
+	for _, c := range l.Cases {
+		if strings.Contains(c.Key, `"m": 0`) && (c.Status != "error" || c.Attempt != 2) {
+			t.Errorf("the rerun error case: %s from attempt %d", c.Status, c.Attempt)
+		}
+	}
+}

@@ -1,0 +1,205 @@
+package results
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/semianalysis/opx/internal/manifest"
+)
+
+// A run of one shard with four shapes on two backends (8 cases), written as execute
+// writes it: execution.json, status.json, accounting.json and results files per attempt.
+type fakeRun struct {
+	t                    *testing.T
+	dir, manifest, cellJ string
+	shapes               []string
+}
+
+func newFakeRun(t *testing.T) *fakeRun {
+	f := &fakeRun{t: t, dir: t.TempDir()}
+	for i := range 4 {
+		f.shapes = append(f.shapes, fmt.Sprintf(`{"type": "gemm", "args": {"m": %d, "n": 8, "k": 8}, "sources": []}`, 16*(i+1)))
+	}
+	f.manifest = filepath.Join(f.dir, "operatorx-manifest.json")
+	f.cellJ = f.cell(0, 1, 2, 3)
+	f.write(f.manifest, `{"run_id": "9", "source_sha": "abc", "include": [`+f.cellJ+`]}`)
+	return f
+}
+
+// cell is the shard's cell holding the given shapes.
+func (f *fakeRun) cell(shapes ...int) string {
+	var cases []string
+	for _, i := range shapes {
+		cases = append(cases, `{"testlist": "t", "shape": `+f.shapes[i]+`}`)
+	}
+	return `{"id": "s-1", "runner": "cluster:x", "cluster": "x_8x", "backends": ["torch", "vllm"], "world_size": 1,
+	  "gpus_per_node": 8, "cases": [` + strings.Join(cases, ", ") + `]}`
+}
+
+func (f *fakeRun) write(path, text string) {
+	f.t.Helper()
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// row is a results row of shape i on backend b.
+type row struct {
+	shape           int
+	backend, status string
+}
+
+// attempt writes one execution: the shapes it was asked, its rows, its exit code (-1: no
+// status.json) and an allocation of 8 GPUs held for heldS seconds (0: no accounting.json).
+func (f *fakeRun) attempt(n int, asked []int, rows []row, exit int, heldS float64) {
+	d := filepath.Join(f.dir, "shards", fmt.Sprintf("s-1.attempt-%d", n))
+	f.write(filepath.Join(d, "execution.json"), fmt.Sprintf(`{"cell": %s, "source_sha": "abc", "run_id": "9", "attempt": "%d", "stage": "/x"}`, f.cell(asked...), n))
+	if exit >= 0 {
+		f.write(filepath.Join(d, "status.json"), fmt.Sprintf(`{"exit_code": %d}`, exit))
+	}
+	if heldS > 0 {
+		t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+		granted, released := t0.Add(30*time.Second), t0.Add(30*time.Second+time.Duration(heldS*float64(time.Second)))
+		a := manifest.Accounting{Runner: "cluster:x", GPUs: 8, StartedAt: &t0, SubmittedAt: &t0, GrantedAt: &granted, ReleasedAt: &released}
+		if err := a.Write(filepath.Join(d, manifest.AccountingFile)); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	var rs []string
+	for _, r := range rows {
+		var shape struct{ Args json.RawMessage }
+		json.Unmarshal([]byte(f.shapes[r.shape]), &shape)
+		rs = append(rs, fmt.Sprintf(`{"op": {"type": "gemm", "backend": %q, "args": %s}, "testlist": "t", "status": %q, "message": "m%d", "metrics": {"latency_us": 10}}`,
+			r.backend, shape.Args, r.status, n))
+	}
+	f.write(filepath.Join(d, "results", "r.json"), `{"rows": [`+strings.Join(rs, ", ")+`]}`)
+}
+
+func (f *fakeRun) ledger() *Run {
+	f.t.Helper()
+	run, err := Cover(context.Background(), f.manifest, filepath.Join(f.dir, "shards"))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return run
+}
+
+func TestLedgerKeepsTheBestRowOfEveryAttempt(t *testing.T) {
+	f := newFakeRun(t)
+	// attempt 1 (killed, 80 s on 8 GPUs): shape 0 ok on both backends, shape 1 torch
+	// error, vllm ok; shape 2 torch unsupported; then the node went away
+	f.attempt(1, []int{0, 1, 2, 3}, []row{{0, "torch", "ok"}, {0, "vllm", "ok"}, {1, "torch", "error"}, {1, "vllm", "ok"}, {2, "torch", "unsupported"}}, -1, 80)
+	// attempt 2 (the resume: shapes 1, 2, 3; 60 s): shape 1 torch now ok, vllm error (the
+	// older ok is kept), shape 2 vllm ok, shape 3 both ok — torch of shape 2 not reached
+	f.attempt(2, []int{1, 2, 3}, []row{{1, "torch", "ok"}, {1, "vllm", "error"}, {2, "vllm", "ok"}, {3, "torch", "ok"}, {3, "vllm", "ok"}}, 1, 60)
+	run := f.ledger()
+	l := run.Ledger
+	if len(l.Cases) != 8 || len(l.Attempts) != 2 {
+		t.Fatalf("%d cases, %d attempts", len(l.Cases), len(l.Attempts))
+	}
+	want := []struct {
+		status  string
+		attempt int
+	}{{"ok", 1}, {"ok", 1}, {"ok", 2}, {"ok", 1}, {"unsupported", 1}, {"ok", 2}, {"ok", 2}, {"ok", 2}}
+	for i, c := range l.Cases {
+		if c.Status != want[i].status || c.Attempt != want[i].attempt {
+			t.Errorf("case %d (%s): %s from attempt %d, want %s from %d", i, c.Key, c.Status, c.Attempt, want[i].status, want[i].attempt)
+		}
+	}
+	if !l.Complete() {
+		t.Error("every case has an ok or unsupported row: the ledger is complete")
+	}
+	// the seed's shard report still counts the newest attempt only
+	if s := run.Summary.Shards[0]; s.Attempt != 2 || s.OK != 4 || s.Error != 1 || s.Status != "failed" {
+		t.Errorf("shard report %+v", s)
+	}
+	// GPU-seconds: 640 for attempt 1 over its 5 rows, 480 for attempt 2 over its 5
+	a1, a2 := l.Attempts[0], l.Attempts[1]
+	if a1.GPUSeconds != 640 || a2.GPUSeconds != 480 || a1.Share() != 128 || a2.Share() != 96 || a1.Outcome != "unfinished" || a2.Outcome != "failed" || !a2.Retry {
+		t.Errorf("attempts %+v %+v", a1, a2)
+	}
+	// shape 1 torch: an error row in 1 and an ok in 2 — charged both shares, tried twice
+	if c := l.Cases[2]; c.GPUSeconds != 128+96 || c.Tries != 2 {
+		t.Errorf("case 2: %.1f GPU-s over %d tries", c.GPUSeconds, c.Tries)
+	}
+	tot := l.Totals()
+	sum := 0.0
+	for _, c := range l.Cases {
+		sum += c.GPUSeconds
+	}
+	if math.Abs(sum-1120) > 1e-9 || tot.GPUSeconds != 1120 || tot.FailedSeconds != 1120 || tot.RetrySeconds != 480 {
+		t.Errorf("sum of cases %.3f, totals %+v", sum, tot)
+	}
+	// paid twice: the rows not kept — shape 1 torch's error (128) and vllm's error (96)
+	if math.Abs(tot.SupersededSeconds-224) > 1e-9 {
+		t.Errorf("superseded %.3f, want 224", tot.SupersededSeconds)
+	}
+	// Walk's rows are the kept ones, one per case, each with its attempt
+	if len(run.Rows) != 0 {
+		t.Errorf("Cover keeps no rows, got %d", len(run.Rows))
+	}
+	var kept []Row
+	if err := Walk(context.Background(), f.manifest, filepath.Join(f.dir, "shards"), func(*Run) {}, func(_ *Shard, rows []Row) error {
+		kept = append(kept, rows...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 8 || kept[2].Attempt != 2 || kept[2].Status != "ok" || kept[3].Attempt != 1 || kept[2].GPUSeconds != 224 || kept[2].Tries != 2 {
+		t.Errorf("rows %d: %+v", len(kept), kept)
+	}
+}
+
+func TestLedgerMissingCasesAndAttemptsWithoutRows(t *testing.T) {
+	f := newFakeRun(t)
+	// an attempt that died before any row (100 s): its time is shared by the 8 cases asked
+	f.attempt(1, []int{0, 1, 2, 3}, nil, 1, 100)
+	// one without accounting.json (ci.py's, or killed before it was written)
+	f.attempt(2, []int{0, 1, 2, 3}, []row{{0, "torch", "ok"}}, -1, 0)
+	l := f.ledger().Ledger
+	tot := l.Totals()
+	if tot.Missing != 7 || tot.OK != 1 || l.Complete() || tot.Unaccounted != 1 || tot.GPUSeconds != 800 {
+		t.Fatalf("totals %+v", tot)
+	}
+	for i, c := range l.Cases {
+		if c.GPUSeconds != 100 {
+			t.Errorf("case %d charged %.1f, want 800/8", i, c.GPUSeconds)
+		}
+	}
+	if !strings.Contains(l.Line(), "1 of 8 measured") || !strings.Contains(l.Line(), "7 missing") || !strings.Contains(l.Line(), "1 attempt(s) without accounting.json") {
+		t.Errorf("line %q", l.Line())
+	}
+}
+
+func TestLedgerFileRoundTrip(t *testing.T) {
+	f := newFakeRun(t)
+	f.attempt(1, []int{0, 1, 2, 3}, []row{{0, "torch", "ok"}, {1, "vllm", "ok"}}, 0, 36)
+	run := f.ledger()
+	path := filepath.Join(f.dir, "cases.json")
+	if err := WriteLedger(path, filepath.Join(f.dir, "shards"), run.Ledger); err != nil {
+		t.Fatal(err)
+	}
+	costs, err := ReadLedgerCosts(context.Background(), path)
+	if err != nil || len(costs) != 8 {
+		t.Fatalf("%v %d", err, len(costs))
+	}
+	if !costs[0].Done || costs[1].Done || costs[0].GPUSeconds != 144 || costs[0].Key != run.Ledger.Cases[0].Key {
+		t.Errorf("costs %+v", costs[:2])
+	}
+	b, _ := os.ReadFile(path)
+	if !strings.Contains(string(b), `"dir": "s-1.attempt-1"`) || !strings.Contains(string(b), `"schema": "opx-cases/1"`) {
+		t.Errorf("cases.json: %s", b)
+	}
+	os.WriteFile(path, []byte(`{"schema": "other"}`), 0o644)
+	if _, err := ReadLedgerCosts(context.Background(), path); err == nil || !strings.Contains(err.Error(), "not a case ledger") {
+		t.Errorf("a foreign file: %v", err)
+	}
+}
