@@ -31,6 +31,8 @@ type builder struct {
 	lat, thr         []float64
 	spreads          [][3]float64 // row, lo, hi (µs) of rows with a spread
 	sol, ai, tf      []float64    // % of the roofline, FLOP/byte, achieved TFLOP/s (NaN: unknown)
+	attempt          []int32      // the attempt whose row the ledger kept
+	gpuS             []float64    // the case's GPU-seconds over all attempts (NaN: not accounted)
 	impossible       []int        // rows above 100 % of a limit
 	families         map[string]bool
 	sitePeaks        map[string]sol.Peak // a family's limits as a site declared them
@@ -129,6 +131,11 @@ func (b *builder) add(r *results.Row) {
 	b.caseOf, b.seriesOf, b.status = append(b.caseOf, c), append(b.seriesOf, s), append(b.status, st)
 	b.lat, b.thr = append(b.lat, lat), append(b.thr, thr)
 	b.sol, b.ai, b.tf = append(b.sol, pct), append(b.ai, ai), append(b.tf, tf)
+	gs := math.NaN()
+	if r.GPUSeconds > 0 {
+		gs = r.GPUSeconds
+	}
+	b.attempt, b.gpuS = append(b.attempt, int32(r.Attempt)), append(b.gpuS, gs)
 	if groups := b.msgs[r.Status]; groups != nil {
 		b.message(groups, r)
 	}
@@ -314,6 +321,8 @@ func (b *builder) data() (string, error) {
 	floats("sol", b.sol)
 	floats("ai", b.ai)
 	floats("tf", b.tf)
+	ints("att", n, func(i int) int64 { return int64(b.attempt[i]) })
+	floats("gs", b.gpuS)
 	sb.WriteString(`,"spread":[`)
 	for i, sp := range b.spreads {
 		if i > 0 {

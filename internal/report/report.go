@@ -58,6 +58,7 @@ type page struct {
 	Images                                                    []imageRow
 	Data                                                      template.JS
 	Cases, Impossible                                         int
+	Cost                                                      costView
 }
 
 type tile struct{ Label, Value, Class string }
@@ -93,6 +94,9 @@ func Write(w io.Writer, run *results.Run) error {
 }
 
 func (b *builder) write(w io.Writer, run *results.Run) error {
+	if run.Ledger == nil { // a run made, not read (Walk always fills it in)
+		run.Ledger = &results.Ledger{}
+	}
 	p := &page{RunID: run.RunID, SourceSHA: run.SourceSHA, Generator: "opx " + version.Version, Cases: len(b.status),
 		Impossible: len(b.impossible)}
 	if p.RunID == "" {
@@ -102,6 +106,7 @@ func (b *builder) write(w io.Writer, run *results.Run) error {
 	p.Shards, p.Failures = shardRows(run)
 	p.Attempts = attempts(run)
 	p.Verdict, p.VerdictClass, p.Tiles = verdict(run)
+	p.Cost = cost(run)
 	if p.Impossible > 0 {
 		p.Tiles = append(p.Tiles, tile{"Impossible rows", strconv.Itoa(p.Impossible), "bad"})
 	}
@@ -131,10 +136,18 @@ func verdict(run *results.Run) (string, string, []tile) {
 		}
 	}
 	text, class := "complete: every shard succeeded", "good"
-	if !run.Summary.Success {
-		text, class = fmt.Sprintf("incomplete: %d of %d shards succeeded", succeeded, len(run.Shards)), "bad"
+	l := run.Ledger
+	t := l.Totals()
+	switch {
+	case run.Summary.Success:
+	case l.Complete():
+		text = fmt.Sprintf("complete by case: every case has an ok or unsupported row over the attempts, though %d of %d shards did not succeed in their newest attempt", len(run.Shards)-succeeded, len(run.Shards))
+	default:
+		text, class = fmt.Sprintf("incomplete: %d of %d shards succeeded; %d of %d cases still need a row", succeeded, len(run.Shards), t.Error+t.Missing, t.Cases), "bad"
 	}
 	return text, class, []tile{
+		{"Cases measured", fmt.Sprintf("%d / %d", t.OK+t.Unsupported, t.Cases), cls(t.OK+t.Unsupported == t.Cases && t.Cases > 0)},
+		{"GPU-hours", results.Hours(t.GPUSeconds), ""},
 		{"Shards succeeded", fmt.Sprintf("%d / %d", succeeded, len(run.Shards)), cls(succeeded == len(run.Shards) && len(run.Shards) > 0)},
 		{"Shards missing", strconv.Itoa(missing), cls(missing == 0)},
 		{"Cases requested", strconv.Itoa(requested), ""},

@@ -196,6 +196,8 @@
       case "spread": return spread[i] ? spread[i][1] - spread[i][0] : Infinity;
       case "thr": return D.thr[i] === null ? -Infinity : D.thr[i];
       case "sol": return D.sol[i] === null ? -Infinity : D.sol[i];
+      case "att": return D.att[i];
+      case "gs": return D.gs[i] === null ? -Infinity : D.gs[i];
     }
   }
   function refilter() {
@@ -224,7 +226,8 @@
       var thr = D.thr[i], unit = D.units[D.cases[D.c[i]].o] || "";
       [[caseLabel(i), "code"], [D.cases[D.c[i]].o], [D.series[D.s[i]]], [statusName[D.st[i]], "st"], [time(D.lat[i]), "n"],
        [spread[i] ? time(spread[i][0]) + " – " + time(spread[i][1]) : "", "n"], [thr === null ? "" : sig(thr) + " " + unit, "n"],
-       [D.sol[i] === null ? "" : sig(D.sol[i]) + " %" + (impossible[i] ? " impossible" : ""), impossible[i] ? "imp" : "n"]].forEach(function (c) {
+       [D.sol[i] === null ? "" : sig(D.sol[i]) + " %" + (impossible[i] ? " impossible" : ""), impossible[i] ? "imp" : "n"],
+       [String(D.att[i]), "n"], [D.gs[i] === null ? "" : sig(D.gs[i]), "n"]].forEach(function (c) {
         var td = el("td", {}, c[0]);
         if (c[1] === "n") td.className = "n";
         if (c[1] === "imp") td.className = "n error";

@@ -49,13 +49,13 @@ func finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int, by
 		}
 	}
 	acct := beginCleanup(ctx, root)
+	defer acct.done(func(a *manifest.Accounting) { a.End("cleanup", time.Now()) }) // failed or not
 	if err := s.Cleanup(ctx, root, cleanupSeconds, token); err != nil {
 		return err
 	}
 	if ex == nil {
 		return nil
 	}
-	defer acct.done(func(a *manifest.Accounting) { a.End("cleanup", time.Now()) })
 	if ex.Cell.Runner != platform.Local {
 		acct.released() // Cleanup confirmed the allocation gone
 	}
