@@ -22,7 +22,7 @@ func TestExportCommand(t *testing.T) {
 		t.Fatalf("csv: %v, %d records\n%s", err, len(recs), r.stdout)
 	}
 	head := strings.Join(recs[0], ",")
-	if head != "key,shard,attempt,testlist,op_type,args,args_label,backend,cluster,runner,world_size,status,message,flops,bytes,achieved_tflops,achieved_tbps,pct_of_compute_peak,pct_of_bandwidth_peak,intensity,bound,pct_of_roofline,impossible,work_source,formula_diff_pct,latency_us,latency_min_us,latency_max_us,gflops" {
+	if head != "key,shard,attempt,testlist,op_type,args,args_label,backend,cluster,runner,world_size,status,message,tries,gpu_seconds,flops,bytes,achieved_tflops,achieved_tbps,pct_of_compute_peak,pct_of_bandwidth_peak,intensity,bound,pct_of_roofline,impossible,work_source,formula_diff_pct,latency_us,latency_min_us,latency_max_us,gflops" {
 		t.Errorf("header %s", head)
 	}
 	col := func(rec []string, name string) string {
@@ -57,6 +57,20 @@ func TestExportCommand(t *testing.T) {
 	}
 	if len(lines) != 3 || json.Unmarshal([]byte(lines[2]), &rec) != nil || rec.Metrics["latency_us"] != 50 || rec.Args["m"] != 3.0 {
 		t.Errorf("jsonl: %d lines, last %+v\n%s", len(lines), rec, b)
+	}
+	// a case no attempt wrote a row for is exported too, as missing: drop the last row
+	rf := filepath.Join(run, "shards", "s1", "results", "cpu", "local", "r.json")
+	doc, _ := os.ReadFile(rf)
+	i := strings.LastIndex(string(doc), `, {"op"`)
+	os.WriteFile(rf, []byte(string(doc[:i])+"]}"), 0o644)
+	r = runOpx(t, "export", run, "--format", "csv")
+	recs, err = csv.NewReader(strings.NewReader(r.stdout)).ReadAll()
+	if err != nil || len(recs) != 4 {
+		t.Fatalf("csv with a missing case: %v, %d records\n%s", err, len(recs), r.stdout)
+	}
+	if m := recs[3]; col(m, "status") != "missing" || col(m, "attempt") != "0" || col(m, "args_label") != "m=3 n=64 k=64 a=fp32 b=fp32 out=fp32" ||
+		col(m, "runner") != "local" || col(m, "latency_us") != "" || !strings.HasPrefix(col(m, "key"), "t | gemm | {") {
+		t.Errorf("missing record %q", m)
 	}
 	for _, c := range []struct {
 		args []string

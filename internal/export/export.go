@@ -1,8 +1,9 @@
-// Package export is `opx export`: one flat row per measured case of a run — its case key,
-// testlist, op type and args, backend, cluster, world size, attempt, status, message and
-// every metric — as CSV or JSON lines, for spreadsheets, pandas and databases. It streams:
-// one results file is held at a time, so a 128,000-case run exports in the memory of its
-// largest file.
+// Package export is `opx export`: one flat row per requested case of a run, from the case
+// ledger — its case key, testlist, op type and args, backend, cluster, world size, the
+// attempt whose row is kept, status, message, tries, GPU-seconds and every metric — as
+// CSV or JSON lines, for spreadsheets, pandas and databases; a case no attempt measured is
+// a row of status "missing". It streams: one shard's rows are held at a time, so a
+// 128,000-case run exports in the memory of its largest shard.
 package export
 
 import (
@@ -22,7 +23,7 @@ var Formats = []string{"csv", "jsonl"}
 
 // columns are the fixed columns, before the metrics.
 var columns = append([]string{"key", "shard", "attempt", "testlist", "op_type", "args", "args_label", "backend", "cluster",
-	"runner", "world_size", "status", "message"}, solColumns...)
+	"runner", "world_size", "status", "message", "tries", "gpu_seconds"}, solColumns...)
 
 // solColumns are a row against its hardware's limits (sol): ok rows whose op, args and
 // runner determine them.
@@ -65,7 +66,30 @@ func Write(ctx context.Context, manifest, dir, format string, w io.Writer) error
 
 func fixed(r *results.Row) []string {
 	return append([]string{r.Key(), r.Shard, strconv.Itoa(r.Attempt), r.Testlist, r.OpType, r.ArgsJSON(), r.ArgsLabel, r.Backend,
-		r.Cluster, r.Runner, strconv.Itoa(r.WorldSize), r.Status, r.Message}, judged(r)...)
+		r.Cluster, r.Runner, strconv.Itoa(r.WorldSize), r.Status, r.Message, strconv.Itoa(r.Tries), gpuSeconds(r)}, judged(r)...)
+}
+
+func gpuSeconds(r *results.Row) string {
+	if r.GPUSeconds == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(r.GPUSeconds, 'g', 6, 64)
+}
+
+// walkAll is results.Walk, then the ledger's missing cases as rows of status "missing".
+func walkAll(ctx context.Context, manifest, dir string, rows func([]results.Row) error) error {
+	var run *results.Run
+	err := results.Walk(ctx, manifest, dir, func(r *results.Run) { run = r }, func(_ *results.Shard, rs []results.Row) error { return rows(rs) })
+	if err != nil {
+		return err
+	}
+	var missing []results.Row
+	for i := range run.Ledger.Cases {
+		if c := &run.Ledger.Cases[i]; c.Status == "missing" {
+			missing = append(missing, c.MissingRow())
+		}
+	}
+	return rows(missing)
 }
 
 // writeCSV reads the run twice: once for the metric names (the header), once for the rows.
@@ -73,7 +97,7 @@ func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) error {
 	var metrics []string
 	seen := map[string]bool{}
 	err := results.Walk(ctx, manifest, dir, func(*results.Run) {}, func(_ *results.Shard, rows []results.Row) error {
-		for i := range rows {
+		for i := range rows { // missing cases have no metrics
 			for _, m := range rows[i].MetricOrder {
 				if !seen[m] {
 					seen[m] = true
@@ -91,7 +115,7 @@ func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) error {
 		return err
 	}
 	record := make([]string, 0, len(columns)+len(metrics))
-	err = results.Walk(ctx, manifest, dir, func(*results.Run) {}, func(_ *results.Shard, rows []results.Row) error {
+	err = walkAll(ctx, manifest, dir, func(rows []results.Row) error {
 		for i := range rows {
 			r := &rows[i]
 			record = append(record[:0], fixed(r)...)
@@ -121,7 +145,7 @@ func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) error {
 func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	return results.Walk(ctx, manifest, dir, func(*results.Run) {}, func(_ *results.Shard, rows []results.Row) error {
+	return walkAll(ctx, manifest, dir, func(rows []results.Row) error {
 		for i := range rows {
 			r := &rows[i]
 			metrics := make(map[string]float64, len(r.Metrics))
@@ -142,10 +166,12 @@ func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) error {
 				WorldSize int                `json:"world_size"`
 				Status    string             `json:"status"`
 				Message   string             `json:"message,omitempty"`
+				Tries     int                `json:"tries"`
+				GPUSecs   float64            `json:"gpu_seconds"`
 				Metrics   map[string]float64 `json:"metrics"`
 				SOL       map[string]any     `json:"sol,omitempty"`
 			}{r.Key(), r.Shard, r.Attempt, r.Testlist, r.OpType, argsJSON(r.ArgsJSON()), r.ArgsLabel, r.Backend,
-				r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, metrics, solOf(r)}
+				r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, r.Tries, r.GPUSeconds, metrics, solOf(r)}
 			if err := enc.Encode(&rec); err != nil {
 				return err
 			}

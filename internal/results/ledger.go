@@ -32,6 +32,7 @@ type Ledger struct {
 type Case struct {
 	Key, Shard                     string
 	Testlist, Op, Backend, Cluster string
+	Runner                         string
 	WorldSize                      int
 	Args                           *pyjson.Object // as the manifest has them
 	ArgsLabel                      string
@@ -44,6 +45,14 @@ type Case struct {
 	// Reached is whether the shard's newest attempt wrote a row for it: a case kept from an
 	// older attempt (or missing) was not reached by it.
 	Reached bool
+}
+
+// MissingRow is a case no attempt wrote a row for, as a row of status "missing" (export
+// lists what is missing beside what was measured).
+func (c *Case) MissingRow() Row {
+	return Row{Shard: c.Shard, Testlist: c.Testlist, OpType: c.Op, Backend: c.Backend, Cluster: c.Cluster, Runner: c.Runner,
+		WorldSize: c.WorldSize, Args: c.Args, ArgsLabel: c.ArgsLabel, Status: "missing", Metrics: map[string]float64{},
+		GPUSeconds: c.GPUSeconds, Tries: c.Tries}
 }
 
 // Done is whether the case needs no rerun: an ok or unsupported row.
@@ -202,7 +211,7 @@ func ShapeCases(c *manifest.Cell, i int) ([]Case, error) {
 	out := make([]Case, 0, len(c.Backends))
 	for _, b := range c.Backends {
 		out = append(out, Case{Key: CaseKey(cs.Testlist, op, argsJSON, b, int(c.WorldSize), c.Cluster), Shard: c.ID,
-			Testlist: cs.Testlist, Op: op, Backend: b, Cluster: c.Cluster, WorldSize: int(c.WorldSize), Args: args,
+			Testlist: cs.Testlist, Op: op, Backend: b, Cluster: c.Cluster, Runner: c.Runner, WorldSize: int(c.WorldSize), Args: args,
 			ArgsLabel: Label(args), Status: "missing"})
 	}
 	return out, nil
