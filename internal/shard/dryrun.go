@@ -50,6 +50,9 @@ func (r *execution) dryRun() error {
 		case "import":
 			fmt.Fprintf(w, "\n%d. import (log %s), skipped when %s is already valid in the cache\n   %s\n", n, log, r.squash(), shellJoin(s.Argv))
 			printEnvDiff(w, r.o.Environ, s.Env)
+		case "fingerprint-before", "fingerprint-after":
+			fmt.Fprintf(w, "\n%d. %s: record the node (log %s; never fails the shard), copied to %s\n   %s\n", n, s.Name, log,
+				filepath.Join(r.root, s.Name+".json"), shellJoin(s.Argv))
 		case "ncu":
 			fmt.Fprintf(w, "\n%d. find Nsight Compute on the node (log %s)\n   %s\n", n, log, shellJoin(s.Argv))
 			fmt.Fprintf(w, "   the install it picks is added to --container-mounts and set as OPERATORX_NCU\n")

@@ -395,6 +395,8 @@ func (r *execution) run(ctx context.Context) error {
 		a.GrantedAt, a.Job = t, job
 	})
 	ncu := ""
+	var benchErr error
+	ran := false // the benchmark step returned: the after fingerprint is taken
 	for _, s := range r.nodeSteps(job, ncu) {
 		switch s.Name {
 		case "import":
@@ -410,14 +412,46 @@ func (r *execution) run(ctx context.Context) error {
 			r.record(func(a *manifest.Accounting) { a.Begin("ncu", time.Now()) })
 			ncu = r.findNCU(ctx, s)
 			r.record(func(a *manifest.Accounting) { a.End("ncu", time.Now()) })
+		case "fingerprint-before":
+			r.fingerprint(ctx, s)
 		case "benchmark":
 			s = r.benchStep(job, ncu) // with the install the search found
-			err := r.step(ctx, job, s)
+			benchErr = r.step(ctx, job, s)
 			r.benchEnd = time.Now()
-			return err
+			ran = true
+		case "fingerprint-after":
+			if ran && ctx.Err() == nil {
+				r.fingerprint(ctx, s)
+			}
 		}
 	}
-	return nil
+	return benchErr
+}
+
+// fingerprint runs a fingerprint step and copies what it wrote to the output directory
+// (fingerprint-<phase>.json). It is evidence, not a phase: a failure is said and the shard
+// goes on, and the phase a failed shard reports stays the one that failed.
+func (r *execution) fingerprint(ctx context.Context, s Step) {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	log, err := os.OpenFile(filepath.Join(r.root, s.Log), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	r.record(func(a *manifest.Accounting) { a.Begin(s.Name, time.Now()) })
+	err = proc.Run(ctx, proc.Cmd{Argv: s.Argv, Env: s.Env, Stdout: log, Stderr: log, Grace: 5 * time.Second})
+	log.Close()
+	r.record(func(a *manifest.Accounting) { a.End(s.Name, time.Now()) })
+	name := strings.TrimSuffix(s.Log, ".log") + ".json"
+	if err == nil {
+		var b []byte
+		if b, err = os.ReadFile(s.Argv[len(s.Argv)-1]); err == nil {
+			err = files.WriteAtomic(filepath.Join(r.root, name), b, 0o644)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(r.o.Stderr, "opx: warning: no %s (the shard goes on): %v (log: %s)\n", name, err, filepath.Join(r.root, s.Log))
+	}
 }
 
 // step runs one srun step on job and then checks that the allocation is still running:

@@ -135,7 +135,17 @@ func (r *execution) nodeSteps(job, ncu string) []Step {
 		steps = append(steps, Step{Name: "ncu", Log: "ncu.log", Env: r.o.Environ,
 			Argv: []string{"srun", "--jobid=" + job, "--nodes=1", "--ntasks=1", "bash", "-c", NCUSearch}})
 	}
-	return append(steps, r.benchStep(job, ncu))
+	return append(steps, r.fingerprintStep(job, "before"), r.benchStep(job, ncu), r.fingerprintStep(job, "after"))
+}
+
+// fingerprintStep records the node (opx fingerprint, outside the container) before or
+// after the benchmark, into the stage; execute copies it to the output. It never fails
+// the shard.
+func (r *execution) fingerprintStep(job, phase string) Step {
+	out := filepath.Join(r.stage, "fingerprint-"+phase+".json")
+	return Step{Name: "fingerprint-" + phase, Log: "fingerprint-" + phase + ".log", Env: r.o.Environ,
+		Argv: []string{"srun", "--jobid=" + job, "--nodes=1", "--ntasks=1", "--chdir=/tmp", filepath.Join(r.stage, "bin", "opx"),
+			"fingerprint", "--phase", phase, "--out", out}}
 }
 
 // searchesNCU: counters mode on an NVIDIA pyxis runner looks for Nsight Compute on the node.

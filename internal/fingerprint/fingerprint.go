@@ -1,0 +1,231 @@
+// Package fingerprint is what a shard records of the node it ran on, before and after its
+// benchmark (opx fingerprint, one step on the allocation): the node, its CPU and kernel,
+// enroot and pyxis versions, and each GPU's model, serial and UUID, driver, CUDA or ROCm
+// version, clocks, power limit, ECC and MIG (partition) state, temperature and throttle
+// reasons — read from `nvidia-smi -q -x` on NVIDIA nodes and `amd-smi static|metric
+// --json` on AMD ones. A tool that is absent or fails is named in Missing; the shard runs
+// regardless. Throttled compares a shard's two snapshots: which GPUs were held below their
+// clocks by power or heat while it ran.
+package fingerprint
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/proc"
+)
+
+// Fingerprint is one snapshot of a node.
+type Fingerprint struct {
+	Phase   string    `json:"phase"` // before | after
+	TakenAt time.Time `json:"taken_at"`
+	Node    string    `json:"node"`
+	CPU     string    `json:"cpu_model,omitempty"`
+	Kernel  string    `json:"kernel,omitempty"`
+	Enroot  string    `json:"enroot,omitempty"`
+	Pyxis   string    `json:"pyxis,omitempty"`
+	Vendor  string    `json:"vendor"` // nvidia, amd, or none
+	Driver  string    `json:"driver,omitempty"`
+	Toolkit string    `json:"toolkit,omitempty"` // "CUDA 12.4", "ROCm 6.2.0"
+	GPUs    []GPU     `json:"gpus"`
+	// Missing names what could not be read, and why: "nvidia-smi: not found".
+	Missing []string `json:"missing,omitempty"`
+}
+
+// GPU is one device's state. A figure the tool did not give is 0 (its text "N/A").
+type GPU struct {
+	Index        int     `json:"index"`
+	Model        string  `json:"model"`
+	Serial       string  `json:"serial,omitempty"`
+	UUID         string  `json:"uuid,omitempty"`
+	SMClockMHz   float64 `json:"sm_clock_mhz,omitempty"`
+	MemClockMHz  float64 `json:"mem_clock_mhz,omitempty"`
+	MaxSMMHz     float64 `json:"max_sm_clock_mhz,omitempty"`
+	PowerLimitW  float64 `json:"power_limit_w,omitempty"`
+	PowerDrawW   float64 `json:"power_draw_w,omitempty"`
+	TemperatureC float64 `json:"temperature_c,omitempty"`
+	ECC          string  `json:"ecc,omitempty"` // Enabled, Disabled
+	MIG          string  `json:"mig,omitempty"` // NVIDIA MIG mode, AMD compute partition
+	// Throttle is the reasons active when the snapshot was taken (power cap, thermal, …),
+	// ThrottleCounters the time or count each has held the GPU back since boot, by reason.
+	Throttle         []string           `json:"throttle,omitempty"`
+	ThrottleCounters map[string]float64 `json:"throttle_counters,omitempty"`
+}
+
+// Options say where the tools are: Env is their environment (nil: inherited), Root
+// prefixes the files read (/proc, the plugstack), for tests.
+type Options struct {
+	Env  []string
+	Root string
+	Now  func() time.Time
+}
+
+// Take reads the node now.
+func Take(ctx context.Context, phase string, o Options) *Fingerprint {
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+	f := &Fingerprint{Phase: phase, TakenAt: now().UTC(), Vendor: "none", GPUs: []GPU{}}
+	f.Node, _ = os.Hostname()
+	f.CPU = cpuModel(filepath.Join(o.Root, "/proc/cpuinfo"))
+	if b, err := os.ReadFile(filepath.Join(o.Root, "/proc/sys/kernel/osrelease")); err == nil {
+		f.Kernel = strings.TrimSpace(string(b))
+	}
+	run := func(argv ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		var stderr bytes.Buffer
+		out, err := proc.Output(ctx, proc.Cmd{Argv: argv, Env: o.Env, Stderr: &stderr})
+		if err != nil {
+			if errorsIsNotFound(err) {
+				return "", fmt.Errorf("%s: not found", argv[0])
+			}
+			return "", fmt.Errorf("%s: %v", strings.Join(argv, " "), err)
+		}
+		return out, nil
+	}
+	if out, err := run("enroot", "version"); err == nil {
+		f.Enroot = strings.TrimSpace(out)
+	} else {
+		f.Missing = append(f.Missing, err.Error())
+	}
+	f.Pyxis = pyxisVersion(o)
+	nv, nvErr := run("nvidia-smi", "-q", "-x")
+	if nvErr == nil {
+		if err := readNVIDIA(f, []byte(nv)); err != nil {
+			f.Missing = append(f.Missing, "nvidia-smi -q -x: "+err.Error())
+		}
+		return f
+	}
+	static, amdErr := run("amd-smi", "static", "--json")
+	if amdErr != nil {
+		f.Missing = append(f.Missing, nvErr.Error(), amdErr.Error())
+		return f
+	}
+	metric, err := run("amd-smi", "metric", "--json")
+	if err != nil {
+		f.Missing = append(f.Missing, err.Error())
+	}
+	version, err := run("amd-smi", "version")
+	if err != nil {
+		f.Missing = append(f.Missing, err.Error())
+	}
+	if err := readAMD(f, []byte(static), []byte(metric), version); err != nil {
+		f.Missing = append(f.Missing, "amd-smi: "+err.Error())
+	}
+	return f
+}
+
+func errorsIsNotFound(err error) bool {
+	var ee *exec.Error
+	return errors.As(err, &ee) && errors.Is(ee.Err, exec.ErrNotFound)
+}
+
+// cpuModel is /proc/cpuinfo's first "model name" (x86) or "CPU part"/"Hardware" line.
+func cpuModel(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && (strings.TrimSpace(k) == "model name" || strings.TrimSpace(k) == "Model") {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+var pyxisRE = regexp.MustCompile(`pyxis: version v([0-9][0-9A-Za-z.+-]*)`)
+
+// pyxisVersion finds pyxis in the SPANK plugstack (PlugStackConfig of the slurm.conf
+// SLURM_CONF names, else /etc/slurm/plugstack.conf and its plugstack.conf.d) and reads
+// the version pyxis logs at load ("pyxis: version v0.24.0") out of its library.
+func pyxisVersion(o Options) string {
+	conf := ""
+	if c := envOf(o.Env, "SLURM_CONF"); c != "" {
+		if b, err := os.ReadFile(filepath.Join(o.Root, c)); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && strings.EqualFold(k, "PlugStackConfig") {
+					conf = strings.TrimSpace(v)
+				}
+			}
+		}
+	}
+	confs := []string{conf}
+	if conf == "" {
+		confs = []string{"/etc/slurm/plugstack.conf"}
+		more, _ := filepath.Glob(filepath.Join(o.Root, "/etc/slurm/plugstack.conf.d/*.conf"))
+		for _, m := range more {
+			confs = append(confs, strings.TrimPrefix(m, o.Root))
+		}
+	}
+	for _, c := range confs {
+		b, err := os.ReadFile(filepath.Join(o.Root, c))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			fields := strings.Fields(line)
+			if len(fields) < 2 || !strings.Contains(fields[1], "pyxis") {
+				continue
+			}
+			lib, err := files.ReadRegular(context.Background(), filepath.Join(o.Root, fields[1]), 64<<20)
+			if err != nil {
+				continue
+			}
+			if m := pyxisRE.FindSubmatch(lib); m != nil {
+				return string(m[1])
+			}
+		}
+	}
+	return ""
+}
+
+func envOf(env []string, k string) string {
+	if env == nil {
+		return os.Getenv(k)
+	}
+	for i := len(env) - 1; i >= 0; i-- {
+		if name, v, ok := strings.Cut(env[i], "="); ok && name == k {
+			return v
+		}
+	}
+	return ""
+}
+
+// Write writes the snapshot to path, atomically.
+func (f *Fingerprint) Write(path string) error {
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	return files.WriteAtomic(path, append(b, '\n'), 0o644)
+}
+
+// Read reads a snapshot.
+func Read(ctx context.Context, path string) (*Fingerprint, error) {
+	b, err := files.ReadRegular(ctx, path, files.MaxInput)
+	if err != nil {
+		return nil, err
+	}
+	var f Fingerprint
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("%s: not a fingerprint: %v", path, err)
+	}
+	return &f, nil
+}

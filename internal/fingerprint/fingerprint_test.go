@@ -1,0 +1,184 @@
+package fingerprint
+
+// nvidia-smi, amd-smi and enroot cannot run here (no GPU): recording fakes stand in for
+// them. Each checks the exact arguments it is given, records them and the marker variable
+// of the environment it received, and prints the real tool's output format (testdata/).
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+type fakes struct {
+	dir, log string
+}
+
+func installFakes(t *testing.T, tools ...string) *fakes {
+	t.Helper()
+	f := &fakes{dir: t.TempDir()}
+	f.log = filepath.Join(f.dir, "calls.log")
+	scripts := map[string]string{
+		"nvidia-smi": `[ "$*" = "-q -x" ] || { echo "nvidia-smi: unexpected arguments: $*" >&2; exit 2; }
+cat "$OPX_FAKE_NVIDIA"`,
+		"amd-smi": `case "$*" in
+"static --json") cat "$OPX_FAKE_AMD_STATIC" ;;
+"metric --json") cat "$OPX_FAKE_AMD_METRIC" ;;
+"version") cat testdata/amd-smi-version.txt 2>/dev/null || cat "$OPX_FAKE_AMD_VERSION" ;;
+*) echo "amd-smi: unexpected arguments: $*" >&2; exit 2 ;;
+esac`,
+		"enroot": `[ "$*" = "version" ] || exit 2
+echo 4.1.2`,
+	}
+	for _, tool := range tools {
+		body := "#!/bin/sh\necho \"" + tool + " $* mark=$OPX_FAKE_MARK\" >> \"" + f.log + "\"\n" + scripts[tool] + "\n"
+		if err := os.WriteFile(filepath.Join(f.dir, tool), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", f.dir+":/usr/bin:/bin") // the tools are looked up on opx's own PATH
+	return f
+}
+
+func (f *fakes) calls(t *testing.T) []string {
+	b, _ := os.ReadFile(f.log)
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+func take(t *testing.T, phase string, env ...string) *Fingerprint {
+	t.Helper()
+	abs := func(p string) string { a, _ := filepath.Abs(filepath.Join("testdata", p)); return a }
+	var e []string
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "OPX_FAKE_") && k != "OPX_FAKE_MARK" {
+			v = abs(v)
+		}
+		e = append(e, k+"="+v)
+	}
+	e = append(e, "PATH="+os.Getenv("PATH"), "OPX_FAKE_AMD_VERSION="+abs("amd-smi-version.txt"))
+	return Take(context.Background(), phase, Options{Env: e})
+}
+
+func TestNVIDIADriver535(t *testing.T) {
+	fk := installFakes(t, "nvidia-smi", "enroot")
+	f := take(t, "before", "OPX_FAKE_NVIDIA=nvidia-smi-h100-535.xml", "OPX_FAKE_MARK=7")
+	if got := fk.calls(t); !slices.Equal(got, []string{"enroot version mark=7", "nvidia-smi -q -x mark=7"}) {
+		t.Errorf("calls %q", got)
+	}
+	if f.Vendor != "nvidia" || f.Driver != "535.161.08" || f.Toolkit != "CUDA 12.2" || f.Enroot != "4.1.2" || len(f.GPUs) != 2 || len(f.Missing) != 0 {
+		t.Fatalf("%+v", f)
+	}
+	g := f.GPUs[1]
+	if g.Index != 1 || g.Model != "NVIDIA H100 80GB HBM3" || g.Serial != "1654923000001" || !strings.HasPrefix(g.UUID, "GPU-3f1c9a52-") ||
+		g.PowerLimitW != 700 || g.PowerDrawW != 69.71 || g.MaxSMMHz != 1980 || g.SMClockMHz != 1980 || g.MemClockMHz != 2619 ||
+		g.TemperatureC != 35 || g.ECC != "Enabled" || g.MIG != "Disabled" || len(g.Throttle) != 0 {
+		t.Errorf("gpu 1: %+v", g)
+	}
+	// no counters on this driver: the reasons active in the snapshots decide
+	capped := take(t, "after", "OPX_FAKE_NVIDIA=nvidia-smi-h100-535-powercap.xml")
+	if th := Throttled(f, capped, 8); !slices.Equal(th.GPUs, []int{1}) || !slices.Equal(th.Reasons, []string{"sw_power_cap"}) {
+		t.Errorf("throttled %+v", th)
+	}
+	if th := Throttled(f, capped, 1); len(th.GPUs) != 0 {
+		t.Errorf("a 1-GPU shard used GPU 0 only: %+v", th)
+	}
+}
+
+func TestNVIDIADriver570CountersAndDifferences(t *testing.T) {
+	installFakes(t, "nvidia-smi")
+	before := take(t, "before", "OPX_FAKE_NVIDIA=nvidia-smi-b200-570-before.xml")
+	after := take(t, "after", "OPX_FAKE_NVIDIA=nvidia-smi-b200-570-after.xml")
+	g := after.GPUs[1]
+	if after.Driver != "570.86.15" || after.Toolkit != "CUDA 12.8" || g.Model != "NVIDIA B200" || g.PowerLimitW != 1000 || g.PowerDrawW != 141.5 ||
+		g.ThrottleCounters["sw_power_cap"] != 91403239 || g.ThrottleCounters["hw_power_brake"] != 0 {
+		t.Fatalf("%+v", g)
+	}
+	if !slices.Contains(after.Missing, "enroot: not found") {
+		t.Errorf("enroot absent is said: %q", after.Missing)
+	}
+	// the power-cap counter of GPU 1 grew while the shard ran; GPU 0's did not
+	if th := Throttled(before, after, 2); !slices.Equal(th.GPUs, []int{1}) || !slices.Equal(th.Reasons, []string{"sw_power_cap"}) {
+		t.Errorf("throttled %+v", th)
+	}
+	if th := Throttled(before, before, 2); len(th.GPUs) != 0 {
+		t.Errorf("counters that did not move: %+v", th)
+	}
+	capped := take(t, "before", "OPX_FAKE_NVIDIA=nvidia-smi-b200-570-600w.xml")
+	if d := Differences(after.Summary(), capped.Summary()); !slices.Equal(d, []string{"power limit 1000 W → 600 W"}) {
+		t.Errorf("differences %q", d)
+	}
+	installFakes(t, "nvidia-smi")
+	h100 := take(t, "before", "OPX_FAKE_NVIDIA=nvidia-smi-h100-535.xml")
+	d := Differences(h100.Summary(), after.Summary())
+	if len(d) != 5 || d[0] != "GPU NVIDIA H100 80GB HBM3 → NVIDIA B200" || d[1] != "driver 535.161.08 → 570.86.15" || d[2] != "toolkit CUDA 12.2 → CUDA 12.8" {
+		t.Errorf("H100 against B200: %q", d)
+	}
+}
+
+func TestAMDSMI(t *testing.T) {
+	fk := installFakes(t, "amd-smi")
+	before := take(t, "before", "OPX_FAKE_AMD_STATIC=amd-smi-mi300x-static.json", "OPX_FAKE_AMD_METRIC=amd-smi-mi300x-metric-before.json", "OPX_FAKE_MARK=amd")
+	if got := fk.calls(t); !slices.Equal(got, []string{"amd-smi static --json mark=amd", "amd-smi metric --json mark=amd", "amd-smi version mark=amd"}) {
+		t.Errorf("calls %q", got)
+	}
+	if before.Vendor != "amd" || before.Driver != "6.8.5" || before.Toolkit != "ROCm 6.2.0" || len(before.GPUs) != 2 ||
+		!slices.Equal(before.Missing, []string{"enroot: not found"}) { // an AMD node has no nvidia-smi to miss
+		t.Fatalf("%+v", before)
+	}
+	g := before.GPUs[0]
+	if g.Model != "AMD Instinct MI300X" || g.Serial != "0x6F1F0A2B3C4D5E00" || g.PowerLimitW != 750 || g.PowerDrawW != 141 || g.SMClockMHz != 2100 ||
+		g.MaxSMMHz != 2100 || g.MemClockMHz != 1300 || g.TemperatureC != 44 || g.ECC != "Enabled" || g.MIG != "SPX" {
+		t.Errorf("gpu 0: %+v", g)
+	}
+	after := take(t, "after", "OPX_FAKE_AMD_STATIC=amd-smi-mi300x-static.json", "OPX_FAKE_AMD_METRIC=amd-smi-mi300x-metric-after.json")
+	if th := Throttled(before, after, 8); !slices.Equal(th.GPUs, []int{1}) || !slices.Equal(th.Reasons, []string{"ppt"}) {
+		t.Errorf("throttled %+v", th)
+	}
+	// ROCm 6.4's form: the list under "gpu_data"
+	mi355 := take(t, "before", "OPX_FAKE_AMD_STATIC=amd-smi-mi355x-static.json", "OPX_FAKE_AMD_METRIC=amd-smi-mi355x-metric.json")
+	if len(mi355.GPUs) != 2 || mi355.GPUs[1].Model != "AMD Instinct MI355X" || mi355.GPUs[1].Index != 1 {
+		t.Errorf("gpu_data form: %+v", mi355)
+	}
+}
+
+func TestToolsAbsent(t *testing.T) {
+	installFakes(t)
+	f := take(t, "before")
+	if f.Vendor != "none" || len(f.GPUs) != 0 || !slices.Equal(f.Missing, []string{"enroot: not found", "nvidia-smi: not found", "amd-smi: not found"}) {
+		t.Errorf("%+v", f)
+	}
+	if f.Node == "" {
+		t.Error("the node's name is recorded even without GPU tools")
+	}
+	path := filepath.Join(t.TempDir(), "fp.json")
+	if err := f.Write(path); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Read(context.Background(), path)
+	if err != nil || back.Node != f.Node || !slices.Equal(back.Missing, f.Missing) {
+		t.Errorf("round trip: %v %+v", err, back)
+	}
+	if th := Throttled(nil, nil, 8); len(th.GPUs) != 0 {
+		t.Error("no snapshot, no throttling")
+	}
+}
+
+func TestPyxisVersionFromThePlugstack(t *testing.T) {
+	root := t.TempDir()
+	lib := filepath.Join(root, "opt/pyxis/spank_pyxis.so")
+	os.MkdirAll(filepath.Dir(lib), 0o755)
+	os.WriteFile(lib, []byte("\x7fELF...\x00pyxis: version v0.24.0\x00..."), 0o644)
+	os.MkdirAll(filepath.Join(root, "etc/slurm"), 0o755)
+	os.WriteFile(filepath.Join(root, "etc/slurm/slurm.conf"), []byte("ClusterName=x\nPlugStackConfig=/etc/slurm/site-plugstack.conf\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "etc/slurm/site-plugstack.conf"), []byte("required /opt/pyxis/spank_pyxis.so runtime_path=/run/pyxis\n"), 0o644)
+	if v := pyxisVersion(Options{Root: root, Env: []string{"SLURM_CONF=/etc/slurm/slurm.conf"}}); v != "0.24.0" {
+		t.Errorf("pyxis version %q", v)
+	}
+	if v := pyxisVersion(Options{Root: root, Env: []string{}}); v != "" {
+		t.Errorf("no plugstack.conf at the default place: %q", v)
+	}
+}
