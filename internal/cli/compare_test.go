@@ -143,3 +143,36 @@ func TestReportCommand(t *testing.T) {
 		t.Error("a failed report replaced the previous page")
 	}
 }
+
+// compare says when the two runs' nodes differ in what decides a GPU's speed, from the
+// fingerprints their shards recorded, and counts rows measured on a throttled GPU.
+func TestCompareSaysTheNodesDiffer(t *testing.T) {
+	base := craftedRun(t, "100", map[int][3]float64{1: {100, 98, 102}})
+	nw := craftedRun(t, "101", map[int][3]float64{1: {100, 98, 102}})
+	fp := func(run, phase, driver string, limit, capUS int) {
+		os.WriteFile(filepath.Join(run, "shards", "s1", "fingerprint-"+phase+".json"), []byte(fmt.Sprintf(`{"phase": %q, "node": "n1",
+		  "vendor": "nvidia", "driver": %q, "toolkit": "CUDA 12.4", "gpus": [{"index": 0, "model": "NVIDIA H100 80GB HBM3",
+		  "power_limit_w": %d, "max_sm_clock_mhz": 1980, "throttle_counters": {"sw_power_cap": %d}}]}`, phase, driver, limit, capUS)), 0o644)
+	}
+	fp(base, "before", "550.54.15", 700, 0)
+	fp(base, "after", "550.54.15", 700, 0)
+	fp(nw, "before", "570.86.15", 600, 10)
+	fp(nw, "after", "570.86.15", 600, 5000010)
+	js := filepath.Join(t.TempDir(), "c.json")
+	r := runOpx(t, "compare", base, nw, "--json", js)
+	if r.code != 0 {
+		t.Fatalf("exit %d %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "**The runs' nodes differ** (their fingerprints): driver 550.54.15 → 570.86.15; power limit 700 W → 600 W.") ||
+		!strings.Contains(r.stdout, "**Throttled GPUs:** 0 base and 1 new row(s)") {
+		t.Errorf("markdown:\n%s", r.stdout)
+	}
+	var doc struct {
+		Nodes     []string       `json:"node_differences"`
+		Throttled map[string]int `json:"throttled_rows"`
+	}
+	b, _ := os.ReadFile(js)
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Nodes) != 2 || doc.Throttled["new"] != 1 {
+		t.Errorf("json: %v %+v", err, doc)
+	}
+}

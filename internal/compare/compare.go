@@ -32,6 +32,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/semianalysis/opx/internal/fingerprint"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/safe"
 )
@@ -125,12 +126,24 @@ type Result struct {
 	New     Side           `json:"new"`
 	Options Options        `json:"thresholds"`
 	Counts  map[string]int `json:"counts"`
-	Cases   []Case         `json:"cases"`
+	// Nodes is where the two runs' nodes differ in what decides a GPU's speed (their
+	// fingerprints: GPU, driver, toolkit, power limit, max SM clock, ECC, MIG);
+	// Throttled counts each run's rows measured on a throttled GPU.
+	Nodes     []string       `json:"node_differences"`
+	Throttled map[string]int `json:"throttled_rows"`
+	Cases     []Case         `json:"cases"`
 }
 
 // Compare joins and classes two runs' rows.
 func Compare(base, nw *results.Run, opt Options) *Result {
-	res := &Result{Options: opt, Counts: map[string]int{}}
+	res := &Result{Options: opt, Counts: map[string]int{}, Nodes: nodeDifferences(base, nw), Throttled: map[string]int{}}
+	for side, run := range map[string]*results.Run{"base": base, "new": nw} {
+		for i := range run.Rows {
+			if run.Rows[i].Throttled != "" {
+				res.Throttled[side]++
+			}
+		}
+	}
 	if opt.Key == nil {
 		opt.Key = results.KeyFields
 		res.Options.Key = opt.Key
@@ -325,6 +338,27 @@ func pct(f float64) string {
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", f*100), "0"), ".") + " %"
 }
 
+// nodeDifferences compares the nodes the two runs' shards recorded.
+func nodeDifferences(base, nw *results.Run) []string {
+	side := func(run *results.Run) (fingerprint.Node, bool) {
+		var nodes []fingerprint.Node
+		for _, s := range run.Shards {
+			if f := s.Before; f != nil {
+				nodes = append(nodes, f.Summary())
+			} else if f := s.After; f != nil {
+				nodes = append(nodes, f.Summary())
+			}
+		}
+		return fingerprint.Merge(nodes), len(nodes) > 0
+	}
+	b, okB := side(base)
+	n, okN := side(nw)
+	if !okB || !okN {
+		return []string{}
+	}
+	return append([]string{}, fingerprint.Differences(b, n)...)
+}
+
 // WriteJSON writes the result as one JSON document, a case a line, without holding its
 // text whole: {"base", "new", "thresholds", "counts", "cases": [...]}.
 func (r *Result) WriteJSON(w io.Writer) error {
@@ -333,8 +367,10 @@ func (r *Result) WriteJSON(w io.Writer) error {
 		Base    Side           `json:"base"`
 		New     Side           `json:"new"`
 		Options Options        `json:"thresholds"`
-		Counts  map[string]int `json:"counts"`
-	}{r.Base, r.New, r.Options, r.Counts})
+		Counts    map[string]int `json:"counts"`
+		Nodes     []string       `json:"node_differences"`
+		Throttled map[string]int `json:"throttled_rows"`
+	}{r.Base, r.New, r.Options, r.Counts, r.Nodes, r.Throttled})
 	if err != nil {
 		return err
 	}
@@ -388,6 +424,12 @@ func (r *Result) Markdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "**%d cases:** %s. Same = change below %s; faster/slower = outside both runs' spread (%s without a spread). Joined on %s.\n",
 		len(r.Cases), strings.Join(parts, ", "), pct(r.Options.Same), pct(r.Options.NoSpread), strings.Join(r.Options.Key, ", "))
+	if len(r.Nodes) > 0 {
+		fmt.Fprintf(w, "\n**The runs' nodes differ** (their fingerprints): %s. A change may be the node's, not the code's.\n", strings.Join(r.Nodes, "; "))
+	}
+	if r.Throttled["base"]+r.Throttled["new"] > 0 {
+		fmt.Fprintf(w, "\n**Throttled GPUs:** %d base and %d new row(s) were measured on a GPU that power or heat held down while its shard ran.\n", r.Throttled["base"], r.Throttled["new"])
+	}
 	r.table(w, "Regressions (worst first)", Slower, false)
 	r.statusTable(w, "Broken: ok in base, not ok now", Broken)
 	r.table(w, "Impossible: above the hardware's limit in one run (timer, cache or peak wrong)", Impossible, false)

@@ -1,9 +1,10 @@
 // Package export is `opx export`: one flat row per requested case of a run, from the case
 // ledger — its case key, testlist, op type and args, backend, cluster, world size, the
-// attempt whose row is kept, status, message, tries, GPU-seconds and every metric — as
-// CSV or JSON lines, for spreadsheets, pandas and databases; a case no attempt measured is
-// a row of status "missing". It streams: one shard's rows are held at a time, so a
-// 128,000-case run exports in the memory of its largest shard.
+// attempt whose row is kept, status, message, tries, GPU-seconds, whether its GPU was
+// throttled, and every metric — as CSV or JSON lines, for spreadsheets, pandas and
+// databases; a case no attempt measured is a row of status "missing". It streams: one
+// shard's rows are held at a time, so a 128,000-case run exports in the memory of its
+// largest shard.
 package export
 
 import (
@@ -23,7 +24,7 @@ var Formats = []string{"csv", "jsonl"}
 
 // columns are the fixed columns, before the metrics.
 var columns = append([]string{"key", "shard", "attempt", "testlist", "op_type", "args", "args_label", "backend", "cluster",
-	"runner", "world_size", "status", "message", "tries", "gpu_seconds"}, solColumns...)
+	"runner", "world_size", "status", "message", "tries", "gpu_seconds", "throttled"}, solColumns...)
 
 // solColumns are a row against its hardware's limits (sol): ok rows whose op, args and
 // runner determine them.
@@ -66,7 +67,7 @@ func Write(ctx context.Context, manifest, dir, format string, w io.Writer) error
 
 func fixed(r *results.Row) []string {
 	return append([]string{r.Key(), r.Shard, strconv.Itoa(r.Attempt), r.Testlist, r.OpType, r.ArgsJSON(), r.ArgsLabel, r.Backend,
-		r.Cluster, r.Runner, strconv.Itoa(r.WorldSize), r.Status, r.Message, strconv.Itoa(r.Tries), gpuSeconds(r)}, judged(r)...)
+		r.Cluster, r.Runner, strconv.Itoa(r.WorldSize), r.Status, r.Message, strconv.Itoa(r.Tries), gpuSeconds(r), r.Throttled}, judged(r)...)
 }
 
 func gpuSeconds(r *results.Row) string {
@@ -168,10 +169,11 @@ func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) error {
 				Message   string             `json:"message,omitempty"`
 				Tries     int                `json:"tries"`
 				GPUSecs   float64            `json:"gpu_seconds"`
+				Throttled string             `json:"throttled,omitempty"`
 				Metrics   map[string]float64 `json:"metrics"`
 				SOL       map[string]any     `json:"sol,omitempty"`
 			}{r.Key(), r.Shard, r.Attempt, r.Testlist, r.OpType, argsJSON(r.ArgsJSON()), r.ArgsLabel, r.Backend,
-				r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, r.Tries, r.GPUSeconds, metrics, solOf(r)}
+				r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, r.Tries, r.GPUSeconds, r.Throttled, metrics, solOf(r)}
 			if err := enc.Encode(&rec); err != nil {
 				return err
 			}

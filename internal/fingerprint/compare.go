@@ -108,3 +108,22 @@ func Differences(a, b Node) []string {
 	}
 	return out
 }
+
+// Merge is the nodes' facts together: each field the distinct values of all of them.
+func Merge(nodes []Node) Node {
+	join := func(get func(Node) string) string {
+		seen := map[string]bool{}
+		for _, n := range nodes {
+			for _, v := range strings.Split(get(n), ", ") {
+				if v != "" {
+					seen[v] = true
+				}
+			}
+		}
+		return strings.Join(slices.Sorted(maps.Keys(seen)), ", ")
+	}
+	return Node{Models: join(func(n Node) string { return n.Models }), Driver: join(func(n Node) string { return n.Driver }),
+		Toolkit: join(func(n Node) string { return n.Toolkit }), PowerLimit: join(func(n Node) string { return n.PowerLimit }),
+		MaxSMClock: join(func(n Node) string { return n.MaxSMClock }), ECC: join(func(n Node) string { return n.ECC }),
+		MIG: join(func(n Node) string { return n.MIG })}
+}

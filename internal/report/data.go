@@ -34,6 +34,7 @@ type builder struct {
 	attempt          []int32      // the attempt whose row the ledger kept
 	gpuS             []float64    // the case's GPU-seconds over all attempts (NaN: not accounted)
 	impossible       []int        // rows above 100 % of a limit
+	throttled        []int        // rows whose GPUs were throttled while their attempt ran
 	families         map[string]bool
 	sitePeaks        map[string]sol.Peak // a family's limits as a site declared them
 	msgs             map[string]map[string]*msgAgg
@@ -134,6 +135,9 @@ func (b *builder) add(r *results.Row) {
 	gs := math.NaN()
 	if r.GPUSeconds > 0 {
 		gs = r.GPUSeconds
+	}
+	if r.Throttled != "" {
+		b.throttled = append(b.throttled, len(b.attempt))
 	}
 	b.attempt, b.gpuS = append(b.attempt, int32(r.Attempt)), append(b.gpuS, gs)
 	if groups := b.msgs[r.Status]; groups != nil {
@@ -355,8 +359,9 @@ func (b *builder) dictionaries() any {
 		ThrName    map[string]string  `json:"thrName"`
 		Units      map[string]string  `json:"units"`
 		Impossible []int              `json:"impossible"`
+		Throttled  []int              `json:"throttled"`
 	}{Series: b.series.list, SerFamily: b.serFam, ThrName: map[string]string{}, Units: map[string]string{}, Peaks: map[string]peakOut{},
-		Impossible: append([]int{}, b.impossible...)}
+		Impossible: append([]int{}, b.impossible...), Throttled: append([]int{}, b.throttled...)}
 	for f := range b.families {
 		p, site := b.sitePeaks[f]
 		if !site {

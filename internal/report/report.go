@@ -59,6 +59,8 @@ type page struct {
 	Data                                                      template.JS
 	Cases, Impossible                                         int
 	Cost                                                      costView
+	Nodes                                                     []nodeRow
+	ThrottledShards, ThrottledRows                            int
 }
 
 type tile struct{ Label, Value, Class string }
@@ -107,6 +109,10 @@ func (b *builder) write(w io.Writer, run *results.Run) error {
 	p.Attempts = attempts(run)
 	p.Verdict, p.VerdictClass, p.Tiles = verdict(run)
 	p.Cost = cost(run)
+	p.Nodes, p.ThrottledShards = nodes(run)
+	if p.ThrottledRows = len(b.throttled); p.ThrottledRows > 0 {
+		p.Tiles = append(p.Tiles, tile{"Rows on a throttled GPU", strconv.Itoa(p.ThrottledRows), "bad"})
+	}
 	if p.Impossible > 0 {
 		p.Tiles = append(p.Tiles, tile{"Impossible rows", strconv.Itoa(p.Impossible), "bad"})
 	}

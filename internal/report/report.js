@@ -9,6 +9,8 @@
   var statusName = ["ok", "unsupported", "error", "other"];
   var spread = {}, impossible = {};
   D.impossible.forEach(function (i) { impossible[i] = true; });
+  var throttled = {};
+  D.throttled.forEach(function (i) { throttled[i] = true; });
   D.spread.forEach(function (s) { spread[s[0]] = [s[1], s[2]]; });
 
   function el(tag, attrs, text) {
@@ -206,7 +208,7 @@
     for (var i = 0; i < n; i++) {
       if (op && D.cases[D.c[i]].o !== op) continue;
       if (st !== "" && D.st[i] !== Number(st)) continue;
-      if (text && (caseLabel(i) + " " + D.series[D.s[i]] + " " + statusName[D.st[i]]).toLowerCase().indexOf(text) < 0) continue;
+      if (text && (caseLabel(i) + " " + D.series[D.s[i]] + " " + statusName[D.st[i]] + (throttled[i] ? " throttled" : "")).toLowerCase().indexOf(text) < 0) continue;
       shown.push(i);
     }
     if (sortKey) {
@@ -224,7 +226,7 @@
     for (var j = pageAt; j < end; j++) {
       var i = shown[j], tr = el("tr");
       var thr = D.thr[i], unit = D.units[D.cases[D.c[i]].o] || "";
-      [[caseLabel(i), "code"], [D.cases[D.c[i]].o], [D.series[D.s[i]]], [statusName[D.st[i]], "st"], [time(D.lat[i]), "n"],
+      [[caseLabel(i), "code"], [D.cases[D.c[i]].o], [D.series[D.s[i]]], [statusName[D.st[i]] + (throttled[i] ? " (throttled GPU)" : ""), "st"], [time(D.lat[i]), "n"],
        [spread[i] ? time(spread[i][0]) + " – " + time(spread[i][1]) : "", "n"], [thr === null ? "" : sig(thr) + " " + unit, "n"],
        [D.sol[i] === null ? "" : sig(D.sol[i]) + " %" + (impossible[i] ? " impossible" : ""), impossible[i] ? "imp" : "n"],
        [String(D.att[i]), "n"], [D.gs[i] === null ? "" : sig(D.gs[i]), "n"]].forEach(function (c) {

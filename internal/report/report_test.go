@@ -77,6 +77,18 @@ func fixture(t *testing.T) string {
  "message": "benchmark step failed: srun returned non-zero exit status 1 (log: /out/benchmark.log)", "log": "benchmark.log"}}`)
 		write(t, filepath.Join(dir, "b1", "benchmark.log"), "rank 0: loading sglang\nTraceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n")
 	}()
+	// b-shard's node, as opx fingerprint recorded it: GPU 0's power-cap counter grew while
+	// the shard ran (GPU 1 is not the shard's: world size 1)
+	fp := func(phase string, capUS int) string {
+		return fmt.Sprintf(`{"phase": %q, "taken_at": "2026-12-01T00:00:00Z", "node": "b200-node-01", "cpu_model": "Intel(R) Xeon(R) Platinum 8570",
+ "kernel": "6.8.0-48-generic", "enroot": "4.1.2", "pyxis": "0.24.0", "vendor": "nvidia", "driver": "570.86.15", "toolkit": "CUDA 12.8",
+ "gpus": [{"index": 0, "model": "NVIDIA B200", "power_limit_w": 1000, "max_sm_clock_mhz": 1965, "temperature_c": %d, "ecc": "Enabled", "mig": "Disabled",
+   "throttle_counters": {"sw_power_cap": %d, "hw_power_brake": 0}},
+  {"index": 1, "model": "NVIDIA B200", "power_limit_w": 1000, "max_sm_clock_mhz": 1965, "temperature_c": 40, "ecc": "Enabled", "mig": "Disabled",
+   "throttle_counters": {"sw_power_cap": 0}}]}`, phase, 40+capUS/1000000, capUS)
+	}
+	write(t, filepath.Join(dir, "b1", "fingerprint-before.json"), fp("before", 1200))
+	write(t, filepath.Join(dir, "b1", "fingerprint-after.json"), fp("after", 41001200))
 	shard("b1", "b-shard", "b200", "sglang", "1", 1, strings.Join([]string{ok(64, "bf16", "sglang", 30.1, 29.5, 31.0, 1141.6),
 		bad(256, "bf16", "sglang", "error", "RuntimeError: CUDA error: <out of memory> & more | tb: x.py:1"),
 		bad(64, "fp8", "sglang", "error", "RuntimeError: CUDA error: <out of memory> & more | tb: x.py:1")}, ", "))
@@ -133,6 +145,13 @@ func TestReportContent(t *testing.T) {
 		// the cases as data: dictionaries and columns
 		`"series":["vllm on h200 ×1","sglang on b200 ×1"]`, `"thrName":{"gemm":"tflops"}`, `"lat":[41.5,120.2,null,30.1,null,null]`,
 		`"spread":[[0,40.9,43.2],[1,118,125.5],[3,29.5,31]]`,
+		// the node's fingerprint, and the rows measured on its throttled GPU
+		"<td>b200-node-01</td><td>2 × NVIDIA B200</td><td>570.86.15</td><td>CUDA 12.8</td><td>1000 W</td><td>1965 MHz</td>",
+		`<td class="error">GPU 0: sw_power_cap</td>`, "40 °C → 81 °C", "enroot 4.1.2 · pyxis 0.24.0",
+		"1 shard(s) ran on a throttled GPU", `<div class="tv">3</div><div class="tl">Rows on a throttled GPU</div>`, `"throttled":[3,4,5]`,
+		// the case ledger and what it cost
+		"cases: 4 of 9 measured (ok 3, unsupported 1), 2 error, 3 missing", `<div class="tv">4 / 9</div><div class="tl">Cases measured</div>`,
+		"Cases still needing a row (5)",
 	} {
 		if !strings.Contains(page, s) {
 			t.Errorf("page lacks %q", s)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/fingerprint"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/summary"
@@ -224,6 +225,8 @@ type execRows struct {
 	att  Attempt
 	asks map[string]bool // the keys of the cases it was asked to run
 	rows []Row
+	// throttled is why its GPUs were held down while it ran ("" when they were not)
+	throttled string
 }
 
 // readAttempt reads an execution's execution.json (the cases it was asked to run),
@@ -240,6 +243,9 @@ func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*ex
 	}
 	for _, c := range asked {
 		e.asks[c.Key] = true
+	}
+	if th := fingerprint.Throttled(readFingerprint(ctx, ex.Dir, "before"), readFingerprint(ctx, ex.Dir, "after"), int(exe.Cell.WorldSize)); len(th.GPUs) > 0 {
+		e.throttled = fmt.Sprintf("GPU %s: %s", joinInts(th.GPUs), strings.Join(th.Reasons, ", "))
 	}
 	if v, err := files.ReadJSON(ctx, filepath.Join(ex.Dir, "status.json")); err == nil {
 		o, _ := v.(*pyjson.Object)
@@ -272,6 +278,14 @@ func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*ex
 		}
 	}
 	return e, nil
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
 }
 
 // rank orders statuses: a later attempt's row replaces a kept one only when it is better,
@@ -314,7 +328,7 @@ func settleShard(cases []Case, execs []*execRows, counted string) (kept []Row, a
 		var mine []int // the case of each of its rows
 		for i := range e.rows {
 			r := &e.rows[i]
-			r.Attempt = e.ex.Attempt
+			r.Attempt, r.Throttled = e.ex.Attempt, e.throttled
 			ci, ok := index[r.Key()]
 			if !ok {
 				if a.Counted {

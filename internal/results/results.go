@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/fingerprint"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/sol"
@@ -48,6 +49,10 @@ type Shard struct {
 	Hosts, Versions                 []string
 	Software                        map[string]string
 	Runs                            []string // results run ids
+	// Before and After are the node's fingerprints around the benchmark (nil when the
+	// execution recorded none); Throttle is which of its GPUs power or heat held down.
+	Before, After *fingerprint.Fingerprint
+	Throttle      fingerprint.Throttle
 }
 
 // Row is one result row with the shard facts that make up its case key.
@@ -63,6 +68,7 @@ type Row struct {
 	Impossible                                        bool      // above its hardware's limit (set by OpenLean; SOL says it)
 	Peak                                              *sol.Peak // its shard's site limits, if any
 	GPUSeconds                                        float64   // its case's GPU time over all attempts (Case.GPUSeconds)
+	Throttled                                         string    // why its GPUs were throttled while its attempt ran ("" when they were not, or unknown)
 	Tries                                             int       // rows written for its case over all attempts
 }
 
@@ -362,6 +368,8 @@ func readMeta(ctx context.Context, sh *Shard, run *Run) error {
 		}
 		sh.Peak = &p
 	}
+	sh.Before, sh.After = readFingerprint(ctx, sh.Dir, "before"), readFingerprint(ctx, sh.Dir, "after")
+	sh.Throttle = fingerprint.Throttled(sh.Before, sh.After, sh.WorldSize)
 	if v, err := files.ReadJSON(ctx, filepath.Join(sh.Dir, "status.json")); err == nil {
 		if o, ok := v.(*pyjson.Object); ok {
 			sh.HasStatus = true
@@ -378,6 +386,16 @@ func readMeta(ctx context.Context, sh *Shard, run *Run) error {
 		}
 	}
 	return nil
+}
+
+// readFingerprint reads an execution's fingerprint-<phase>.json (nil when it has none or
+// it cannot be read: a fingerprint is evidence, never a reason to refuse a run).
+func readFingerprint(ctx context.Context, dir, phase string) *fingerprint.Fingerprint {
+	f, err := fingerprint.Read(ctx, filepath.Join(dir, "fingerprint-"+phase+".json"))
+	if err != nil {
+		return nil
+	}
+	return f
 }
 
 // readResults is a results file's rows (summarize has checked it is an object with a

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/semianalysis/opx/internal/manifest"
+	"github.com/semianalysis/opx/internal/shard"
 	"github.com/semianalysis/opx/internal/summary"
 )
 
@@ -235,4 +236,44 @@ func TestPlanResumeAndEstimate(t *testing.T) {
 			t.Errorf("the rerun error case: %s from attempt %d", c.Status, c.Attempt)
 		}
 	}
+}
+
+// TestFingerprintOnSlurm: execute records the node before and after the benchmark, one
+// srun step each on the real local Slurm. No GPU here: a recording fake nvidia-smi on the
+// PATH the steps inherit prints a real H100 node's `nvidia-smi -q -x` (driver 535), and
+// records its arguments.
+func TestFingerprintOnSlurm(t *testing.T) {
+	c := slurmCluster(t)
+	fakes := t.TempDir()
+	xml, _ := filepath.Abs("../fingerprint/testdata/nvidia-smi-h100-535.xml")
+	log := filepath.Join(fakes, "calls")
+	os.WriteFile(filepath.Join(fakes, "nvidia-smi"), []byte("#!/bin/sh\necho \"$* job=$SLURM_JOB_ID\" >> "+log+"\n[ \"$*\" = \"-q -x\" ] || exit 2\ncat "+xml+"\n"), 0o755)
+	m, id := c.plan("quick", 1)
+	out := filepath.Join(c.dir, "out-fp")
+	cmd := c.execute(m, id, out)
+	cmd.Env = c.env("PATH=" + fakes + ":" + os.Getenv("PATH"))
+	if r := run(cmd); r.code != 0 {
+		t.Fatalf("execute: exit %d %s", r.code, r.stderr)
+	}
+	jobs := shard.AllocationIDs(out)
+	calls, _ := os.ReadFile(log)
+	if len(jobs) != 1 || string(calls) != "-q -x job="+jobs[0]+"\n-q -x job="+jobs[0]+"\n" {
+		t.Errorf("nvidia-smi calls %q (job %v): want two, on the allocation", calls, jobs)
+	}
+	for _, phase := range []string{"before", "after"} {
+		b, err := os.ReadFile(filepath.Join(out, "fingerprint-"+phase+".json"))
+		if err != nil {
+			t.Fatalf("no fingerprint-%s.json: %v", phase, err)
+		}
+		var f struct {
+			Phase, Node, Vendor, Driver string
+			GPUs                        []struct{ Model string }
+		}
+		host, _ := os.Hostname()
+		if err := json.Unmarshal(b, &f); err != nil || f.Phase != phase || f.Node != host || f.Vendor != "nvidia" || f.Driver != "535.161.08" ||
+			len(f.GPUs) != 2 || f.GPUs[0].Model != "NVIDIA H100 80GB HBM3" {
+			t.Errorf("fingerprint-%s: %v %s", phase, err, b)
+		}
+	}
+	c.assertClean(out)
 }
