@@ -364,9 +364,9 @@ func nodeDifferences(base, nw *results.Run) []string {
 func (r *Result) WriteJSON(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	head, err := json.Marshal(struct {
-		Base    Side           `json:"base"`
-		New     Side           `json:"new"`
-		Options Options        `json:"thresholds"`
+		Base      Side           `json:"base"`
+		New       Side           `json:"new"`
+		Options   Options        `json:"thresholds"`
 		Counts    map[string]int `json:"counts"`
 		Nodes     []string       `json:"node_differences"`
 		Throttled map[string]int `json:"throttled_rows"`

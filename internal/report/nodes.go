@@ -13,7 +13,7 @@ import (
 // benchmark.
 type nodeRow struct {
 	Shard, Node, GPUs, Driver, Toolkit, PowerLimit, MaxSM, ECC, MIG, Temp, Stack, Throttle, Missing string
-	Bad                                                                                           bool
+	Bad                                                                                             bool
 }
 
 // nodes is the provenance's node table, and how many shards ran on a throttled GPU.
