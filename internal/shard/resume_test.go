@@ -277,3 +277,92 @@ func TestFingerprintOnSlurm(t *testing.T) {
 	}
 	c.assertClean(out)
 }
+
+// BenchmarkResumeAgainstWholeRerun is the cost of a resumed sweep against the seed's retry
+// (the failed shard rerun whole), on the real local Slurm: a 16-case shard killed
+// (SIGKILL) after about half its cases, then resumed; and the same sweep run whole. The
+// goal is a resume that costs its share of the cases missing plus one allocation's fixed
+// cost: resume_gpu_s ≤ fixed + 1.05 × benchmark × missing/n. Reported per run:
+// resume_gpu_s, whole_gpu_s, fixed_gpu_s (the whole run's allocation time outside its
+// benchmark), missing/n, and over_proportional_pct (how far the resume is above
+// fixed + benchmark × missing/n). Run it with scripts/bench-resume.sh.
+func BenchmarkResumeAgainstWholeRerun(b *testing.B) {
+	c := slurmCluster(b)
+	const n = 16
+	var shapes []string
+	for i := range n {
+		shapes = append(shapes, fmt.Sprintf(`{"type": "gemm", "args": {"m": %d, "n": 384, "k": 384, "a": {"dtype": "fp64"}, "b": {"dtype": "fp64"}, "out": "fp64"}, "sources": []}`, 384+16*i))
+	}
+	os.WriteFile(filepath.Join(c.tl, "bench16.json"), []byte("["+strings.Join(shapes, ",\n")+"]"), 0o644)
+	env := c.env("OPERATORX_MEASURE_S=0.4")
+	args := func(dir string) []string {
+		return []string{"run", "--out", dir, "--runner", "cluster:opxtest-loopback", "--testlists", "bench16", "--platform-config", c.cfg,
+			"--testlist-dir", c.tl, "--time-minutes", "10", "--cleanup-seconds", "30", "--run-id", "77"}
+	}
+	for i := 0; i < b.N; i++ {
+		root := b.TempDir()
+		killed := filepath.Join(root, "resumed")
+		cmd := exec.Command(opxBin, args(killed)...)
+		cmd.Env = env
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		deadline := time.Now().Add(120 * time.Second)
+		for time.Now().Before(deadline) {
+			stages, _ := filepath.Glob(filepath.Join(c.stageRoot, ".operatorx-*", "77-1-*", "results"))
+			if len(stages) == 1 && summary.RowsIn(stages[0]) >= n/2 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		res := exec.Command(opxBin, "run", "--resume", killed, "--cleanup-seconds", "30", "--time-minutes", "10")
+		res.Env = env
+		if out, err := res.CombinedOutput(); err != nil {
+			b.Fatalf("resume: %v\n%s", err, out)
+		}
+		whole := filepath.Join(root, "whole")
+		w := exec.Command(opxBin, args(whole)...)
+		w.Env = env
+		if out, err := w.CombinedOutput(); err != nil {
+			b.Fatalf("whole run: %v\n%s", err, out)
+		}
+		lr := benchLedger(b, filepath.Join(killed, "cases.json"))
+		lw := benchLedger(b, filepath.Join(whole, "cases.json"))
+		if len(lr.Attempts) != 2 || len(lw.Attempts) != 1 || !lr.Complete {
+			b.Fatalf("attempts: resumed %d, whole %d", len(lr.Attempts), len(lw.Attempts))
+		}
+		resumed, full := lr.Attempts[1], lw.Attempts[0]
+		fixed := full.GPUSeconds - full.Phases["benchmark"]*float64(full.GPUs)
+		frac := float64(resumed.Rows) / n
+		proportional := fixed + full.Phases["benchmark"]*float64(full.GPUs)*frac
+		b.ReportMetric(resumed.GPUSeconds, "resume_gpu_s")
+		b.ReportMetric(full.GPUSeconds, "whole_gpu_s")
+		b.ReportMetric(fixed, "fixed_gpu_s")
+		b.ReportMetric(frac, "missing/n")
+		b.ReportMetric(100*(resumed.GPUSeconds/proportional-1), "over_proportional_pct")
+	}
+	c.scancelAll()
+}
+
+type benchLedgerFile struct {
+	Complete bool
+	Attempts []struct {
+		Rows, GPUs int
+		GPUSeconds float64            `json:"gpu_seconds"`
+		Phases     map[string]float64 `json:"phase_seconds"`
+	}
+}
+
+func benchLedger(b *testing.B, path string) benchLedgerFile {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var l benchLedgerFile
+	if err := json.Unmarshal(raw, &l); err != nil {
+		b.Fatal(err)
+	}
+	return l
+}

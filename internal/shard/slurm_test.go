@@ -26,12 +26,12 @@ var opxBin string
 func TestMain(m *testing.M) { testenv.MainWithOpx(m, &opxBin) }
 
 type cluster struct {
-	t                         *testing.T
+	t                         testing.TB
 	conf, dir, stageRoot, cfg string
 	tl                        string
 }
 
-func slurmCluster(t *testing.T) *cluster {
+func slurmCluster(t testing.TB) *cluster {
 	conf := testenv.SlurmConf(t)
 	c := &cluster{t: t, conf: conf, dir: t.TempDir()}
 	c.stageRoot = filepath.Join(c.dir, "shared")
@@ -157,7 +157,7 @@ func (c *cluster) assertClean(output string) {
 	}
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
+func waitFor(t testing.TB, what string, timeout time.Duration, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
