@@ -8,13 +8,16 @@ work = sys.argv[1]
 cells = []
 for s in range(256):
     sid = "h200-dgxc-%016x" % (s * 7919 + 1)
-    cells.append({"id": sid, "runner": "cluster:h200-dgxc", "cases": [{"testlist": "t", "shape": {"type": "gemm", "args": {"m": i}}} for i in range(500)]})
+    args = lambda i: {"m": i, "n": 4096, "k": 4096, "a": {"dtype": "bf16"}, "b": {"dtype": "bf16"}, "out": "bf16"}
+    cell = {"id": sid, "runner": "cluster:h200-dgxc", "cluster": "h200_dgxc_8x", "backends": ["vllm"], "world_size": 1, "gpus_per_node": 8,
+            "cases": [{"testlist": "t", "shape": {"type": "gemm", "args": args(i), "sources": []}} for i in range(500)]}
+    cells.append(cell)
     for attempt in (1, 2):
         d = os.path.join(work, "artifacts", f"operatorx-shard-7-{attempt}-{sid}")
         os.makedirs(os.path.join(d, "results", "nvidia", "h200_dgxc_8x"), exist_ok=True)
-        json.dump({"cell": {"id": sid, "runner": "cluster:h200-dgxc"}, "source_sha": "s", "run_id": "7", "attempt": str(attempt), "stage": "/x"}, open(os.path.join(d, "execution.json"), "w"))
+        json.dump({"cell": cell, "source_sha": "s", "run_id": "7", "attempt": str(attempt), "stage": "/x"}, open(os.path.join(d, "execution.json"), "w"))
         json.dump({"exit_code": 0, "slurm_jobs": ["1"]}, open(os.path.join(d, "status.json"), "w"))
-        rows = [{"op": {"type": "gemm", "args": {"m": i, "n": 4096, "k": 4096, "a": {"dtype": "bf16"}, "b": {"dtype": "bf16"}, "out": "bf16"}, "backend": "vllm", "sources": []},
+        rows = [{"op": {"type": "gemm", "args": args(i), "backend": "vllm", "sources": []},
                  "metrics": {"latency_us": 12.5 + i, "tflops": 512.25} if i % 10 else {}, "status": "ok" if i % 10 else "unsupported",
                  "testlist": "t"} for i in range(500)]
         json.dump({"schema_version": "1", "run": {"id": "r", "env": {}}, "rows": rows}, open(os.path.join(d, "results", "nvidia", "h200_dgxc_8x", "r.json"), "w"), indent=2)

@@ -3,6 +3,7 @@ package manifest
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/semianalysis/opx/internal/files"
@@ -27,8 +28,16 @@ type Execution struct {
 func (e *Execution) ShardID() string { return e.Cell.ID }
 
 // ReadExecution reads and checks an execution.json.
-func ReadExecution(path string) (*Execution, error) {
-	v, err := files.ReadJSON(context.Background(), path)
+func ReadExecution(path string) (*Execution, error) { return readExecution(path, math.MaxInt) }
+
+// ReadExecutionHead is ReadExecution with the cell's cases left as their JSON text (each
+// Case's Shape a pyjson.Raw, its Testlist empty): for readers that need an execution's
+// provenance, attempt and cell facts but not its 500 shapes — summarize's walk over
+// every execution of a run. The whole file is still checked against the grammar.
+func ReadExecutionHead(path string) (*Execution, error) { return readExecution(path, 3) }
+
+func readExecution(path string, depth int) (*Execution, error) {
+	v, err := files.ReadJSONDepth(context.Background(), path, depth)
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,7 @@ type Case struct {
 	Runner                         string
 	WorldSize                      int
 	Args                           *pyjson.Object // as the manifest has them
+	ArgsJSON                       string         // json.dumps(args, sort_keys=True), as the key has them
 	ArgsLabel                      string
 	// Status is the kept row's: ok, unsupported or error; missing when no attempt wrote one.
 	Status, Message string
@@ -213,7 +214,7 @@ func ShapeCases(c *manifest.Cell, i int) ([]Case, error) {
 	for _, b := range c.Backends {
 		out = append(out, Case{Key: CaseKey(cs.Testlist, op, argsJSON, b, int(c.WorldSize), c.Cluster), Shard: c.ID,
 			Testlist: cs.Testlist, Op: op, Backend: b, Cluster: c.Cluster, Runner: c.Runner, WorldSize: int(c.WorldSize), Args: args,
-			ArgsLabel: Label(args), Status: "missing"})
+			ArgsJSON: argsJSON, ArgsLabel: Label(args), Status: "missing"})
 	}
 	return out, nil
 }
@@ -222,33 +223,54 @@ func ShapeCases(c *manifest.Cell, i int) ([]Case, error) {
 // its rows.
 type execRows struct {
 	ex   summary.Execution
+	exe  *manifest.Execution
 	att  Attempt
-	asks map[string]bool // the keys of the cases it was asked to run
 	rows []Row
 	// throttled is why its GPUs were held down while it ran ("" when they were not)
 	throttled string
+	before    *fingerprint.Fingerprint
+	after     *fingerprint.Fingerprint
+	status    *pyjson.Object // status.json, nil when absent
 }
 
-// readAttempt reads an execution's execution.json (the cases it was asked to run),
-// status.json (its outcome) and accounting.json (its cost).
-func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*execRows, error) {
-	e := &execRows{ex: ex, att: Attempt{Shard: shardID, Attempt: ex.Attempt, Dir: ex.Dir, Outcome: "unfinished"}, asks: map[string]bool{}}
-	exe, err := manifest.ReadExecution(filepath.Join(ex.Dir, "execution.json"))
+// asked is the keys of the cases the execution was asked to run (worked out only for an
+// attempt that wrote no row, whose time is shared by them).
+func (e *execRows) asked() (map[string]bool, error) {
+	exe, err := manifest.ReadExecution(filepath.Join(e.ex.Dir, "execution.json")) // with its cases, this time
 	if err != nil {
 		return nil, err
 	}
-	asked, err := CellCases(exe.Cell)
+	cases, err := CellCases(exe.Cell)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", filepath.Join(ex.Dir, "execution.json"), err)
+		return nil, fmt.Errorf("%s: %v", filepath.Join(e.ex.Dir, "execution.json"), err)
 	}
-	for _, c := range asked {
-		e.asks[c.Key] = true
+	asks := make(map[string]bool, len(cases))
+	for _, c := range cases {
+		asks[c.Key] = true
 	}
-	if th := fingerprint.Throttled(readFingerprint(ctx, ex.Dir, "before"), readFingerprint(ctx, ex.Dir, "after"), int(exe.Cell.WorldSize)); len(th.GPUs) > 0 {
+	return asks, nil
+}
+
+// readAttempt reads an execution's execution.json (the cases it was asked to run),
+// status.json (its outcome), accounting.json (its cost) and fingerprints.
+func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*execRows, error) {
+	e := &execRows{ex: ex, att: Attempt{Shard: shardID, Attempt: ex.Attempt, Dir: ex.Dir, Outcome: "unfinished"}}
+	exe, err := manifest.ReadExecutionHead(filepath.Join(ex.Dir, "execution.json"))
+	if err != nil {
+		return nil, err
+	}
+	e.exe = exe
+	e.att.Cases = len(exe.Cell.Cases) * len(exe.Cell.Backends) // its distinct keys, unless a shape is listed twice
+	e.before, e.after = readFingerprint(ctx, ex.Dir, "before"), readFingerprint(ctx, ex.Dir, "after")
+	if th := fingerprint.Throttled(e.before, e.after, int(exe.Cell.WorldSize)); len(th.GPUs) > 0 {
 		e.throttled = fmt.Sprintf("GPU %s: %s", joinInts(th.GPUs), strings.Join(th.Reasons, ", "))
 	}
 	if v, err := files.ReadJSON(ctx, filepath.Join(ex.Dir, "status.json")); err == nil {
 		o, _ := v.(*pyjson.Object)
+		if o == nil {
+			o = pyjson.NewObject() // not an object: the attempt did not succeed
+		}
+		e.status = o
 		code, _ := o.Get("exit_code")
 		if scalar(code) == "0" {
 			e.att.Outcome = "success"
@@ -305,7 +327,7 @@ func rank(status string) int {
 // settleShard decides a shard's cases from every execution read, charges each attempt's
 // time to its cases, and returns the rows kept (requested order), then the rows of the
 // counted execution that are no requested case.
-func settleShard(cases []Case, execs []*execRows, counted string) (kept []Row, attempts []Attempt, extra []Row) {
+func settleShard(cases []Case, execs []*execRows, counted string) (kept []Row, attempts []Attempt, extra []Row, err error) {
 	index := make(map[string]int, len(cases))
 	for i, c := range cases {
 		index[c.Key] = i
@@ -320,11 +342,6 @@ func settleShard(cases []Case, execs []*execRows, counted string) (kept []Row, a
 	for _, e := range execs {
 		a := &e.att
 		a.Retry, a.Counted = e.ex.Attempt > first, e.ex.Dir == counted
-		for k := range e.asks {
-			if _, ok := index[k]; ok {
-				a.Cases++
-			}
-		}
 		var mine []int // the case of each of its rows
 		for i := range e.rows {
 			r := &e.rows[i]
@@ -347,16 +364,25 @@ func settleShard(cases []Case, execs []*execRows, counted string) (kept []Row, a
 			}
 		}
 		a.Rows = len(mine)
-		share := a.Share()
 		if a.Rows > 0 {
+			share := a.Share()
 			for _, ci := range mine {
 				cases[ci].GPUSeconds += share
 			}
-		} else {
-			for k := range e.asks {
+		} else if a.GPUSeconds > 0 {
+			asks, err := e.asked()
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			var own []int
+			for k := range asks {
 				if ci, ok := index[k]; ok {
-					cases[ci].GPUSeconds += share
+					own = append(own, ci)
 				}
+			}
+			a.Cases = len(own)
+			for _, ci := range own {
+				cases[ci].GPUSeconds += a.Share()
 			}
 		}
 		attempts = append(attempts, *a)
@@ -372,7 +398,7 @@ func settleShard(cases []Case, execs []*execRows, counted string) (kept []Row, a
 		row.GPUSeconds, row.Tries = c.GPUSeconds, c.Tries
 		kept = append(kept, row)
 	}
-	return kept, attempts, extra
+	return kept, attempts, extra, nil
 }
 
 // shareOf is the share an attempt charged each of its rows.

@@ -195,7 +195,7 @@ func TestLedgerFileRoundTrip(t *testing.T) {
 		t.Errorf("costs %+v", costs[:2])
 	}
 	b, _ := os.ReadFile(path)
-	if !strings.Contains(string(b), `"dir": "s-1.attempt-1"`) || !strings.Contains(string(b), `"schema": "opx-cases/1"`) {
+	if !strings.Contains(string(b), `"dir":"s-1.attempt-1"`) || !strings.Contains(string(b), `"schema":"opx-cases/1"`) {
 		t.Errorf("cases.json: %s", b)
 	}
 	os.WriteFile(path, []byte(`{"schema": "other"}`), 0o644)

@@ -1,21 +1,22 @@
 package results
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"time"
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
-	"github.com/semianalysis/opx/internal/pyjson"
 )
 
 // LedgerSchema names the case ledger's format (docs/reference.md, "cases.json").
 const LedgerSchema = "opx-cases/1"
 
-// ledgerDoc is the case ledger as written: cases.json.
+// ledgerDoc is the case ledger as read back: cases.json.
 type ledgerDoc struct {
 	Schema    string       `json:"schema"`
 	RunID     string       `json:"run_id"`
@@ -83,36 +84,78 @@ type caseDoc struct {
 	Reached    bool            `json:"reached_by_newest"`
 }
 
-// WriteLedger writes the ledger to path, atomically; attempt directories are written
-// relative to artifacts.
+// WriteLedger writes the ledger to path, atomically, an attempt and a case a line (a
+// 128,000-case ledger is written without holding its text); attempt directories are
+// written relative to artifacts.
 func WriteLedger(path, artifacts string, l *Ledger) error {
 	t := l.Totals()
-	doc := ledgerDoc{Schema: LedgerSchema, RunID: l.RunID, SourceSHA: l.SourceSHA, Complete: l.Complete(),
-		Totals: totalsDoc{Cases: t.Cases, OK: t.OK, Unsupported: t.Unsupported, Error: t.Error, Missing: t.Missing,
-			GPUSeconds: t.GPUSeconds, GPUHours: t.GPUSeconds / 3600, FailedSeconds: t.FailedSeconds, RetrySeconds: t.RetrySeconds,
-			SupersededSeconds: t.SupersededSeconds, PendingSeconds: t.PendingSeconds, Estimated: t.Estimated,
-			Unaccounted: t.Unaccounted, Extra: l.Extra},
-		Attempts: []attemptDoc{}, Cases: []caseDoc{}}
-	for _, a := range l.Attempts {
-		dir := a.Dir
-		if rel, err := filepath.Rel(artifacts, a.Dir); err == nil {
-			dir = rel
-		}
-		doc.Attempts = append(doc.Attempts, attemptDoc{Shard: a.Shard, Attempt: a.Attempt, Dir: dir, Outcome: a.Outcome,
-			Failure: a.Failure, Cases: a.Cases, Rows: a.Rows, Accounted: a.Accounted, GPUs: a.GPUs, Pending: a.Pending,
-			Held: a.Held, GPUSeconds: a.GPUSeconds, Share: a.Share(), Estimated: a.Estimated, Phases: a.Phases,
-			GrantedAt: a.GrantedAt, ReleasedAt: a.ReleasedAt, Job: a.Job, Retry: a.Retry, Counted: a.Counted})
-	}
-	for _, c := range l.Cases {
-		doc.Cases = append(doc.Cases, caseDoc{Key: c.Key, Shard: c.Shard, Testlist: c.Testlist, Op: c.Op, Backend: c.Backend,
-			WorldSize: c.WorldSize, Cluster: c.Cluster, Args: pyjson.MustMarshal(c.Args, pyjson.Default), Status: c.Status,
-			Message: c.Message, Attempt: c.Attempt, Tries: c.Tries, GPUSeconds: c.GPUSeconds, Reached: c.Reached})
-	}
-	b, err := json.MarshalIndent(doc, "", " ")
+	head, err := json.Marshal(struct {
+		Schema    string    `json:"schema"`
+		RunID     string    `json:"run_id"`
+		SourceSHA string    `json:"source_sha"`
+		Complete  bool      `json:"complete"`
+		Totals    totalsDoc `json:"totals"`
+	}{LedgerSchema, l.RunID, l.SourceSHA, l.Complete(), totalsDoc{Cases: t.Cases, OK: t.OK, Unsupported: t.Unsupported, Error: t.Error,
+		Missing: t.Missing, GPUSeconds: t.GPUSeconds, GPUHours: t.GPUSeconds / 3600, FailedSeconds: t.FailedSeconds,
+		RetrySeconds: t.RetrySeconds, SupersededSeconds: t.SupersededSeconds, PendingSeconds: t.PendingSeconds,
+		Estimated: t.Estimated, Unaccounted: t.Unaccounted, Extra: l.Extra}})
 	if err != nil {
 		return err
 	}
-	return files.WriteAtomic(path, append(b, '\n'), 0o644)
+	return files.WriteAtomicFunc(path, 0o644, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 256<<10)
+		bw.Write(head[:len(head)-1])
+		list := func(name string, n int, item func(i int) any) error {
+			bw.WriteString(`,"` + name + `":[`)
+			for i := range n {
+				if i > 0 {
+					bw.WriteByte(',')
+				}
+				b, err := json.Marshal(item(i))
+				if err != nil {
+					return err
+				}
+				bw.WriteByte('\n')
+				bw.Write(b)
+			}
+			bw.WriteString("\n]")
+			return nil
+		}
+		err := list("attempts", len(l.Attempts), func(i int) any {
+			a := &l.Attempts[i]
+			dir := a.Dir
+			if rel, err := filepath.Rel(artifacts, a.Dir); err == nil {
+				dir = rel
+			}
+			return attemptDoc{Shard: a.Shard, Attempt: a.Attempt, Dir: dir, Outcome: a.Outcome, Failure: a.Failure, Cases: a.Cases,
+				Rows: a.Rows, Accounted: a.Accounted, GPUs: a.GPUs, Pending: a.Pending, Held: a.Held, GPUSeconds: a.GPUSeconds,
+				Share: a.Share(), Estimated: a.Estimated, Phases: a.Phases, GrantedAt: a.GrantedAt, ReleasedAt: a.ReleasedAt,
+				Job: a.Job, Retry: a.Retry, Counted: a.Counted}
+		})
+		if err == nil {
+			err = list("cases", len(l.Cases), func(i int) any {
+				c := &l.Cases[i]
+				return caseDoc{Key: c.Key, Shard: c.Shard, Testlist: c.Testlist, Op: c.Op, Backend: c.Backend, WorldSize: c.WorldSize,
+					Cluster: c.Cluster, Args: argsRaw(c.ArgsJSON), Status: c.Status, Message: c.Message, Attempt: c.Attempt,
+					Tries: c.Tries, GPUSeconds: c.GPUSeconds, Reached: c.Reached}
+			})
+		}
+		if err != nil {
+			return err
+		}
+		bw.WriteString("}\n")
+		return bw.Flush()
+	})
+}
+
+// argsRaw is the args' JSON text; args Python's grammar allows and JSON does not (NaN,
+// Infinity) are given as their text.
+func argsRaw(s string) json.RawMessage {
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s)
+	}
+	b, _ := json.Marshal(s)
+	return b
 }
 
 // CaseCost is one case of an earlier run's ledger: its key, and what it cost.

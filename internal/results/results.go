@@ -18,7 +18,6 @@ import (
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/fingerprint"
-	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/sol"
 	"github.com/semianalysis/opx/internal/summary"
@@ -247,17 +246,17 @@ func Walk(ctx context.Context, manifest, artifacts string, start func(*Run), row
 		cur = i
 		w = &walked{sh: Shard{Shard: *s, Software: map[string]string{}}, hosts: map[string]bool{}, versions: map[string]bool{}}
 		execs = nil
-		if s.Dir != "" {
-			if err := readMeta(ctx, &w.sh, run); err != nil {
-				return err
-			}
-		}
 		for _, ex := range s.Executions {
 			e, err := readAttempt(ctx, s.ID, ex)
 			if err != nil {
 				return err
 			}
 			execs = append(execs, e)
+			if ex.Dir == s.Dir {
+				if err := readMeta(&w.sh, run, e); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	}
@@ -266,7 +265,10 @@ func Walk(ctx context.Context, manifest, artifacts string, start func(*Run), row
 		if err != nil {
 			return fmt.Errorf("%s: %v", manifest, err)
 		}
-		kept, attempts, extra := settleShard(cases, execs, s.Dir)
+		kept, attempts, extra, err := settleShard(cases, execs, s.Dir)
+		if err != nil {
+			return err
+		}
 		for len(parts) <= cur {
 			parts = append(parts, ledgerPart{})
 		}
@@ -345,12 +347,9 @@ type walked struct {
 	hosts, versions map[string]bool
 }
 
-// readMeta reads a shard's execution.json and status.json.
-func readMeta(ctx context.Context, sh *Shard, run *Run) error {
-	ex, err := manifest.ReadExecution(filepath.Join(sh.Dir, "execution.json"))
-	if err != nil {
-		return err
-	}
+// readMeta fills in a shard's facts from the execution summarize counts.
+func readMeta(sh *Shard, run *Run, e *execRows) error {
+	ex := e.exe
 	run.RunID, run.SourceSHA = ex.RunID, ex.SourceSHA
 	c := ex.Cell
 	sh.Runner, sh.Cluster, sh.Image, sh.Digest = c.Runner, c.Cluster, c.Image, c.Digest
@@ -368,20 +367,18 @@ func readMeta(ctx context.Context, sh *Shard, run *Run) error {
 		}
 		sh.Peak = &p
 	}
-	sh.Before, sh.After = readFingerprint(ctx, sh.Dir, "before"), readFingerprint(ctx, sh.Dir, "after")
+	sh.Before, sh.After = e.before, e.after
 	sh.Throttle = fingerprint.Throttled(sh.Before, sh.After, sh.WorldSize)
-	if v, err := files.ReadJSON(ctx, filepath.Join(sh.Dir, "status.json")); err == nil {
-		if o, ok := v.(*pyjson.Object); ok {
-			sh.HasStatus = true
-			if x, ok := o.Get("exit_code"); ok {
-				sh.ExitCode = scalar(x)
-			}
-			if f, ok := o.Object("failure"); ok {
-				sh.FailPhase, _ = f.String("phase")
-				sh.FailMessage, _ = f.String("message")
-				if l, _ := f.String("log"); files.SafeName(l) {
-					sh.FailLog = l
-				}
+	if o := e.status; o != nil {
+		sh.HasStatus = true
+		if x, ok := o.Get("exit_code"); ok {
+			sh.ExitCode = scalar(x)
+		}
+		if f, ok := o.Object("failure"); ok {
+			sh.FailPhase, _ = f.String("phase")
+			sh.FailMessage, _ = f.String("message")
+			if l, _ := f.String("log"); files.SafeName(l) {
+				sh.FailLog = l
 			}
 		}
 	}

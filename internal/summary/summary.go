@@ -185,7 +185,7 @@ func walkExecutions(ctx context.Context, artifacts string) (map[string][]found, 
 		if d.IsDir() || d.Name() != "execution.json" {
 			return nil
 		}
-		ex, err := manifest.ReadExecution(path)
+		ex, err := manifest.ReadExecutionHead(path)
 		if err != nil {
 			return err
 		}
