@@ -35,8 +35,7 @@ type Case struct {
 	Testlist, Op, Backend, Cluster string
 	Runner                         string
 	WorldSize                      int
-	Args                           *pyjson.Object // as the manifest has them
-	ArgsJSON                       string         // json.dumps(args, sort_keys=True), as the key has them
+	ArgsJSON                       string // json.dumps(args, sort_keys=True), as the key has them
 	ArgsLabel                      string
 	// Status is the kept row's: ok, unsupported or error; missing when no attempt wrote one.
 	Status, Message string
@@ -53,7 +52,7 @@ type Case struct {
 // lists what is missing beside what was measured).
 func (c *Case) MissingRow() Row {
 	return Row{Shard: c.Shard, Testlist: c.Testlist, OpType: c.Op, Backend: c.Backend, Cluster: c.Cluster, Runner: c.Runner,
-		WorldSize: c.WorldSize, Args: c.Args, ArgsLabel: c.ArgsLabel, Status: "missing", Metrics: map[string]float64{},
+		WorldSize: c.WorldSize, ArgsKey: c.ArgsJSON, ArgsLabel: c.ArgsLabel, Status: "missing", Metrics: map[string]float64{},
 		GPUSeconds: c.GPUSeconds, Tries: c.Tries}
 }
 
@@ -213,7 +212,7 @@ func ShapeCases(c *manifest.Cell, i int) ([]Case, error) {
 	out := make([]Case, 0, len(c.Backends))
 	for _, b := range c.Backends {
 		out = append(out, Case{Key: CaseKey(cs.Testlist, op, argsJSON, b, int(c.WorldSize), c.Cluster), Shard: c.ID,
-			Testlist: cs.Testlist, Op: op, Backend: b, Cluster: c.Cluster, Runner: c.Runner, WorldSize: int(c.WorldSize), Args: args,
+			Testlist: cs.Testlist, Op: op, Backend: b, Cluster: c.Cluster, Runner: c.Runner, WorldSize: int(c.WorldSize),
 			ArgsJSON: argsJSON, ArgsLabel: Label(args), Status: "missing"})
 	}
 	return out, nil

@@ -236,6 +236,12 @@ func Load(ctx context.Context, manifest, artifacts string) (*Run, error) {
 // attempts), so a caller that does not keep them reads a run of any size in bounded
 // memory.
 func Walk(ctx context.Context, manifest, artifacts string, start func(*Run), rows func(*Shard, []Row) error) error {
+	return walk(ctx, manifest, artifacts, false, start, rows)
+}
+
+// walk is Walk; lean rows carry their key, status and message only (no metrics, no label):
+// what the ledger alone needs.
+func walk(ctx context.Context, manifest, artifacts string, lean bool, start func(*Run), rows func(*Shard, []Row) error) error {
 	run := &Run{Dir: artifacts, Manifest: manifest, Ledger: &Ledger{}}
 	start(run)
 	var parts []ledgerPart // by shard index
@@ -292,7 +298,7 @@ func Walk(ctx context.Context, manifest, artifacts string, start func(*Run), row
 			}
 			last = s
 		}
-		got, err := readResults(path, doc, w)
+		got, err := readResults(path, doc, w, lean)
 		if err != nil {
 			return err
 		}
@@ -397,7 +403,7 @@ func readFingerprint(ctx context.Context, dir, phase string) *fingerprint.Finger
 
 // readResults is a results file's rows (summarize has checked it is an object with a
 // rows list of objects), and the provenance its run records.
-func readResults(path string, doc *pyjson.Object, w *walked) ([]Row, error) {
+func readResults(path string, doc *pyjson.Object, w *walked, lean bool) ([]Row, error) {
 	sh := &w.sh
 	rows, _ := doc.Array("rows")
 	if r, ok := doc.Object("run"); ok {
@@ -422,13 +428,13 @@ func readResults(path string, doc *pyjson.Object, w *walked) ([]Row, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s: rows[%d] is not an object", path, i)
 		}
-		out = append(out, rowOf(ro, sh))
+		out = append(out, rowOf(ro, sh, lean))
 	}
 	return out, nil
 }
 
-// rowOf is one result row with its shard's facts.
-func rowOf(ro *pyjson.Object, sh *Shard) Row {
+// rowOf is one result row with its shard's facts (lean: without metrics or label).
+func rowOf(ro *pyjson.Object, sh *Shard, lean bool) Row {
 	row := Row{Shard: sh.ID, Cluster: sh.Cluster, Runner: sh.Runner, WorldSize: sh.WorldSize, Attempt: sh.Attempt, Peak: sh.Peak,
 		Metrics: map[string]float64{}} // Samples is made when a row has a list
 	row.Status, _ = ro.String("status")
@@ -440,6 +446,11 @@ func rowOf(ro *pyjson.Object, sh *Shard) Row {
 	row.Args, _ = op.Object("args")
 	if row.Args == nil {
 		row.Args = pyjson.NewObject()
+	}
+	if lean {
+		row.ArgsJSON()
+		row.Args = nil
+		return row
 	}
 	row.ArgsLabel = Label(row.Args)
 	if ms, ok := ro.Object("metrics"); ok {
