@@ -254,6 +254,38 @@ func badInputs() []badCase {
 			lock := writeFile(t, filepath.Join(dir, "out", ".opx-run.lock"), "pid 1\n")
 			return []string{"run", "--out", filepath.Join(dir, "out")}, []string{lock}
 		}},
+		badCase{name: "run: --resume of a directory that is no opx run", want: "no operatorx-manifest.json in it (is it an opx run directory?)", setup: func(t *testing.T, dir string) ([]string, []string) {
+			mine := writeFile(t, filepath.Join(dir, "notes", "todo.txt"), "mine")
+			return []string{"run", "--resume", filepath.Join(dir, "notes")}, []string{mine}
+		}},
+		badCase{name: "run: --resume of a run another opx run is writing", want: "another opx run is writing to", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m := writeFile(t, filepath.Join(dir, "out", "operatorx-manifest.json"), `{"run_id": "1", "source_sha": "a", "include": []}`)
+			lock := writeFile(t, filepath.Join(dir, "out", ".opx-run.lock"), fmt.Sprintf("pid %d\n", os.Getpid())) // alive: this test
+			return []string{"run", "--resume", filepath.Join(dir, "out")}, []string{m, lock}
+		}},
+		badCase{name: "run: --resume with a selection", want: "--resume reruns the run's own manifest in its own directory: drop --testlists", setup: func(t *testing.T, dir string) ([]string, []string) {
+			return []string{"run", "--resume", dir, "--testlists", "cpu_smoke"}, nil
+		}},
+		badCase{name: "plan: --resume of artifacts with no manifest", want: "no operatorx-manifest.json in it; pass --manifest", setup: func(t *testing.T, dir string) ([]string, []string) {
+			os.MkdirAll(filepath.Join(dir, "art"), 0o755)
+			return []string{"plan", "--resume", filepath.Join(dir, "art"), "--out", filepath.Join(dir, "r.json")}, nil
+		}},
+		badCase{name: "plan: --resume for an attempt not after the newest", want: "attempt 1 is not after the newest attempt found (1)", setup: func(t *testing.T, dir string) ([]string, []string) {
+			cell := `{"id": "s1", "runner": "local", "cluster": "local", "world_size": 1, "backends": ["cpu"], "cases": [{"testlist": "t", "shape": ` + goodShape + `}]}`
+			m := writeFile(t, filepath.Join(dir, "art", "operatorx-manifest.json"), `{"run_id": "1", "source_sha": "a", "include": [`+cell+`]}`)
+			writeFile(t, filepath.Join(dir, "art", "s1", "execution.json"), `{"cell": `+cell+`, "source_sha": "a", "run_id": "1", "attempt": "1", "stage": "/x"}`)
+			return []string{"plan", "--resume", filepath.Join(dir, "art"), "--attempt", "1", "--out", filepath.Join(dir, "r.json")}, []string{m}
+		}},
+		badCase{name: "plan: --estimate-from a file that is no ledger", want: "not a case ledger", setup: func(t *testing.T, dir string) ([]string, []string) {
+			l := writeFile(t, filepath.Join(dir, "cases.json"), `{"shards": []}`)
+			out := filepath.Join(dir, "m.json")
+			t.Cleanup(func() {
+				if _, err := os.Stat(out); err == nil {
+					t.Errorf("plan wrote %s although its --estimate-from was refused", out)
+				}
+			})
+			return []string{"plan", "--runner", "local", "--backends", "cpu", "--testlists", "cpu_smoke", "--world-sizes", "1", "--out", out, "--estimate-from", l}, []string{l}
+		}},
 		badCase{name: "finalize: stage below a symlinked .operatorx-<uid>", want: "refusing unsafe stage cleanup", setup: func(t *testing.T, dir string) ([]string, []string) {
 			// the base is a symlink to a directory of the user's: finalize must not empty it
 			precious := writeFile(t, filepath.Join(dir, "precious", "9-1-x-abc", "results", "data.json"), `{"rows": []}`)

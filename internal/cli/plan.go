@@ -76,11 +76,18 @@ func newPlanCmd(env Env) *cobra.Command {
 			if len(missing) > 0 { // cobra's words; required unless --resume
 				return &UsageError{fmt.Errorf("required flag(s) %s not set", strings.Join(missing, ", "))}
 			}
+			var costs []results.CaseCost
+			if x.estimateFrom != "" { // read before anything is written
+				var err error
+				if costs, err = results.ReadLedgerCosts(c.Context(), x.estimateFrom); err != nil {
+					return err
+				}
+			}
 			if err := plan.Run(c.Context(), o, env.Stdout, env.Stderr, isTerminal(env.Stderr)); err != nil {
 				return err
 			}
 			if x.estimateFrom != "" {
-				return printEstimate(c.Context(), env, o.Out, x.estimateFrom)
+				return printEstimate(c.Context(), env, o.Out, x.estimateFrom, costs)
 			}
 			return nil
 		},
@@ -135,11 +142,7 @@ func planResume(c *cobra.Command, env Env, o *planOptions, x *planExtra) error {
 }
 
 // printEstimate prints the planned sweep's cost from an earlier ledger.
-func printEstimate(ctx context.Context, env Env, manifestPath, ledger string) error {
-	costs, err := results.ReadLedgerCosts(ctx, ledger)
-	if err != nil {
-		return err
-	}
+func printEstimate(ctx context.Context, env Env, manifestPath, ledger string, costs []results.CaseCost) error {
 	m, err := manifest.LoadOutline(ctx, manifestPath)
 	if err != nil {
 		return err
