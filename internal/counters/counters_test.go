@@ -1,0 +1,89 @@
+package counters
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+// want is op 0 and op 1 of every fixture, worked out by hand: op 0's two kernels (12 and
+// 4 µs; 8.39 + 1.05 MB read; 2,097.15 KB written; 35,000 of 50,000 L2 lookups hit; tensor
+// 80 % and 0 %, SM 90 % and 40 %, weighted by time), op 1's one.
+func checkNVIDIA(t *testing.T, name string, res *Result) {
+	t.Helper()
+	if len(res.Cases) != 2 || res.Unranged != 1 || len(res.Problems) != 0 {
+		t.Fatalf("%s: %d cases, %d unranged, problems %q", name, len(res.Cases), res.Unranged, res.Problems)
+	}
+	c := res.Cases[0]
+	if c.Kernels != 2 || !near(c.KernelTimeUS, 16) || !near(c.DRAMRead, 9.44e6) || !near(c.DRAMWrite, 2097150) ||
+		!near(c.L2HitPct, 70) || !near(c.TensorPct, 60) || !near(c.BusyPct, 77.5) || c.Source != "ncu" {
+		t.Errorf("%s op 0: %+v", name, *c)
+	}
+	c = res.Cases[1]
+	if c.Kernels != 1 || !near(c.KernelTimeUS, 20) || !near(c.DRAMRead, 33.55e6) || !near(c.DRAMWrite, 16.78e6) ||
+		!near(c.L2HitPct, 25) || !near(c.TensorPct, 65.5) || !near(c.BusyPct, 85) || !near(c.Bytes(), 50.33e6) {
+		t.Errorf("%s op 1: %+v", name, *c)
+	}
+}
+
+func TestNCUVersionsAndPages(t *testing.T) {
+	for _, f := range []string{"ncu-2022.4-details.csv", "ncu-2024.1-details.csv", "ncu-2024.1-raw.csv"} {
+		file, err := os.Open(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := &Result{Cases: map[int]*Case{}}
+		if err := ReadNCU(file, res); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		file.Close()
+		checkNVIDIA(t, f, res)
+	}
+}
+
+func TestNCUWithoutAHeaderIsAProblemNotAPanic(t *testing.T) {
+	res := &Result{Cases: map[int]*Case{}}
+	err := ReadNCU(strings.NewReader("==PROF== Connected to process 1\n==ERROR== The application returned an error code (1).\n"), res)
+	if err == nil || !strings.Contains(err.Error(), "no ncu CSV header") {
+		t.Errorf("err %v", err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "ncu-rank0.csv"), []byte("==PROF== Target process 7 terminated before first instrumented API call.\n"), 0o644)
+	r := Read(dir)
+	if len(r.Problems) != 1 || len(r.Cases) != 0 {
+		t.Errorf("a broken file: %+v", r)
+	}
+}
+
+// rocprofv3: the same two ops over three passes (fetch, hm, wom); FETCH_SIZE and
+// WRITE_SIZE are kilobytes; a dispatch belongs to the range it started in.
+func TestRocprofv3Passes(t *testing.T) {
+	res := Read("testdata") // the ncu fixtures are not rank 0's, so only rocprofv3 is read
+	if len(res.Cases) != 2 || res.Unranged != 1 || len(res.Problems) != 0 {
+		t.Fatalf("%d cases, %d unranged, problems %q", len(res.Cases), res.Unranged, res.Problems)
+	}
+	c := res.Cases[0]
+	if c.Kernels != 2 || !near(c.KernelTimeUS, 16) || !near(c.DRAMRead, 9216*1024) || !near(c.DRAMWrite, 2048*1024) ||
+		!near(c.L2HitPct, 70) || !near(c.TensorPct, 60) || !math.IsNaN(c.BusyPct) || c.Source != "rocprofv3" {
+		t.Errorf("op 0: %+v", *c)
+	}
+	c = res.Cases[1]
+	if c.Kernels != 1 || !near(c.KernelTimeUS, 20) || !near(c.DRAMRead, 32768*1024) || !near(c.DRAMWrite, 16384*1024) ||
+		!near(c.L2HitPct, 25) || !near(c.TensorPct, 65.5) {
+		t.Errorf("op 1: %+v", *c)
+	}
+}
+
+func TestRocprofPassWithoutMarkers(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "fetch"), 0o755)
+	os.WriteFile(filepath.Join(dir, "fetch", "rank0_kernel_trace.csv"), []byte("\"Dispatch_Id\",\"Start_Timestamp\",\"End_Timestamp\"\n\"1\",\"10\",\"20\"\n"), 0o644)
+	r := Read(dir)
+	if len(r.Cases) != 0 || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "without its marker or kernel trace") {
+		t.Errorf("%+v", r)
+	}
+}

@@ -1,0 +1,234 @@
+package counters
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// readCSV reads a CSV file with a header row into maps by column name.
+func readCSV(path string) ([]map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cr := csv.NewReader(f)
+	cr.FieldsPerRecord = -1
+	cr.LazyQuotes = true
+	header, err := cr.Read()
+	if err != nil {
+		return nil, fmt.Errorf("%s: no header: %v", path, err)
+	}
+	var out []map[string]string
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", path, err)
+		}
+		if len(rec) != len(header) {
+			continue
+		}
+		m := make(map[string]string, len(header))
+		for i, h := range header {
+			m[strings.TrimSpace(h)] = rec[i]
+		}
+		out = append(out, m)
+	}
+}
+
+// rocPass is one rocprofv3 pass directory's files.
+type rocPass struct {
+	counters, kernels, markers []string
+}
+
+// findPasses lists every directory under root that holds rocprofv3 CSVs (one per --pmc
+// pass: <root>/<pass>/[<host>/<pid>/]<name>_counter_collection.csv, _kernel_trace.csv,
+// _marker_api_trace.csv), by directory.
+func findPasses(root string) (map[string]*rocPass, error) {
+	passes := map[string]*rocPass{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		dir, name := filepath.Dir(path), d.Name()
+		if strings.HasPrefix(name, "rank") && !strings.HasPrefix(name, "rank0_") {
+			return nil // another rank's: rank 0 writes the results file the indexes name
+		}
+		switch {
+		case strings.HasSuffix(name, "_counter_collection.csv"):
+			p := rocPassOf(passes, dir)
+			p.counters = append(p.counters, path)
+		case strings.HasSuffix(name, "_kernel_trace.csv"):
+			p := rocPassOf(passes, dir)
+			p.kernels = append(p.kernels, path)
+		case strings.HasSuffix(name, "_marker_api_trace.csv"):
+			p := rocPassOf(passes, dir)
+			p.markers = append(p.markers, path)
+		}
+		return nil
+	})
+	return passes, err
+}
+
+func rocPassOf(passes map[string]*rocPass, dir string) *rocPass {
+	if passes[dir] == nil {
+		passes[dir] = &rocPass{}
+	}
+	return passes[dir]
+}
+
+// span is a marker range: its op index and start.
+type span struct {
+	index int
+	start float64
+}
+
+// ReadRocprof reads every rocprofv3 pass under root. In each pass a dispatch belongs to
+// the opx<index> range (marker trace, roctxRangePush) it started in — from the range's
+// start to the next range's; its counters (counter collection, by Dispatch_Id) are summed
+// per case over the passes, its time taken from the first pass's kernel trace.
+func ReadRocprof(root string, res *Result) error {
+	passes, err := findPasses(root)
+	if err != nil {
+		return err
+	}
+	dirs := make([]string, 0, len(passes))
+	for d := range passes {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	type caseAcc struct {
+		counters map[string]float64
+		timeNS   []float64 // per dispatch, from the first pass that traced the case
+		kernels  int
+		weights  map[string]float64 // counter × dispatch time, for the % counters
+		weightT  map[string]float64 // the dispatch time those were weighted by
+	}
+	acc := map[int]*caseAcc{}
+	get := func(i int) *caseAcc {
+		if acc[i] == nil {
+			acc[i] = &caseAcc{counters: map[string]float64{}, weights: map[string]float64{}, weightT: map[string]float64{}}
+		}
+		return acc[i]
+	}
+	for _, d := range dirs {
+		p := passes[d]
+		if len(p.markers) == 0 || len(p.kernels) == 0 {
+			res.Problems = append(res.Problems, fmt.Sprintf("%s: a pass without its marker or kernel trace: its counters are not joined", d))
+			continue
+		}
+		var spans []span
+		for _, f := range p.markers {
+			rows, err := readCSV(f)
+			if err != nil {
+				res.Problems = append(res.Problems, err.Error())
+				continue
+			}
+			for _, r := range rows {
+				if i := rangeIndex(r["Function"]); i >= 0 {
+					if t, ok := number(r["Start_Timestamp"]); ok {
+						spans = append(spans, span{i, t})
+					}
+				}
+			}
+		}
+		sort.Slice(spans, func(a, b int) bool { return spans[a].start < spans[b].start })
+		which := func(t float64) int {
+			k := sort.Search(len(spans), func(j int) bool { return spans[j].start > t }) - 1
+			if k < 0 {
+				return -1
+			}
+			return spans[k].index
+		}
+		dispatchCase, dispatchTime := map[string]int{}, map[string]float64{}
+		seen := map[int]bool{}
+		for _, f := range p.kernels {
+			rows, err := readCSV(f)
+			if err != nil {
+				res.Problems = append(res.Problems, err.Error())
+				continue
+			}
+			for _, r := range rows {
+				start, ok1 := number(r["Start_Timestamp"])
+				end, ok2 := number(r["End_Timestamp"])
+				if !ok1 || !ok2 {
+					continue
+				}
+				i := which(start)
+				id := r["Dispatch_Id"]
+				dispatchCase[id], dispatchTime[id] = i, end-start
+				if i < 0 {
+					if d == dirs[0] {
+						res.Unranged++
+					}
+					continue
+				}
+				seen[i] = true
+				c := get(i)
+				if c.kernels == 0 || d == dirs[0] {
+					c.timeNS = append(c.timeNS, end-start)
+				}
+			}
+		}
+		for i := range seen {
+			if c := get(i); c.kernels == 0 {
+				c.kernels = len(c.timeNS)
+			}
+		}
+		for _, f := range p.counters {
+			rows, err := readCSV(f)
+			if err != nil {
+				res.Problems = append(res.Problems, err.Error())
+				continue
+			}
+			for _, r := range rows {
+				i, ok := dispatchCase[r["Dispatch_Id"]]
+				v, okV := number(r["Counter_Value"])
+				if !ok || i < 0 || !okV {
+					continue
+				}
+				c, name := get(i), r["Counter_Name"]
+				c.counters[name] += v
+				c.weights[name] += v * dispatchTime[r["Dispatch_Id"]]
+				c.weightT[name] += dispatchTime[r["Dispatch_Id"]]
+			}
+		}
+	}
+	for i, c := range acc {
+		k := kernel{tensorPct: math.NaN(), busyPct: math.NaN()}
+		for _, t := range c.timeNS {
+			k.timeNS += t
+		}
+		if v, ok := c.counters["FETCH_SIZE"]; ok {
+			k.read, k.hasRead = v*1024, true // kilobytes
+		}
+		if v, ok := c.counters["WRITE_SIZE"]; ok {
+			k.write, k.hasWrite = v*1024, true
+		}
+		hit, okH := c.counters["TCC_HIT_sum"]
+		miss, okM := c.counters["TCC_MISS_sum"]
+		if okH && okM && hit+miss > 0 {
+			k.l2Hit, k.l2Lookups, k.hasL2 = hit, hit+miss, true
+		}
+		if t := c.weightT["MfmaUtil"]; t > 0 {
+			k.tensorPct = c.weights["MfmaUtil"] / t
+		}
+		if t := c.weightT["GPU_UTIL"]; t > 0 {
+			k.busyPct = c.weights["GPU_UTIL"] / t
+		}
+		cs := combine("rocprofv3", []kernel{k})
+		cs.Kernels = c.kernels
+		res.Cases[i] = cs
+	}
+	return nil
+}
