@@ -224,7 +224,7 @@ func index(rows []results.Row, key []string, f Filter) (map[string]*results.Row,
 	m := make(map[string]*results.Row, len(rows))
 	dup := 0
 	for i := range rows {
-		if !f.keeps(&rows[i]) {
+		if !f.keeps(&rows[i]) || rows[i].Mode == "counters" { // profiled: its timing is the profiler's
 			continue
 		}
 		k := rows[i].KeyOf(key)

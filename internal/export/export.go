@@ -14,7 +14,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
+	"strings"
 
 	"github.com/semianalysis/opx/internal/results"
 )
@@ -24,7 +26,38 @@ var Formats = []string{"csv", "jsonl"}
 
 // columns are the fixed columns, before the metrics.
 var columns = append([]string{"key", "shard", "attempt", "testlist", "op_type", "args", "args_label", "backend", "cluster",
-	"runner", "world_size", "status", "message", "tries", "gpu_seconds", "throttled"}, solColumns...)
+	"runner", "world_size", "status", "message", "tries", "gpu_seconds", "throttled"}, append(solColumns, counterColumns...)...)
+
+// counterColumns are a counters-mode row's kernels (internal/counters): empty for timing
+// rows.
+var counterColumns = []string{"counter_source", "counter_kernels", "kernel_time_us", "dram_read_bytes", "dram_write_bytes", "l2_hit_pct",
+	"tensor_pct", "busy_pct", "measured_vs_declared_bytes", "counter_note"}
+
+// counted is a row's counter columns.
+func counted(r *results.Row) []string {
+	out := make([]string, len(counterColumns))
+	c := r.Counters
+	if c == nil {
+		out[len(out)-1] = r.CounterProblem
+		return out
+	}
+	g := func(x float64) string {
+		if math.IsNaN(x) {
+			return ""
+		}
+		return strconv.FormatFloat(x, 'g', 6, 64)
+	}
+	note := ""
+	ratio := ""
+	if _, q, ok := r.DeclaredBytes(); ok {
+		ratio = g(q)
+		if q < results.CachedBelow {
+			note = "moved less than half its operands' bytes: timed on cached data"
+		}
+	}
+	return []string{c.Source, strconv.Itoa(c.Kernels), g(c.KernelTimeUS), g(c.DRAMRead), g(c.DRAMWrite), g(c.L2HitPct), g(c.TensorPct),
+		g(c.BusyPct), ratio, note}
+}
 
 // solColumns are a row against its hardware's limits (sol): ok rows whose op, args and
 // runner determine them.
@@ -67,7 +100,7 @@ func Write(ctx context.Context, manifest, dir, format string, w io.Writer) error
 
 func fixed(r *results.Row) []string {
 	return append([]string{r.Key(), r.Shard, strconv.Itoa(r.Attempt), r.Testlist, r.OpType, r.ArgsJSON(), r.ArgsLabel, r.Backend,
-		r.Cluster, r.Runner, strconv.Itoa(r.WorldSize), r.Status, r.Message, strconv.Itoa(r.Tries), gpuSeconds(r), r.Throttled}, judged(r)...)
+		r.Cluster, r.Runner, strconv.Itoa(r.WorldSize), r.Status, r.Message, strconv.Itoa(r.Tries), gpuSeconds(r), r.Throttled}, append(judged(r), counted(r)...)...)
 }
 
 func gpuSeconds(r *results.Row) string {
@@ -172,8 +205,9 @@ func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) error {
 				Throttled string             `json:"throttled,omitempty"`
 				Metrics   map[string]float64 `json:"metrics"`
 				SOL       map[string]any     `json:"sol,omitempty"`
+				Counters  map[string]any     `json:"counters,omitempty"`
 			}{r.Key(), r.Shard, r.Attempt, r.Testlist, r.OpType, argsJSON(r.ArgsJSON()), r.ArgsLabel, r.Backend,
-				r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, r.Tries, r.GPUSeconds, r.Throttled, metrics, solOf(r)}
+				r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, r.Tries, r.GPUSeconds, r.Throttled, metrics, solOf(r), countersOf(r)}
 			if err := enc.Encode(&rec); err != nil {
 				return err
 			}
@@ -190,6 +224,23 @@ func argsJSON(key string) json.RawMessage {
 	}
 	b, _ := json.Marshal(key)
 	return b
+}
+
+// countersOf is counted's columns as an object for JSON lines (nil for a timing row).
+func countersOf(r *results.Row) map[string]any {
+	if r.Counters == nil && r.CounterProblem == "" {
+		return nil
+	}
+	out := map[string]any{}
+	for i, v := range counted(r) {
+		name := strings.TrimPrefix(counterColumns[i], "counter_")
+		if f, err := strconv.ParseFloat(v, 64); err == nil && name != "source" && name != "note" {
+			out[name] = f
+		} else if v != "" {
+			out[name] = v
+		}
+	}
+	return out
 }
 
 // solOf is judged's columns as an object for JSON lines (nil when unknown).

@@ -202,7 +202,9 @@ func (r *rank) counters(ctx context.Context) error {
 	if ncu == "" {
 		return errors.New("counters mode needs ncu: none in the image, and the node has none under /opt/nvidia/nsight-compute, /usr/local/cuda*/nsight-compute* or on PATH")
 	}
-	argv := append([]string{ncu, "--clock-control", "none", "--target-processes", "all", "--nvtx", "--nvtx-include", "regex:opx[0-9]+/",
+	// beyond the seed: --print-nvtx-rename kernel names each kernel by its opx<index> range
+	// in the CSV, which is how opx joins its counters to the case (internal/counters)
+	argv := append([]string{ncu, "--clock-control", "none", "--target-processes", "all", "--nvtx", "--nvtx-include", "regex:opx[0-9]+/", "--print-nvtx-rename", "kernel",
 		"--metrics", NCUMetrics, "--csv", "--log-file", out + "/ncu-rank" + r.id + ".csv"}, r.harnessCmd...)
 	return r.runHarness(ctx, argv)
 }

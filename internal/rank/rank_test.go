@@ -108,7 +108,7 @@ func TestRankCountersNCU(t *testing.T) {
 		t.Fatalf("rank: exit %d %s", r.Code, r.Stderr)
 	}
 	calls := f.calls()
-	want := []string{"ncu", "--clock-control", "none", "--target-processes", "all", "--nvtx", "--nvtx-include", "regex:opx[0-9]+/",
+	want := []string{"ncu", "--clock-control", "none", "--target-processes", "all", "--nvtx", "--nvtx-include", "regex:opx[0-9]+/", "--print-nvtx-rename", "kernel",
 		"--metrics", rank.NCUMetrics, "--csv", "--log-file", f.stage + "/results/counters/ncu-rank1.csv",
 		filepath.Join(f.bin, "python3"), "-m", "operatorx", "--strict", "--testlist-dir", f.stage + "/testlists", "--results-dir", f.stage + "/results", profEnv}
 	if len(calls) != 1 || !slices.Equal(calls[0], want) {

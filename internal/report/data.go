@@ -38,6 +38,7 @@ type builder struct {
 	families         map[string]bool
 	sitePeaks        map[string]sol.Peak // a family's limits as a site declared them
 	msgs             map[string]map[string]*msgAgg
+	counters         counterRows // counters-mode rows
 }
 
 type caseInfo struct {
@@ -140,6 +141,7 @@ func (b *builder) add(r *results.Row) {
 		b.throttled = append(b.throttled, len(b.attempt))
 	}
 	b.attempt, b.gpuS = append(b.attempt, int32(r.Attempt)), append(b.gpuS, gs)
+	b.counters.add(r)
 	if groups := b.msgs[r.Status]; groups != nil {
 		b.message(groups, r)
 	}

@@ -61,6 +61,7 @@ type page struct {
 	Cost                                                      costView
 	Nodes                                                     []nodeRow
 	ThrottledShards, ThrottledRows                            int
+	Counters                                                  counterRows
 }
 
 type tile struct{ Label, Value, Class string }
@@ -110,6 +111,7 @@ func (b *builder) write(w io.Writer, run *results.Run) error {
 	p.Verdict, p.VerdictClass, p.Tiles = verdict(run)
 	p.Cost = cost(run)
 	p.Nodes, p.ThrottledShards = nodes(run)
+	p.Counters = b.counters
 	if p.ThrottledRows = len(b.throttled); p.ThrottledRows > 0 {
 		p.Tiles = append(p.Tiles, tile{"Rows on a throttled GPU", strconv.Itoa(p.ThrottledRows), "bad"})
 	}

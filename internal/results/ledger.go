@@ -5,15 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/semianalysis/opx/internal/counters"
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/fingerprint"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/sol"
 	"github.com/semianalysis/opx/internal/summary"
 )
 
@@ -230,6 +233,7 @@ type execRows struct {
 	before    *fingerprint.Fingerprint
 	after     *fingerprint.Fingerprint
 	status    *pyjson.Object // status.json, nil when absent
+	counters  *counters.Result // counters mode: results/counters read
 }
 
 // asked is the keys of the cases the execution was asked to run (worked out only for an
@@ -261,6 +265,9 @@ func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*ex
 	e.exe = exe
 	e.att.Cases = len(exe.Cell.Cases) * len(exe.Cell.Backends) // its distinct keys, unless a shape is listed twice
 	e.before, e.after = readFingerprint(ctx, ex.Dir, "before"), readFingerprint(ctx, ex.Dir, "after")
+	if exe.Cell.Mode == "counters" {
+		e.counters = counters.Read(filepath.Join(ex.Dir, "results", "counters"))
+	}
 	if th := fingerprint.Throttled(e.before, e.after, int(exe.Cell.WorldSize)); len(th.GPUs) > 0 {
 		e.throttled = fmt.Sprintf("GPU %s: %s", joinInts(th.GPUs), strings.Join(th.Reasons, ", "))
 	}
@@ -299,6 +306,22 @@ func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*ex
 		}
 	}
 	return e, nil
+}
+
+// joinCounters gives a counters-mode row its kernels' counters, or says why it has none.
+func joinCounters(r *Row, res *counters.Result) {
+	if c, ok := res.Cases[r.Index]; ok {
+		r.Counters = c
+		return
+	}
+	switch {
+	case len(res.Problems) > 0:
+		r.CounterProblem = res.Problems[0]
+	case r.Status != "ok":
+		r.CounterProblem = "the op did not run (" + r.Status + ")"
+	default:
+		r.CounterProblem = fmt.Sprintf("no kernel in an opx%d range", r.Index)
+	}
 }
 
 func joinInts(xs []int) string {
@@ -344,7 +367,10 @@ func settleShard(cases []Case, execs []*execRows, counted string) (kept []Row, a
 		var mine []int // the case of each of its rows
 		for i := range e.rows {
 			r := &e.rows[i]
-			r.Attempt, r.Throttled = e.ex.Attempt, e.throttled
+			r.Attempt, r.Throttled, r.Mode = e.ex.Attempt, e.throttled, e.exe.Cell.Mode
+			if e.counters != nil {
+				joinCounters(r, e.counters)
+			}
 			ci, ok := index[r.Key()]
 			if !ok {
 				if a.Counted {
@@ -408,4 +434,23 @@ func shareOf(attempts []Attempt, attempt int) float64 {
 		}
 	}
 	return 0
+}
+
+// CachedBelow is the measured-to-declared bytes ratio below which a counters row is
+// flagged: its kernels moved less than half of what its operands and output hold, so it
+// was timed on data resident in cache.
+const CachedBelow = 0.5
+
+// DeclaredBytes is the case's own bytes (its operands and output, from sol's formulas)
+// against what its kernels moved to and from device memory: measured/declared, and
+// whether both are known.
+func (r *Row) DeclaredBytes() (declared, ratio float64, ok bool) {
+	if r.Counters == nil || r.Args == nil || math.IsNaN(r.Counters.Bytes()) {
+		return 0, 0, false
+	}
+	w, known := sol.WorkOf(r.OpType, r.Args, r.WorldSize)
+	if !known || w.Bytes <= 0 {
+		return 0, 0, false
+	}
+	return w.Bytes, r.Counters.Bytes() / w.Bytes, true
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/semianalysis/opx/internal/counters"
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/fingerprint"
 	"github.com/semianalysis/opx/internal/pyjson"
@@ -68,6 +69,13 @@ type Row struct {
 	Peak                                              *sol.Peak // its shard's site limits, if any
 	GPUSeconds                                        float64   // its case's GPU time over all attempts (Case.GPUSeconds)
 	Throttled                                         string    // why its GPUs were throttled while its attempt ran ("" when they were not, or unknown)
+	// Index is the row's place in its results file: op <Index>, whose kernels counters
+	// mode finds in the opx<Index> range. Mode is its execution's (timing or counters);
+	// Counters its kernels' counters (counters mode), CounterProblem why it has none.
+	Index          int
+	Mode           string
+	Counters       *counters.Case
+	CounterProblem string
 	Tries                                             int       // rows written for its case over all attempts
 }
 
@@ -428,7 +436,9 @@ func readResults(path string, doc *pyjson.Object, w *walked, lean bool) ([]Row, 
 		if !ok {
 			return nil, fmt.Errorf("%s: rows[%d] is not an object", path, i)
 		}
-		out = append(out, rowOf(ro, sh, lean))
+		row := rowOf(ro, sh, lean)
+		row.Index = i
+		out = append(out, row)
 	}
 	return out, nil
 }
