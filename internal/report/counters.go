@@ -11,7 +11,7 @@ import (
 // counterRow is a counters-mode case as the page lists it.
 type counterRow struct {
 	Case, Series, Source, Kernels, Time, Read, Write, Declared, Ratio, L2, Tensor, Busy, Note string
-	Cached                                                                                     bool
+	Cached                                                                                    bool
 }
 
 // mostCounterRows is how many counters-mode cases the page lists (export lists them all).

@@ -232,7 +232,7 @@ type execRows struct {
 	throttled string
 	before    *fingerprint.Fingerprint
 	after     *fingerprint.Fingerprint
-	status    *pyjson.Object // status.json, nil when absent
+	status    *pyjson.Object   // status.json, nil when absent
 	counters  *counters.Result // counters mode: results/counters read
 }
 

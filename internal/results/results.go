@@ -76,7 +76,7 @@ type Row struct {
 	Mode           string
 	Counters       *counters.Case
 	CounterProblem string
-	Tries                                             int       // rows written for its case over all attempts
+	Tries          int // rows written for its case over all attempts
 }
 
 // Key is the stable case key (CaseKey): the same case in two runs has the same key.
