@@ -109,6 +109,9 @@ type Case struct {
 	Class      string   `json:"class"`
 	Primary    *Metric  `json:"primary,omitempty"`
 	Metrics    []Metric `json:"metrics,omitempty"`
+	// PctOfRoofline is each run's row against its hardware's limits (internal/sol), when
+	// judged: {"base": %, "new": %}.
+	PctOfRoofline map[string]float64 `json:"pct_of_roofline,omitempty"`
 }
 
 // Side names a run.
@@ -172,6 +175,14 @@ func Compare(base, nw *results.Run, opt Options) *Result {
 		}
 		if n != nil {
 			c.NewStatus, c.NewMessage = n.Status, n.Message
+		}
+		for side, r := range map[string]*results.Row{"base": b, "new": n} {
+			if r != nil && r.SOLPct > 0 {
+				if c.PctOfRoofline == nil {
+					c.PctOfRoofline = map[string]float64{}
+				}
+				c.PctOfRoofline[side] = r.SOLPct
+			}
 		}
 		switch {
 		case n == nil:

@@ -185,9 +185,14 @@ func TestCompareImpossibleIsNotFaster(t *testing.T) {
 	b := lat(1, 100, 99, 101)
 	n := lat(1, 1, 0.9, 1.1)
 	n.Impossible = true
+	b.SOLPct, n.SOLPct = 41.5, 4150
 	r := Compare(&results.Run{Rows: []results.Row{b}}, &results.Run{Rows: []results.Row{n}}, DefaultOptions)
 	if r.Counts[Impossible] != 1 || r.Counts[Faster] != 0 {
 		t.Fatalf("counts %v", r.Counts)
+	}
+	// each side's place against the limits travels with the case (JSON pct_of_roofline)
+	if p := r.Cases[0].PctOfRoofline; p["base"] != 41.5 || p["new"] != 4150 {
+		t.Errorf("pct_of_roofline %v", p)
 	}
 	var md bytes.Buffer
 	r.Markdown(&md)

@@ -66,6 +66,7 @@ type Row struct {
 	Samples                                           map[string][]float64 // metrics given as number lists
 	MetricOrder                                       []string
 	Impossible                                        bool      // above its hardware's limit (set by OpenLean; SOL says it)
+	SOLPct                                            float64   // its % of the roofline (set by OpenLean; 0 when not judged)
 	Peak                                              *sol.Peak // its shard's site limits, if any
 	GPUSeconds                                        float64   // its case's GPU time over all attempts (Case.GPUSeconds)
 	Throttled                                         string    // why its GPUs were throttled while its attempt ran ("" when they were not, or unknown)
@@ -210,6 +211,9 @@ func OpenLean(ctx context.Context, dir, manifest string) (*Run, error) {
 			r.ArgsJSON()
 			_, j, ok := r.SOL()
 			r.Impossible = ok && j.Impossible
+			if ok {
+				r.SOLPct = j.SOL
+			}
 			r.Args = nil
 		}
 		run.Rows = append(run.Rows, rows...)
