@@ -12,6 +12,7 @@ import (
 
 func newSummarizeCmd(env Env) *cobra.Command {
 	var manifest, artifacts, out, cases string
+	var table bool
 	c := &cobra.Command{
 		Use:   "summarize",
 		Short: "Count what every shard of a run measured; exit 1 unless all succeeded",
@@ -44,6 +45,9 @@ The exit code stays the seed's (the shard report's success).`,
 				return err
 			}
 			rep.Markdown(env.Stdout)
+			if table {
+				run.Ledger.Markdown(env.Stdout)
+			}
 			fmt.Fprintf(env.Stderr, "opx summarize: %s; ledger: %s\n", run.Ledger.Line(), cases)
 			if !rep.Success {
 				return &ExitError{Code: 1}
@@ -56,6 +60,7 @@ The exit code stays the seed's (the shard report's success).`,
 	f.StringVar(&artifacts, "artifacts", "", "directory of downloaded shard artifacts (required)")
 	f.StringVar(&out, "out", "", "where to write the report JSON (required)")
 	f.StringVar(&cases, "cases", "", "where to write the case ledger (default operatorx-cases.json beside --out)")
+	f.BoolVar(&table, "cases-table", false, "after the seed's table, print the ledger's: cases measured and GPU-hours per shard (for $GITHUB_STEP_SUMMARY)")
 	for _, r := range []string{"manifest", "artifacts", "out"} {
 		_ = c.MarkFlagRequired(r)
 	}

@@ -203,3 +203,15 @@ func TestLedgerFileRoundTrip(t *testing.T) {
 		t.Errorf("a foreign file: %v", err)
 	}
 }
+
+func TestLedgerMarkdown(t *testing.T) {
+	f := newFakeRun(t)
+	f.attempt(1, []int{0, 1, 2, 3}, []row{{0, "torch", "ok"}}, 1, 3600)
+	f.attempt(2, []int{0, 1, 2, 3}, []row{{1, "torch", "ok"}, {1, "vllm", "unsupported"}}, 0, 1800)
+	var b strings.Builder
+	f.ledger().Ledger.Markdown(&b)
+	want := "| s-1 | 3 / 8 | 2 | 12.0 | 8.000 | 60 |\n" // 8 GPUs: 3,600 s on the failed attempt, 1,800 on the second; 30 s waited each
+	if !strings.Contains(b.String(), "### Cases and GPU-hours") || !strings.HasSuffix(b.String(), want) {
+		t.Errorf("markdown:\n%s\nwant the row %q", b.String(), want)
+	}
+}

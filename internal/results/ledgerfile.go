@@ -11,6 +11,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
+	"github.com/semianalysis/opx/internal/safe"
 )
 
 // LedgerSchema names the case ledger's format (docs/reference.md, "cases.json").
@@ -269,4 +270,51 @@ func EstimateCost(m *manifest.Manifest, costs []CaseCost) (Estimate, error) {
 		}
 	}
 	return e, nil
+}
+
+// Markdown writes the ledger for a step summary: its line, then per shard the cases
+// measured, the attempts, and their GPU-hours (all, and on attempts that did not succeed).
+func (l *Ledger) Markdown(w io.Writer) {
+	fmt.Fprintf(w, "\n### Cases and GPU-hours\n\n%s.\n\n", l.Line())
+	fmt.Fprintln(w, "| Shard | Cases measured | Attempts | GPU-hours | on failed attempts | waited (s) |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: |")
+	type agg struct {
+		done, cases, attempts int
+		gpu, failed, wait     float64
+		unaccounted           bool
+	}
+	var order []string
+	by := map[string]*agg{}
+	get := func(id string) *agg {
+		if by[id] == nil {
+			by[id] = &agg{}
+			order = append(order, id)
+		}
+		return by[id]
+	}
+	for _, c := range l.Cases {
+		a := get(c.Shard)
+		a.cases++
+		if c.Done() {
+			a.done++
+		}
+	}
+	for _, at := range l.Attempts {
+		a := get(at.Shard)
+		a.attempts++
+		a.gpu += at.GPUSeconds
+		a.wait += at.Pending
+		if at.Outcome != "success" {
+			a.failed += at.GPUSeconds
+		}
+		a.unaccounted = a.unaccounted || !at.Accounted
+	}
+	for _, id := range order {
+		a := by[id]
+		gpu := Hours(a.gpu)
+		if a.unaccounted {
+			gpu += " (some not recorded)"
+		}
+		fmt.Fprintf(w, "| %s | %d / %d | %d | %s | %s | %.0f |\n", safe.Text(id), a.done, a.cases, a.attempts, gpu, Hours(a.failed), a.wait)
+	}
 }
