@@ -366,3 +366,22 @@ func benchLedger(b *testing.B, path string) benchLedgerFile {
 	}
 	return l
 }
+
+// A run with a row for every case resumes to nothing: no new attempt, no new shard.
+func TestResumeOfACompleteRunRunsNothing(t *testing.T) {
+	r, dir := runSweep(t, os.Environ())
+	if r.code != 0 {
+		t.Fatalf("opx run: %s", r.stderr)
+	}
+	rr := run(exec.Command(opxBin, "run", "--resume", dir))
+	if rr.code != 0 || !strings.Contains(rr.stderr, "resume: nothing to rerun: every case of "+dir+"/operatorx-manifest.json has an ok or unsupported row") {
+		t.Fatalf("resume: exit %d %s", rr.code, rr.stderr)
+	}
+	if more, _ := filepath.Glob(filepath.Join(dir, "shards", "*.attempt-*")); len(more) != 0 {
+		t.Errorf("a complete run grew attempts: %v", more)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "run.json"))
+	if !strings.Contains(string(b), `"attempt": "1"`) {
+		t.Errorf("run.json: %s", b)
+	}
+}

@@ -56,11 +56,12 @@ func runResume(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	s.p.Attempt = strconv.Itoa(rp.Attempt)
-	if len(rp.Reasons) == 0 {
+	if len(rp.Reasons) == 0 { // run.json keeps the newest attempt that ran
+		s.p.Attempt = strconv.Itoa(rp.Attempt - 1)
 		s.pr.logf("resume: nothing to rerun: every case of %s has an ok or unsupported row", s.mpath)
 		return s.finish(ctx, nil)
 	}
+	s.p.Attempt = strconv.Itoa(rp.Attempt)
 	s.pr.logf("resume: attempt %d reruns %d case(s) (%d shape(s) in %d shard(s)):", rp.Attempt, len(rp.Reasons), rp.Shapes, rp.Cells)
 	for _, r := range rp.Reasons {
 		s.pr.logf("  rerun %s: %s", r.Key, r.Why)
