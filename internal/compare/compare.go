@@ -176,14 +176,7 @@ func Compare(base, nw *results.Run, opt Options) *Result {
 		if n != nil {
 			c.NewStatus, c.NewMessage = n.Status, n.Message
 		}
-		for side, r := range map[string]*results.Row{"base": b, "new": n} {
-			if r != nil && r.SOLPct > 0 {
-				if c.PctOfRoofline == nil {
-					c.PctOfRoofline = map[string]float64{}
-				}
-				c.PctOfRoofline[side] = r.SOLPct
-			}
-		}
+		c.PctOfRoofline = roofline(b, n)
 		switch {
 		case n == nil:
 			c.Class = OnlyBase
@@ -347,6 +340,20 @@ func Words(speedup float64) string {
 
 func pct(f float64) string {
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", f*100), "0"), ".") + " %"
+}
+
+// roofline is each side's % of the roofline, when judged (nil when neither is).
+func roofline(b, n *results.Row) map[string]float64 {
+	var out map[string]float64
+	for side, r := range map[string]*results.Row{"base": b, "new": n} {
+		if r != nil && r.SOLPct > 0 {
+			if out == nil {
+				out = map[string]float64{}
+			}
+			out[side] = r.SOLPct
+		}
+	}
+	return out
 }
 
 // nodeDifferences compares the nodes the two runs' shards recorded.

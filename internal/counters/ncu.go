@@ -21,84 +21,12 @@ var ncuScale = map[string]float64{
 // the header). Kernels are named by their innermost NVTX range (execute runs ncu with
 // --print-nvtx-rename kernel): opx<index>.
 func ReadNCU(r io.Reader, res *Result) error {
-	cr := csv.NewReader(r)
-	cr.FieldsPerRecord = -1
-	cr.LazyQuotes = true
-	var header []string
-	col := map[string]int{}
-	type acc struct {
-		index   int
-		metrics map[string]float64
-	}
-	kernels := map[string]*acc{}
-	var order []string
-	units := map[string]string{} // raw page: metric → unit
-	raw := false
-	line := 0
-	for {
-		rec, err := cr.Read()
-		if err == io.EOF {
-			break
-		}
-		line++
-		if err != nil {
-			return fmt.Errorf("record %d: %v", line, err)
-		}
-		if len(rec) == 1 && strings.HasPrefix(strings.TrimSpace(rec[0]), "==") { // ==PROF==, ==WARNING==, ==ERROR==
-			continue
-		}
-		if header == nil {
-			if has(rec, "Kernel Name") && has(rec, "ID") {
-				header = rec
-				for i, h := range rec {
-					col[h] = i
-				}
-				raw = !has(rec, "Metric Name")
-			}
-			continue
-		}
-		if len(rec) != len(header) {
-			continue // a message among the records
-		}
-		if raw && rec[col["ID"]] == "" { // the units row
-			for i, u := range rec {
-				units[header[i]] = u
-			}
-			continue
-		}
-		field := func(name string) string {
-			if i, ok := col[name]; ok {
-				return rec[i]
-			}
-			return ""
-		}
-		id := field("ID") + "\x00" + field("Process ID")
-		k := kernels[id]
-		if k == nil {
-			k = &acc{index: rangeIndex(field("Kernel Name")), metrics: map[string]float64{}}
-			kernels[id] = k
-			order = append(order, id)
-		}
-		if raw {
-			for i, h := range header {
-				if strings.Contains(h, "__") {
-					if v, ok := number(rec[i]); ok {
-						k.metrics[h] = v * scale(units[h])
-					}
-				}
-			}
-			continue
-		}
-		if v, ok := number(field("Metric Value")); ok {
-			k.metrics[field("Metric Name")] = v * scale(field("Metric Unit"))
-		}
-	}
-	if header == nil {
-		return fmt.Errorf("no ncu CSV header (\"ID\", \"Kernel Name\", ...) in it")
+	kernels, err := ncuKernels(r)
+	if err != nil {
+		return err
 	}
 	byCase := map[int][]kernel{}
-	for _, id := range order {
-		k := kernels[id]
+	for _, k := range kernels {
 		if k.index < 0 {
 			res.Unranged++
 			continue
@@ -109,6 +37,96 @@ func ReadNCU(r io.Reader, res *Result) error {
 		res.Cases[i] = combine("ncu", ks)
 	}
 	return nil
+}
+
+// ncuKernelRows is one kernel's metrics in base units, and the op its range names.
+type ncuKernelRows struct {
+	index   int
+	metrics map[string]float64
+}
+
+// ncuTable is the CSV being read: its header and, for the raw page, its units row.
+type ncuTable struct {
+	header []string
+	col    map[string]int
+	units  map[string]string
+	raw    bool
+}
+
+func (t *ncuTable) field(rec []string, name string) string {
+	if i, ok := t.col[name]; ok {
+		return rec[i]
+	}
+	return ""
+}
+
+// ncuKernels reads the CSV's kernels in order.
+func ncuKernels(r io.Reader) ([]*ncuKernelRows, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	cr.LazyQuotes = true
+	var t *ncuTable
+	kernels := map[string]*ncuKernelRows{}
+	var order []*ncuKernelRows
+	for line := 1; ; line++ {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("record %d: %v", line, err)
+		}
+		if len(rec) == 1 && strings.HasPrefix(strings.TrimSpace(rec[0]), "==") { // ==PROF==, ==WARNING==, ==ERROR==
+			continue
+		}
+		if t == nil {
+			if has(rec, "Kernel Name") && has(rec, "ID") {
+				t = &ncuTable{header: rec, col: map[string]int{}, units: map[string]string{}, raw: !has(rec, "Metric Name")}
+				for i, h := range rec {
+					t.col[h] = i
+				}
+			}
+			continue
+		}
+		if len(rec) != len(t.header) {
+			continue // a message among the records
+		}
+		if t.raw && t.field(rec, "ID") == "" { // the units row
+			for i, u := range rec {
+				t.units[t.header[i]] = u
+			}
+			continue
+		}
+		id := t.field(rec, "ID") + "\x00" + t.field(rec, "Process ID")
+		k := kernels[id]
+		if k == nil {
+			k = &ncuKernelRows{index: rangeIndex(t.field(rec, "Kernel Name")), metrics: map[string]float64{}}
+			kernels[id] = k
+			order = append(order, k)
+		}
+		t.add(k, rec)
+	}
+	if t == nil {
+		return nil, fmt.Errorf("no ncu CSV header (\"ID\", \"Kernel Name\", ...) in it")
+	}
+	return order, nil
+}
+
+// add puts a record's metrics into its kernel's, in base units.
+func (t *ncuTable) add(k *ncuKernelRows, rec []string) {
+	if !t.raw {
+		if v, ok := number(t.field(rec, "Metric Value")); ok {
+			k.metrics[t.field(rec, "Metric Name")] = v * scale(t.field(rec, "Metric Unit"))
+		}
+		return
+	}
+	for i, h := range t.header {
+		if strings.Contains(h, "__") {
+			if v, ok := number(rec[i]); ok {
+				k.metrics[h] = v * scale(t.units[h])
+			}
+		}
+	}
 }
 
 func has(rec []string, name string) bool {

@@ -93,6 +93,43 @@ type span struct {
 	start float64
 }
 
+// caseAcc is one case's counters over the passes.
+type caseAcc struct {
+	counters map[string]float64
+	timeNS   []float64          // per dispatch, from the first pass that traced the case
+	weights  map[string]float64 // counter × dispatch time, for the % counters
+	weightT  map[string]float64 // the dispatch time those were weighted by
+}
+
+// rocReader gathers every pass of one rocprofv3 run.
+type rocReader struct {
+	res   *Result
+	cases map[int]*caseAcc
+}
+
+func (rr *rocReader) acc(i int) *caseAcc {
+	if rr.cases[i] == nil {
+		rr.cases[i] = &caseAcc{counters: map[string]float64{}, weights: map[string]float64{}, weightT: map[string]float64{}}
+	}
+	return rr.cases[i]
+}
+
+func (rr *rocReader) problem(err error) { rr.res.Problems = append(rr.res.Problems, err.Error()) }
+
+// rows reads every file of a kind in a pass, saying which could not be read.
+func (rr *rocReader) rows(files []string) []map[string]string {
+	var out []map[string]string
+	for _, f := range files {
+		rows, err := readCSV(f)
+		if err != nil {
+			rr.problem(err)
+			continue
+		}
+		out = append(out, rows...)
+	}
+	return out
+}
+
 // ReadRocprof reads every rocprofv3 pass under root. In each pass a dispatch belongs to
 // the opx<index> range (marker trace, roctxRangePush) it started in — from the range's
 // start to the next range's; its counters (counter collection, by Dispatch_Id) are summed
@@ -107,128 +144,98 @@ func ReadRocprof(root string, res *Result) error {
 		dirs = append(dirs, d)
 	}
 	sort.Strings(dirs)
-	type caseAcc struct {
-		counters map[string]float64
-		timeNS   []float64 // per dispatch, from the first pass that traced the case
-		kernels  int
-		weights  map[string]float64 // counter × dispatch time, for the % counters
-		weightT  map[string]float64 // the dispatch time those were weighted by
-	}
-	acc := map[int]*caseAcc{}
-	get := func(i int) *caseAcc {
-		if acc[i] == nil {
-			acc[i] = &caseAcc{counters: map[string]float64{}, weights: map[string]float64{}, weightT: map[string]float64{}}
-		}
-		return acc[i]
-	}
-	for _, d := range dirs {
+	rr := &rocReader{res: res, cases: map[int]*caseAcc{}}
+	for n, d := range dirs {
 		p := passes[d]
 		if len(p.markers) == 0 || len(p.kernels) == 0 {
 			res.Problems = append(res.Problems, fmt.Sprintf("%s: a pass without its marker or kernel trace: its counters are not joined", d))
 			continue
 		}
-		var spans []span
-		for _, f := range p.markers {
-			rows, err := readCSV(f)
-			if err != nil {
-				res.Problems = append(res.Problems, err.Error())
-				continue
-			}
-			for _, r := range rows {
-				if i := rangeIndex(r["Function"]); i >= 0 {
-					if t, ok := number(r["Start_Timestamp"]); ok {
-						spans = append(spans, span{i, t})
-					}
-				}
-			}
-		}
-		sort.Slice(spans, func(a, b int) bool { return spans[a].start < spans[b].start })
-		which := func(t float64) int {
-			k := sort.Search(len(spans), func(j int) bool { return spans[j].start > t }) - 1
-			if k < 0 {
-				return -1
-			}
-			return spans[k].index
-		}
-		dispatchCase, dispatchTime := map[string]int{}, map[string]float64{}
-		seen := map[int]bool{}
-		for _, f := range p.kernels {
-			rows, err := readCSV(f)
-			if err != nil {
-				res.Problems = append(res.Problems, err.Error())
-				continue
-			}
-			for _, r := range rows {
-				start, ok1 := number(r["Start_Timestamp"])
-				end, ok2 := number(r["End_Timestamp"])
-				if !ok1 || !ok2 {
-					continue
-				}
-				i := which(start)
-				id := r["Dispatch_Id"]
-				dispatchCase[id], dispatchTime[id] = i, end-start
-				if i < 0 {
-					if d == dirs[0] {
-						res.Unranged++
-					}
-					continue
-				}
-				seen[i] = true
-				c := get(i)
-				if c.kernels == 0 || d == dirs[0] {
-					c.timeNS = append(c.timeNS, end-start)
-				}
-			}
-		}
-		for i := range seen {
-			if c := get(i); c.kernels == 0 {
-				c.kernels = len(c.timeNS)
-			}
-		}
-		for _, f := range p.counters {
-			rows, err := readCSV(f)
-			if err != nil {
-				res.Problems = append(res.Problems, err.Error())
-				continue
-			}
-			for _, r := range rows {
-				i, ok := dispatchCase[r["Dispatch_Id"]]
-				v, okV := number(r["Counter_Value"])
-				if !ok || i < 0 || !okV {
-					continue
-				}
-				c, name := get(i), r["Counter_Name"]
-				c.counters[name] += v
-				c.weights[name] += v * dispatchTime[r["Dispatch_Id"]]
-				c.weightT[name] += dispatchTime[r["Dispatch_Id"]]
-			}
-		}
+		rr.pass(p, n == 0)
 	}
-	for i, c := range acc {
-		k := kernel{tensorPct: math.NaN(), busyPct: math.NaN()}
-		for _, t := range c.timeNS {
-			k.timeNS += t
-		}
-		if v, ok := c.counters["FETCH_SIZE"]; ok {
-			k.read, k.hasRead = v*1024, true // kilobytes
-		}
-		if v, ok := c.counters["WRITE_SIZE"]; ok {
-			k.write, k.hasWrite = v*1024, true
-		}
-		hit, okH := c.counters["TCC_HIT_sum"]
-		miss, okM := c.counters["TCC_MISS_sum"]
-		if okH && okM && hit+miss > 0 {
-			k.l2Hit, k.l2Lookups, k.hasL2 = hit, hit+miss, true
-		}
-		if t := c.weightT["MfmaUtil"]; t > 0 {
-			k.tensorPct = c.weights["MfmaUtil"] / t
-		}
-		if t := c.weightT["GPU_UTIL"]; t > 0 {
-			k.busyPct = c.weights["GPU_UTIL"] / t
-		}
-		cs := combine("rocprofv3", []kernel{k})
-		cs.Kernels = c.kernels
-		res.Cases[i] = cs
+	for i, c := range rr.cases {
+		res.Cases[i] = c.vocabulary()
 	}
 	return nil
+}
+
+// pass joins one pass's dispatches to their ranges and adds their counters; the first
+// pass also gives the cases' kernel times and counts the dispatches outside any range.
+func (rr *rocReader) pass(p *rocPass, first bool) {
+	var spans []span
+	for _, r := range rr.rows(p.markers) {
+		if i := rangeIndex(r["Function"]); i >= 0 {
+			if t, ok := number(r["Start_Timestamp"]); ok {
+				spans = append(spans, span{i, t})
+			}
+		}
+	}
+	sort.Slice(spans, func(a, b int) bool { return spans[a].start < spans[b].start })
+	which := func(t float64) int {
+		k := sort.Search(len(spans), func(j int) bool { return spans[j].start > t }) - 1
+		if k < 0 {
+			return -1
+		}
+		return spans[k].index
+	}
+	dispatchCase, dispatchTime := map[string]int{}, map[string]float64{}
+	for _, r := range rr.rows(p.kernels) {
+		start, ok1 := number(r["Start_Timestamp"])
+		end, ok2 := number(r["End_Timestamp"])
+		if !ok1 || !ok2 {
+			continue
+		}
+		i, id := which(start), r["Dispatch_Id"]
+		dispatchCase[id], dispatchTime[id] = i, end-start
+		switch {
+		case i < 0 && first:
+			rr.res.Unranged++
+		case i >= 0 && first:
+			c := rr.acc(i)
+			c.timeNS = append(c.timeNS, end-start)
+		case i >= 0:
+			rr.acc(i) // a case the first pass did not trace still gets its counters
+		}
+	}
+	for _, r := range rr.rows(p.counters) {
+		i, ok := dispatchCase[r["Dispatch_Id"]]
+		v, okV := number(r["Counter_Value"])
+		if !ok || i < 0 || !okV {
+			continue
+		}
+		c, name, t := rr.acc(i), r["Counter_Name"], dispatchTime[r["Dispatch_Id"]]
+		c.counters[name] += v
+		c.weights[name] += v * t
+		c.weightT[name] += t
+	}
+}
+
+// vocabulary maps a case's rocprofv3 counters to the vocabulary: FETCH_SIZE and
+// WRITE_SIZE (kilobytes) as DRAM bytes, TCC hits of TCC lookups as the L2 hit rate,
+// MfmaUtil and GPU_UTIL weighted by dispatch time.
+func (c *caseAcc) vocabulary() *Case {
+	k := kernel{tensorPct: math.NaN(), busyPct: math.NaN()}
+	for _, t := range c.timeNS {
+		k.timeNS += t
+	}
+	if v, ok := c.counters["FETCH_SIZE"]; ok {
+		k.read, k.hasRead = v*1024, true
+	}
+	if v, ok := c.counters["WRITE_SIZE"]; ok {
+		k.write, k.hasWrite = v*1024, true
+	}
+	hit, okH := c.counters["TCC_HIT_sum"]
+	miss, okM := c.counters["TCC_MISS_sum"]
+	if okH && okM && hit+miss > 0 {
+		k.l2Hit, k.l2Lookups, k.hasL2 = hit, hit+miss, true
+	}
+	if t := c.weightT["MfmaUtil"]; t > 0 {
+		k.tensorPct = c.weights["MfmaUtil"] / t
+	}
+	if t := c.weightT["GPU_UTIL"]; t > 0 {
+		k.busyPct = c.weights["GPU_UTIL"] / t
+	}
+	cs := combine("rocprofv3", []kernel{k})
+	cs.Kernels = len(c.timeNS)
+	return cs
 }

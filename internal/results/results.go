@@ -254,92 +254,117 @@ func Walk(ctx context.Context, manifest, artifacts string, start func(*Run), row
 // walk is Walk; lean rows carry their key, status and message only (no metrics, no label):
 // what the ledger alone needs.
 func walk(ctx context.Context, manifest, artifacts string, lean bool, start func(*Run), rows func(*Shard, []Row) error) error {
-	run := &Run{Dir: artifacts, Manifest: manifest, Ledger: &Ledger{}}
-	start(run)
-	var parts []ledgerPart // by shard index
-	cur := -1
-	var w *walked
-	var execs []*execRows
-	begin := func(i int, s *summary.Shard) error {
-		cur = i
-		w = &walked{sh: Shard{Shard: *s, Software: map[string]string{}}, hosts: map[string]bool{}, versions: map[string]bool{}}
-		execs = nil
-		for _, ex := range s.Executions {
-			e, err := readAttempt(ctx, s.ID, ex)
-			if err != nil {
-				return err
-			}
-			execs = append(execs, e)
-			if ex.Dir == s.Dir {
-				if err := readMeta(&w.sh, run, e); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	flush := func(s *summary.Shard) error {
-		cases, err := CellCases(s.Cell)
-		if err != nil {
-			return fmt.Errorf("%s: %v", manifest, err)
-		}
-		kept, attempts, extra, err := settleShard(cases, execs, s.Dir)
-		if err != nil {
-			return err
-		}
-		for len(parts) <= cur {
-			parts = append(parts, ledgerPart{})
-		}
-		parts[cur] = ledgerPart{cases: cases, attempts: attempts, walked: w, done: true}
-		run.Ledger.Extra += len(extra)
-		if len(kept)+len(extra) == 0 {
-			return nil
-		}
-		return rows(&w.sh, append(kept, extra...))
-	}
+	wk := &walker{ctx: ctx, manifest: manifest, lean: lean, rows: rows, cur: -1,
+		run: &Run{Dir: artifacts, Manifest: manifest, Ledger: &Ledger{}}}
+	start(wk.run)
 	var last *summary.Shard
 	rep, err := summary.SummarizeEach(ctx, manifest, artifacts, func(i int, s *summary.Shard, ex summary.Execution, path string, doc *pyjson.Object) error {
-		if i != cur {
+		if i != wk.cur {
 			if last != nil {
-				if err := flush(last); err != nil {
+				if err := wk.flush(last); err != nil {
 					return err
 				}
 			}
-			if err := begin(i, s); err != nil {
+			if err := wk.begin(i, s); err != nil {
 				return err
 			}
 			last = s
 		}
-		got, err := readResults(path, doc, w, lean)
-		if err != nil {
-			return err
-		}
-		for _, e := range execs {
-			if e.ex.Dir == ex.Dir {
-				e.rows = append(e.rows, got...)
-			}
-		}
-		return nil
+		return wk.file(ex, path, doc)
 	})
 	if err == nil && last != nil {
-		err = flush(last)
+		err = wk.flush(last)
 	}
 	if err != nil {
 		return err
 	}
+	return wk.finish(rep)
+}
+
+// walker is one Walk: the shard being read (all its attempts), and the ledger's parts.
+type walker struct {
+	ctx      context.Context
+	manifest string
+	lean     bool
+	rows     func(*Shard, []Row) error
+	run      *Run
+	parts    []ledgerPart // by shard index
+	cur      int          // the shard being read
+	w        *walked
+	execs    []*execRows
+}
+
+// begin starts shard i: every attempt's execution.json, status, accounting, fingerprints.
+func (wk *walker) begin(i int, s *summary.Shard) error {
+	wk.cur = i
+	wk.w = &walked{sh: Shard{Shard: *s, Software: map[string]string{}}, hosts: map[string]bool{}, versions: map[string]bool{}}
+	wk.execs = nil
+	for _, ex := range s.Executions {
+		e, err := readAttempt(wk.ctx, s.ID, ex)
+		if err != nil {
+			return err
+		}
+		wk.execs = append(wk.execs, e)
+		if ex.Dir == s.Dir {
+			if err := readMeta(&wk.w.sh, wk.run, e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// file adds a results file's rows to its execution's.
+func (wk *walker) file(ex summary.Execution, path string, doc *pyjson.Object) error {
+	got, err := readResults(path, doc, wk.w, wk.lean)
+	if err != nil {
+		return err
+	}
+	for _, e := range wk.execs {
+		if e.ex.Dir == ex.Dir {
+			e.rows = append(e.rows, got...)
+		}
+	}
+	return nil
+}
+
+// flush settles the shard being read and hands its rows on.
+func (wk *walker) flush(s *summary.Shard) error {
+	cases, err := CellCases(s.Cell)
+	if err != nil {
+		return fmt.Errorf("%s: %v", wk.manifest, err)
+	}
+	kept, attempts, extra, err := settleShard(cases, wk.execs, s.Dir)
+	if err != nil {
+		return err
+	}
+	for len(wk.parts) <= wk.cur {
+		wk.parts = append(wk.parts, ledgerPart{})
+	}
+	wk.parts[wk.cur] = ledgerPart{cases: cases, attempts: attempts, walked: wk.w, done: true}
+	wk.run.Ledger.Extra += len(extra)
+	if len(kept)+len(extra) == 0 {
+		return nil
+	}
+	return wk.rows(&wk.w.sh, append(kept, extra...))
+}
+
+// finish settles the shards no results file named and puts the run together.
+func (wk *walker) finish(rep *summary.Report) error {
+	run := wk.run
 	run.Summary = rep
 	run.Shards = make([]Shard, len(rep.Shards))
 	for i := range rep.Shards {
 		s := &rep.Shards[i]
-		if i >= len(parts) || !parts[i].done { // no results file in any attempt
-			if err := begin(i, s); err != nil {
+		if i >= len(wk.parts) || !wk.parts[i].done { // no results file in any attempt
+			if err := wk.begin(i, s); err != nil {
 				return err
 			}
-			if err := flush(s); err != nil {
+			if err := wk.flush(s); err != nil {
 				return err
 			}
 		}
-		p := parts[i]
+		p := wk.parts[i]
 		p.walked.sh.Shard = *s // the counts as summarize finished them
 		p.walked.sh.Hosts, p.walked.sh.Versions = slices.Sorted(maps.Keys(p.walked.hosts)), slices.Sorted(maps.Keys(p.walked.versions))
 		run.Shards[i] = p.walked.sh
