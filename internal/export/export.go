@@ -110,27 +110,26 @@ func gpuSeconds(r *results.Row) string {
 	return strconv.FormatFloat(r.GPUSeconds, 'g', 6, 64)
 }
 
-// walkAll is results.Walk, then the ledger's missing cases as rows of status "missing".
+// walkAll streams the run's rows (results.Stream), then the cases no attempt measured as
+// rows of status "missing", shard by shard.
 func walkAll(ctx context.Context, manifest, dir string, rows func([]results.Row) error) error {
-	var run *results.Run
-	err := results.Walk(ctx, manifest, dir, func(r *results.Run) { run = r }, func(_ *results.Shard, rs []results.Row) error { return rows(rs) })
-	if err != nil {
-		return err
-	}
-	var missing []results.Row
-	for i := range run.Ledger.Cases {
-		if c := &run.Ledger.Cases[i]; c.Status == "missing" {
-			missing = append(missing, c.MissingRow())
-		}
-	}
-	return rows(missing)
+	return results.Stream(ctx, manifest, dir, func(*results.Run) {}, func(_ *results.Shard, rs []results.Row) error { return rows(rs) },
+		func(_ *results.Shard, cases []results.Case) error {
+			var missing []results.Row
+			for i := range cases {
+				if c := &cases[i]; c.Status == "missing" {
+					missing = append(missing, c.MissingRow())
+				}
+			}
+			return rows(missing)
+		})
 }
 
 // writeCSV reads the run twice: once for the metric names (the header), once for the rows.
 func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) error {
 	var metrics []string
 	seen := map[string]bool{}
-	err := results.Walk(ctx, manifest, dir, func(*results.Run) {}, func(_ *results.Shard, rows []results.Row) error {
+	err := results.Stream(ctx, manifest, dir, func(*results.Run) {}, func(_ *results.Shard, rows []results.Row) error {
 		for i := range rows { // missing cases have no metrics
 			for _, m := range rows[i].MetricOrder {
 				if !seen[m] {
@@ -140,7 +139,7 @@ func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) error {
 			}
 		}
 		return nil
-	})
+	}, nil)
 	if err != nil {
 		return err
 	}

@@ -23,9 +23,6 @@ type attemptRow struct {
 
 type missingRow struct{ Key, Status, Message string }
 
-// mostMissing is how many missing cases the page lists (export lists them all).
-const mostMissing = 200
-
 func cost(run *results.Run) costView {
 	l := run.Ledger
 	v := costView{Line: l.Line()}
@@ -53,16 +50,10 @@ func cost(run *results.Run) costView {
 		}
 		v.Attempts = append(v.Attempts, row)
 	}
-	for _, c := range l.Cases {
-		if c.Done() {
-			continue
-		}
-		if len(v.Missing) == mostMissing {
-			v.MoreMissing++
-			continue
-		}
+	for _, c := range l.Missing {
 		v.Missing = append(v.Missing, missingRow{Key: c.Key, Status: c.Status, Message: trunc(c.Message, 300)})
 	}
+	v.MoreMissing = l.MoreMissing
 	return v
 }
 

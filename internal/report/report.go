@@ -75,12 +75,12 @@ type imageRow struct{ Image, Digest, Shards string }
 func WriteFile(ctx context.Context, path, manifest, dir string) error {
 	b := newBuilder()
 	var run *results.Run
-	err := results.Walk(ctx, manifest, dir, func(r *results.Run) { run = r }, func(sh *results.Shard, rows []results.Row) error {
+	err := results.Stream(ctx, manifest, dir, func(r *results.Run) { run = r }, func(sh *results.Shard, rows []results.Row) error {
 		for i := range rows {
 			b.add(&rows[i])
 		}
 		return nil
-	})
+	}, nil)
 	if err != nil {
 		return err
 	}

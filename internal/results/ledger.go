@@ -26,9 +26,59 @@ import (
 // still missing; and for every attempt what its allocation held and cost.
 type Ledger struct {
 	RunID, SourceSHA string
-	Cases            []Case    // manifest order: cell, case, backend
-	Attempts         []Attempt // shard order, attempts oldest first
-	Extra            int       // rows that are no requested case (not in the ledger)
+	// Cases is every requested case, manifest order (cell, case, backend) — nil when the
+	// run was read with Stream, which keeps only the totals and the first missing cases.
+	Cases    []Case
+	Attempts []Attempt // shard order, attempts oldest first
+	Extra    int       // rows that are no requested case (not in the ledger)
+	// Missing is the first MostMissing cases with no ok or unsupported row; MoreMissing
+	// counts the rest.
+	Missing     []Case
+	MoreMissing int
+	tally       tally
+}
+
+// MostMissing is how many cases still to measure a ledger lists by itself.
+const MostMissing = 200
+
+// tally is the ledger's counts and charges, kept as cases are settled: a reader that does
+// not keep the cases still has the totals.
+type tally struct {
+	cases, ok, unsupported, errors, missing int
+	charged, kept                           float64 // GPU-seconds charged to cases, and to the rows kept
+}
+
+// add settles cases into the ledger: tallied, listed when missing, kept when keep.
+func (l *Ledger) add(cases []Case, keep bool) {
+	for i := range cases {
+		c := &cases[i]
+		t := &l.tally
+		t.cases++
+		switch c.Status {
+		case "ok":
+			t.ok++
+		case "unsupported":
+			t.unsupported++
+		case "error":
+			t.errors++
+		default:
+			t.missing++
+		}
+		t.charged += c.GPUSeconds
+		if c.Attempt > 0 {
+			t.kept += c.Share
+		}
+		if !c.Done() {
+			if len(l.Missing) < MostMissing {
+				l.Missing = append(l.Missing, *c)
+			} else {
+				l.MoreMissing++
+			}
+		}
+	}
+	if keep {
+		l.Cases = append(l.Cases, cases...)
+	}
 }
 
 // Case is one requested case: a cell's shape on one of its backends, keyed by CaseKey.
@@ -111,26 +161,7 @@ type Totals struct {
 
 // Totals sums the ledger.
 func (l *Ledger) Totals() Totals {
-	var t Totals
-	t.Cases = len(l.Cases)
-	for _, c := range l.Cases {
-		switch c.Status {
-		case "ok":
-			t.OK++
-		case "unsupported":
-			t.Unsupported++
-		case "error":
-			t.Error++
-		default:
-			t.Missing++
-		}
-	}
-	kept := 0.0
-	for _, c := range l.Cases {
-		if c.Attempt > 0 {
-			kept += c.Share
-		}
-	}
+	t := Totals{Cases: l.tally.cases, OK: l.tally.ok, Unsupported: l.tally.unsupported, Error: l.tally.errors, Missing: l.tally.missing}
 	for _, a := range l.Attempts {
 		t.GPUSeconds += a.GPUSeconds
 		t.PendingSeconds += a.Pending
@@ -145,28 +176,13 @@ func (l *Ledger) Totals() Totals {
 			t.Unaccounted++
 		}
 	}
-	t.SupersededSeconds = max(0, l.charged()-kept)
+	t.SupersededSeconds = max(0, l.tally.charged-l.tally.kept)
 	return t
-}
-
-// charged is the GPU-seconds charged to cases (equal to the attempts' unless an attempt
-// had neither rows nor cases).
-func (l *Ledger) charged() float64 {
-	s := 0.0
-	for _, c := range l.Cases {
-		s += c.GPUSeconds
-	}
-	return s
 }
 
 // Complete is whether every case has an ok or unsupported row.
 func (l *Ledger) Complete() bool {
-	for _, c := range l.Cases {
-		if !c.Done() {
-			return false
-		}
-	}
-	return len(l.Cases) > 0
+	return l.tally.cases > 0 && l.tally.ok+l.tally.unsupported == l.tally.cases
 }
 
 // CaseKey is the stable case key (KeyFields, all of them): the same case in plan,

@@ -221,7 +221,7 @@ func Hours(gpuSeconds float64) string {
 // every results file of every attempt parsed once.
 func Cover(ctx context.Context, manifest, artifacts string) (*Run, error) {
 	var run *Run
-	err := walk(ctx, manifest, artifacts, true, func(r *Run) { run = r }, func(*Shard, []Row) error { return nil })
+	err := walk(ctx, manifest, artifacts, walker{keep: true, lean: true}, func(r *Run) { run = r }, func(*Shard, []Row) error { return nil })
 	return run, err
 }
 

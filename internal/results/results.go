@@ -205,7 +205,7 @@ func OpenLean(ctx context.Context, dir, manifest string) (*Run, error) {
 		return nil, err
 	}
 	var run *Run
-	err = Walk(ctx, manifest, dir, func(r *Run) { run = r }, func(_ *Shard, rows []Row) error {
+	err = Stream(ctx, manifest, dir, func(r *Run) { run = r }, func(_ *Shard, rows []Row) error {
 		for i := range rows {
 			r := &rows[i]
 			r.ArgsJSON()
@@ -218,7 +218,7 @@ func OpenLean(ctx context.Context, dir, manifest string) (*Run, error) {
 		}
 		run.Rows = append(run.Rows, rows...)
 		return nil
-	})
+	}, nil)
 	return run, err
 }
 
@@ -248,14 +248,23 @@ func Load(ctx context.Context, manifest, artifacts string) (*Run, error) {
 // attempts), so a caller that does not keep them reads a run of any size in bounded
 // memory.
 func Walk(ctx context.Context, manifest, artifacts string, start func(*Run), rows func(*Shard, []Row) error) error {
-	return walk(ctx, manifest, artifacts, false, start, rows)
+	return walk(ctx, manifest, artifacts, walker{keep: true}, start, rows)
 }
 
-// walk is Walk; lean rows carry their key, status and message only (no metrics, no label):
-// what the ledger alone needs.
-func walk(ctx context.Context, manifest, artifacts string, lean bool, start func(*Run), rows func(*Shard, []Row) error) error {
-	wk := &walker{ctx: ctx, manifest: manifest, lean: lean, rows: rows, cur: -1,
-		run: &Run{Dir: artifacts, Manifest: manifest, Ledger: &Ledger{}}}
+// Stream is Walk for readers that need the ledger's totals but not its cases (report,
+// export, compare): the run's Ledger has its totals, attempts and first missing cases, not
+// every case, so the memory held is one shard's; missing, when not nil, gets each shard's
+// cases that have no ok or unsupported row.
+func Stream(ctx context.Context, manifest, artifacts string, start func(*Run), rows func(*Shard, []Row) error, missing func(*Shard, []Case) error) error {
+	return walk(ctx, manifest, artifacts, walker{missing: missing}, start, rows)
+}
+
+// walk is Walk and Stream (opt says which: keep, missing); lean rows carry their key,
+// status and message only (no metrics, no label): what the ledger alone needs.
+func walk(ctx context.Context, manifest, artifacts string, opt walker, start func(*Run), rows func(*Shard, []Row) error) error {
+	wk := &opt
+	wk.ctx, wk.manifest, wk.rows, wk.cur = ctx, manifest, rows, -1
+	wk.run = &Run{Dir: artifacts, Manifest: manifest, Ledger: &Ledger{}}
 	start(wk.run)
 	var last *summary.Shard
 	rep, err := summary.SummarizeEach(ctx, manifest, artifacts, func(i int, s *summary.Shard, ex summary.Execution, path string, doc *pyjson.Object) error {
@@ -285,7 +294,9 @@ func walk(ctx context.Context, manifest, artifacts string, lean bool, start func
 type walker struct {
 	ctx      context.Context
 	manifest string
-	lean     bool
+	lean     bool                       // rows without metrics or label
+	keep     bool                       // the ledger keeps every case (Walk), else only its totals (Stream)
+	missing  func(*Shard, []Case) error // Stream: each shard's cases still to measure
 	rows     func(*Shard, []Row) error
 	run      *Run
 	parts    []ledgerPart // by shard index
@@ -341,12 +352,39 @@ func (wk *walker) flush(s *summary.Shard) error {
 	for len(wk.parts) <= wk.cur {
 		wk.parts = append(wk.parts, ledgerPart{})
 	}
-	wk.parts[wk.cur] = ledgerPart{cases: cases, attempts: attempts, walked: wk.w, done: true}
+	wk.parts[wk.cur] = ledgerPart{attempts: attempts, walked: wk.w, done: true}
 	wk.run.Ledger.Extra += len(extra)
-	if len(kept)+len(extra) == 0 {
+	if wk.keep {
+		wk.parts[wk.cur].cases = cases // settled in manifest order at the end
+	} else {
+		wk.run.Ledger.add(cases, false)
+	}
+	if len(kept)+len(extra) > 0 {
+		if err := wk.rows(&wk.w.sh, append(kept, extra...)); err != nil {
+			return err
+		}
+	}
+	if !wk.keep {
+		return wk.missingOf(cases)
+	}
+	return nil
+}
+
+// missingOf hands the shard's cases still to measure to the missing callback.
+func (wk *walker) missingOf(cases []Case) error {
+	if wk.missing == nil {
 		return nil
 	}
-	return wk.rows(&wk.w.sh, append(kept, extra...))
+	var out []Case
+	for _, c := range cases {
+		if !c.Done() {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return wk.missing(&wk.w.sh, out)
 }
 
 // finish settles the shards no results file named and puts the run together.
@@ -368,7 +406,9 @@ func (wk *walker) finish(rep *summary.Report) error {
 		p.walked.sh.Shard = *s // the counts as summarize finished them
 		p.walked.sh.Hosts, p.walked.sh.Versions = slices.Sorted(maps.Keys(p.walked.hosts)), slices.Sorted(maps.Keys(p.walked.versions))
 		run.Shards[i] = p.walked.sh
-		run.Ledger.Cases = append(run.Ledger.Cases, p.cases...)
+		if wk.keep {
+			run.Ledger.add(p.cases, true)
+		}
 		run.Ledger.Attempts = append(run.Ledger.Attempts, p.attempts...)
 	}
 	run.Ledger.RunID, run.Ledger.SourceSHA = run.RunID, run.SourceSHA
