@@ -325,10 +325,43 @@ func (b *builder) data() (string, error) {
 	floats("lat", b.lat)
 	floats("thr", b.thr)
 	floats("sol", b.sol)
-	floats("ai", b.ai)
+	// intensity is the case's (its op and args) unless the harness reported its own
+	// flops or bytes: the case's in the dictionary, the rows that differ here
+	caseAI := b.caseIntensity()
+	pairs0 := func(name string, keep func(i int) (string, bool)) {
+		sb.WriteString(`,"` + name + `":[`)
+		first := true
+		for i := range n {
+			if v, ok := keep(i); ok {
+				if !first {
+					sb.WriteByte(',')
+				}
+				first = false
+				sb.WriteString("[" + strconv.Itoa(i) + "," + v + "]")
+			}
+		}
+		sb.WriteByte(']')
+	}
+	pairs0("aiOther", func(i int) (string, bool) {
+		a, c := b.ai[i], caseAI[b.caseOf[i]]
+		same := a == c || (math.IsNaN(a) && math.IsNaN(c)) || num(a) == num(c)
+		return num(a), !same
+	})
 	floats("tf", b.tf)
-	ints("att", n, func(i int) int64 { return int64(b.attempt[i]) })
-	floats("gs", b.gpuS)
+	// the attempt each row is from, as the most common one and the rows of any other, and
+	// each case's GPU-seconds only where recorded: sparse, as most runs have one attempt
+	// and many no accounting
+	count := map[int32]int{}
+	var most int32
+	for _, a := range b.attempt {
+		if count[a]++; count[a] > count[most] {
+			most = a
+		}
+	}
+	sb.WriteString(`,"attMost":` + strconv.Itoa(int(most)))
+	pairs := pairs0
+	pairs("attOther", func(i int) (string, bool) { return strconv.Itoa(int(b.attempt[i])), b.attempt[i] != most })
+	pairs("gs", func(i int) (string, bool) { return num(b.gpuS[i]), !math.IsNaN(b.gpuS[i]) })
 	sb.WriteString(`,"spread":[`)
 	for i, sp := range b.spreads {
 		if i > 0 {
@@ -340,14 +373,29 @@ func (b *builder) data() (string, error) {
 	return sb.String(), nil
 }
 
+// caseIntensity is each case's arithmetic intensity: its first judged row's (NaN when none).
+func (b *builder) caseIntensity() []float64 {
+	out := make([]float64, len(b.caseInfo))
+	for i := range out {
+		out[i] = math.NaN()
+	}
+	for i, c := range b.caseOf {
+		if math.IsNaN(out[c]) && !math.IsNaN(b.ai[i]) {
+			out[c] = b.ai[i]
+		}
+	}
+	return out
+}
+
 // dictionaries are the data's cases, series and their families' limits, throughput
 // metric names and impossible rows.
 func (b *builder) dictionaries() any {
 	type caseOut struct {
-		Testlist string  `json:"t"`
-		Op       string  `json:"o"`
-		Label    string  `json:"a"`
-		Size     float64 `json:"x"`
+		Testlist string   `json:"t"`
+		Op       string   `json:"o"`
+		Label    string   `json:"a"`
+		Size     float64  `json:"x"`
+		AI       *float64 `json:"i,omitempty"` // its arithmetic intensity, FLOP/byte
 	}
 	type peakOut struct {
 		TFLOPS map[string]float64 `json:"tflops"`
@@ -371,8 +419,14 @@ func (b *builder) dictionaries() any {
 		}
 		dicts.Peaks[f] = peakOut{p.TFLOPS, p.HBM}
 	}
-	for _, c := range b.caseInfo {
-		dicts.Cases = append(dicts.Cases, caseOut{c.testlist, c.op, c.label, round4(c.size)})
+	caseAI := b.caseIntensity()
+	for i, c := range b.caseInfo {
+		co := caseOut{Testlist: c.testlist, Op: c.op, Label: c.label, Size: round4(c.size)}
+		if a := caseAI[i]; !math.IsNaN(a) {
+			v, _ := strconv.ParseFloat(num(a), 64)
+			co.AI = &v
+		}
+		dicts.Cases = append(dicts.Cases, co)
 	}
 	for op, name := range b.thrName {
 		if name != "" {

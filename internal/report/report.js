@@ -11,6 +11,14 @@
   D.impossible.forEach(function (i) { impossible[i] = true; });
   var throttled = {};
   D.throttled.forEach(function (i) { throttled[i] = true; });
+  var attOther = {}, gsOf = {};
+  D.attOther.forEach(function (p) { attOther[p[0]] = p[1]; });
+  D.gs.forEach(function (p) { gsOf[p[0]] = p[1]; });
+  function att(i) { return i in attOther ? attOther[i] : D.attMost; }
+  var aiOther = {};
+  D.aiOther.forEach(function (p) { aiOther[p[0]] = p[1]; });
+  function ai(i) { if (i in aiOther) return aiOther[i]; var v = D.cases[D.c[i]].i; return v === undefined ? null : v; }
+  function gs(i) { return i in gsOf ? gsOf[i] : null; }
   D.spread.forEach(function (s) { spread[s[0]] = [s[1], s[2]]; });
 
   function el(tag, attrs, text) {
@@ -135,7 +143,7 @@
   function rooflines() {
     var groups = {}, order = [];
     for (var i = 0; i < n; i++) {
-      if (D.st[i] !== 0 || D.ai[i] === null || !(D.tf[i] > 0)) continue;
+      if (D.st[i] !== 0 || ai(i) === null || !(D.tf[i] > 0)) continue;
       var ser = D.series[D.s[i]], fam = D.serFamily[D.s[i]];
       var cluster = ser.split(" on ")[1] ? ser.split(" on ")[1].replace(/ ×\d+$/, "") : "";
       var g = cluster + " (" + fam + ")";
@@ -149,7 +157,7 @@
       var grp = groups[g], pk = D.peaks[grp.fam];
       list.appendChild(el("h3", {}, g));
       var W = 960, H = 320, L = 70, R = 16, T = 24, B = 44;
-      var xs = grp.rows.map(function (i) { return D.ai[i]; }), ys = grp.rows.map(function (i) { return D.tf[i]; });
+      var xs = grp.rows.map(function (i) { return ai(i); }), ys = grp.rows.map(function (i) { return D.tf[i]; });
       Object.keys(pk.tflops).forEach(function (k) { ys.push(pk.tflops[k]); xs.push(pk.tflops[k] / pk.hbm); });
       var sx = [Math.floor(Math.log10(Math.min.apply(null, xs))), Math.ceil(Math.log10(Math.max.apply(null, xs)) + 1e-9)];
       var sy = [Math.floor(Math.log10(Math.min.apply(null, ys))), Math.ceil(Math.log10(Math.max.apply(null, ys)) + 1e-9)];
@@ -176,8 +184,8 @@
       c.lineWidth = 1;
       grp.rows.forEach(function (i) {
         var col = palette[D.s[i] % palette.length];
-        c.fillStyle = col; c.beginPath(); c.arc(px(D.ai[i]), py(D.tf[i]), 2.5, 0, 2 * Math.PI); c.fill();
-        if (impossible[i]) { c.strokeStyle = "#dc2626"; c.beginPath(); c.arc(px(D.ai[i]), py(D.tf[i]), 6, 0, 2 * Math.PI); c.stroke(); }
+        c.fillStyle = col; c.beginPath(); c.arc(px(ai(i)), py(D.tf[i]), 2.5, 0, 2 * Math.PI); c.fill();
+        if (impossible[i]) { c.strokeStyle = "#dc2626"; c.beginPath(); c.arc(px(ai(i)), py(D.tf[i]), 6, 0, 2 * Math.PI); c.stroke(); }
       });
     });
   }
@@ -198,8 +206,8 @@
       case "spread": return spread[i] ? spread[i][1] - spread[i][0] : Infinity;
       case "thr": return D.thr[i] === null ? -Infinity : D.thr[i];
       case "sol": return D.sol[i] === null ? -Infinity : D.sol[i];
-      case "att": return D.att[i];
-      case "gs": return D.gs[i] === null ? -Infinity : D.gs[i];
+      case "att": return att(i);
+      case "gs": return gs(i) === null ? -Infinity : gs(i);
     }
   }
   function refilter() {
@@ -229,7 +237,7 @@
       [[caseLabel(i), "code"], [D.cases[D.c[i]].o], [D.series[D.s[i]]], [statusName[D.st[i]] + (throttled[i] ? " (throttled GPU)" : ""), "st"], [time(D.lat[i]), "n"],
        [spread[i] ? time(spread[i][0]) + " – " + time(spread[i][1]) : "", "n"], [thr === null ? "" : sig(thr) + " " + unit, "n"],
        [D.sol[i] === null ? "" : sig(D.sol[i]) + " %" + (impossible[i] ? " impossible" : ""), impossible[i] ? "imp" : "n"],
-       [String(D.att[i]), "n"], [D.gs[i] === null ? "" : sig(D.gs[i]), "n"]].forEach(function (c) {
+       [String(att(i)), "n"], [gs(i) === null ? "" : sig(gs(i)), "n"]].forEach(function (c) {
         var td = el("td", {}, c[0]);
         if (c[1] === "n") td.className = "n";
         if (c[1] === "imp") td.className = "n error";
