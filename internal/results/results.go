@@ -349,6 +349,7 @@ func (wk *walker) flush(s *summary.Shard) error {
 	if err != nil {
 		return err
 	}
+	s.Cell = nil // keyed: the manifest's shapes are not held once the walk is over
 	for len(wk.parts) <= wk.cur {
 		wk.parts = append(wk.parts, ledgerPart{})
 	}
