@@ -5,6 +5,7 @@ package files
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -33,6 +34,16 @@ func WriteJSON(path string, v pyjson.Value) error {
 		_, err := w.Write([]byte("\n"))
 		return err
 	})
+}
+
+// WriteIndented writes v as indented JSON (encoding/json) plus a newline, atomically: the
+// files opx adds beyond the seed's formats (accounting.json, fingerprints, run.json).
+func WriteIndented(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteAtomic(path, append(b, '\n'), 0o644)
 }
 
 // WriteAtomicFunc is WriteAtomic for content produced by write, which streams into the

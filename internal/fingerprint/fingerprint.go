@@ -209,13 +209,7 @@ func envOf(env []string, k string) string {
 }
 
 // Write writes the snapshot to path, atomically.
-func (f *Fingerprint) Write(path string) error {
-	b, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return err
-	}
-	return files.WriteAtomic(path, append(b, '\n'), 0o644)
-}
+func (f *Fingerprint) Write(path string) error { return files.WriteIndented(path, f) }
 
 // Read reads a snapshot.
 func Read(ctx context.Context, path string) (*Fingerprint, error) {

@@ -60,13 +60,7 @@ func ReadAccounting(ctx context.Context, path string) (*Accounting, error) {
 }
 
 // Write writes the file atomically.
-func (a *Accounting) Write(path string) error {
-	b, err := json.MarshalIndent(a, "", "  ")
-	if err != nil {
-		return err
-	}
-	return files.WriteAtomic(path, append(b, '\n'), 0o644)
-}
+func (a *Accounting) Write(path string) error { return files.WriteIndented(path, a) }
 
 // Begin starts a phase at t.
 func (a *Accounting) Begin(name string, t time.Time) {

@@ -5,7 +5,6 @@ package sweep
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -334,11 +333,7 @@ func writeRunRecord(dir string, start time.Time, p plan.Request, interrupted err
 		why := safe.OneLine(interrupted.Error())
 		rec.Interrupted = &why
 	}
-	b, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return err
-	}
-	return files.WriteAtomic(filepath.Join(dir, "run.json"), append(b, '\n'), 0o644)
+	return files.WriteIndented(filepath.Join(dir, "run.json"), rec)
 }
 
 // gitHead is the commit of the git checkout dir is in ("" when it is not one).
