@@ -15,6 +15,19 @@ type Throttle struct {
 	Reasons []string
 }
 
+// String is the throttle as rows and pages say it: "GPU 0, 3: sw_power_cap" ("" when
+// no GPU was throttled).
+func (t Throttle) String() string {
+	if len(t.GPUs) == 0 {
+		return ""
+	}
+	ids := make([]string, len(t.GPUs))
+	for i, g := range t.GPUs {
+		ids[i] = strconv.Itoa(g)
+	}
+	return "GPU " + strings.Join(ids, ", ") + ": " + strings.Join(t.Reasons, ", ")
+}
+
 // Throttled compares before and after. A throttle counter that grew between them is
 // throttling during the shard; a GPU without counters (older drivers) is judged by the
 // reasons active in either snapshot. Either snapshot may be nil.

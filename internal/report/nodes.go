@@ -35,7 +35,7 @@ func nodes(run *results.Run) ([]nodeRow, int) {
 		if len(s.Throttle.GPUs) > 0 {
 			throttled++
 			row.Bad = true
-			row.Throttle = "GPU " + ints(s.Throttle.GPUs) + ": " + strings.Join(s.Throttle.Reasons, ", ")
+			row.Throttle = s.Throttle.String()
 		}
 		rows = append(rows, row)
 	}
@@ -94,12 +94,4 @@ func temps(before, after *fingerprint.Fingerprint) string {
 		return "—"
 	}
 	return hot(before) + " → " + hot(after)
-}
-
-func ints(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = strconv.Itoa(x)
-	}
-	return strings.Join(s, ", ")
 }

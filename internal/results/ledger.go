@@ -284,9 +284,7 @@ func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*ex
 	if exe.Cell.Mode == "counters" {
 		e.counters = counters.Read(filepath.Join(ex.Dir, "results", "counters"))
 	}
-	if th := fingerprint.Throttled(e.before, e.after, int(exe.Cell.WorldSize)); len(th.GPUs) > 0 {
-		e.throttled = fmt.Sprintf("GPU %s: %s", joinInts(th.GPUs), strings.Join(th.Reasons, ", "))
-	}
+	e.throttled = fingerprint.Throttled(e.before, e.after, int(exe.Cell.WorldSize)).String()
 	if v, err := files.ReadJSON(ctx, filepath.Join(ex.Dir, "status.json")); err == nil {
 		o, _ := v.(*pyjson.Object)
 		if o == nil {
@@ -338,14 +336,6 @@ func joinCounters(r *Row, res *counters.Result) {
 	default:
 		r.CounterProblem = fmt.Sprintf("no kernel in an opx%d range", r.Index)
 	}
-}
-
-func joinInts(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = strconv.Itoa(x)
-	}
-	return strings.Join(s, ", ")
 }
 
 // rank orders statuses: a later attempt's row replaces a kept one only when it is better,
