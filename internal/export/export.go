@@ -205,7 +205,7 @@ func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) error {
 				Metrics   map[string]float64 `json:"metrics"`
 				SOL       map[string]any     `json:"sol,omitempty"`
 				Counters  map[string]any     `json:"counters,omitempty"`
-			}{r.Key(), r.Shard, r.Attempt, r.Testlist, r.OpType, argsJSON(r.ArgsJSON()), r.ArgsLabel, r.Backend,
+			}{r.Key(), r.Shard, r.Attempt, r.Testlist, r.OpType, results.ArgsRaw(r.ArgsJSON()), r.ArgsLabel, r.Backend,
 				r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, r.Tries, r.GPUSeconds, r.Throttled, metrics, solOf(r), countersOf(r)}
 			if err := enc.Encode(&rec); err != nil {
 				return err
@@ -213,16 +213,6 @@ func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) error {
 		}
 		return nil
 	})
-}
-
-// argsJSON is the args as JSON; args Python's grammar allows and JSON does not (NaN,
-// Infinity) are given as their text.
-func argsJSON(key string) json.RawMessage {
-	if json.Valid([]byte(key)) {
-		return json.RawMessage(key)
-	}
-	b, _ := json.Marshal(key)
-	return b
 }
 
 // countersOf is counted's columns as an object for JSON lines (nil for a timing row).

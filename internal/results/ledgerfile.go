@@ -137,7 +137,7 @@ func WriteLedger(path, artifacts string, l *Ledger) error {
 			err = list("cases", len(l.Cases), func(i int) any {
 				c := &l.Cases[i]
 				return caseDoc{Key: c.Key, Shard: c.Shard, Testlist: c.Testlist, Op: c.Op, Backend: c.Backend, WorldSize: c.WorldSize,
-					Cluster: c.Cluster, Args: argsRaw(c.ArgsJSON), Status: c.Status, Message: c.Message, Attempt: c.Attempt,
+					Cluster: c.Cluster, Args: ArgsRaw(c.ArgsJSON), Status: c.Status, Message: c.Message, Attempt: c.Attempt,
 					Tries: c.Tries, GPUSeconds: c.GPUSeconds, Reached: c.Reached}
 			})
 		}
@@ -149,9 +149,9 @@ func WriteLedger(path, artifacts string, l *Ledger) error {
 	})
 }
 
-// argsRaw is the args' JSON text; args Python's grammar allows and JSON does not (NaN,
-// Infinity) are given as their text.
-func argsRaw(s string) json.RawMessage {
+// ArgsRaw is args' JSON text (a case key's, Row.ArgsJSON) for an encoding/json document;
+// args Python's grammar allows and JSON does not (NaN, Infinity) are given as their text.
+func ArgsRaw(s string) json.RawMessage {
 	if json.Valid([]byte(s)) {
 		return json.RawMessage(s)
 	}
