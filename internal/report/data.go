@@ -291,7 +291,8 @@ func (b *builder) groups(status string) ([]msgGroup, int) {
 // the throughput metric of each op type, and the rows as columns (numbers to 4
 // significant digits; null where a row has no value).
 func (b *builder) data() (string, error) {
-	head, err := json.Marshal(b.dictionaries())
+	caseAI := b.caseIntensity()
+	head, err := json.Marshal(b.dictionaries(caseAI))
 	if err != nil {
 		return "", err
 	}
@@ -305,6 +306,21 @@ func (b *builder) data() (string, error) {
 				sb.WriteByte(',')
 			}
 			sb.WriteString(strconv.FormatInt(v(i), 10))
+		}
+		sb.WriteByte(']')
+	}
+	// pairs writes [row, value] for the rows keep picks: a sparse column
+	pairs := func(name string, keep func(i int) (string, bool)) {
+		sb.WriteString(`,"` + name + `":[`)
+		first := true
+		for i := range len(b.status) {
+			if v, ok := keep(i); ok {
+				if !first {
+					sb.WriteByte(',')
+				}
+				first = false
+				sb.WriteString("[" + strconv.Itoa(i) + "," + v + "]")
+			}
 		}
 		sb.WriteByte(']')
 	}
@@ -327,26 +343,7 @@ func (b *builder) data() (string, error) {
 	floats("sol", b.sol)
 	// intensity is the case's (its op and args) unless the harness reported its own
 	// flops or bytes: the case's in the dictionary, the rows that differ here
-	caseAI := b.caseIntensity()
-	pairs0 := func(name string, keep func(i int) (string, bool)) {
-		sb.WriteString(`,"` + name + `":[`)
-		first := true
-		for i := range n {
-			if v, ok := keep(i); ok {
-				if !first {
-					sb.WriteByte(',')
-				}
-				first = false
-				sb.WriteString("[" + strconv.Itoa(i) + "," + v + "]")
-			}
-		}
-		sb.WriteByte(']')
-	}
-	pairs0("aiOther", func(i int) (string, bool) {
-		a, c := b.ai[i], caseAI[b.caseOf[i]]
-		same := a == c || (math.IsNaN(a) && math.IsNaN(c)) || num(a) == num(c)
-		return num(a), !same
-	})
+	pairs("aiOther", func(i int) (string, bool) { v := num(b.ai[i]); return v, v != num(caseAI[b.caseOf[i]]) })
 	floats("tf", b.tf)
 	// the attempt each row is from, as the most common one and the rows of any other, and
 	// each case's GPU-seconds only where recorded: sparse, as most runs have one attempt
@@ -359,7 +356,6 @@ func (b *builder) data() (string, error) {
 		}
 	}
 	sb.WriteString(`,"attMost":` + strconv.Itoa(int(most)))
-	pairs := pairs0
 	pairs("attOther", func(i int) (string, bool) { return strconv.Itoa(int(b.attempt[i])), b.attempt[i] != most })
 	pairs("gs", func(i int) (string, bool) { return num(b.gpuS[i]), !math.IsNaN(b.gpuS[i]) })
 	sb.WriteString(`,"spread":[`)
@@ -389,7 +385,7 @@ func (b *builder) caseIntensity() []float64 {
 
 // dictionaries are the data's cases, series and their families' limits, throughput
 // metric names and impossible rows.
-func (b *builder) dictionaries() any {
+func (b *builder) dictionaries(caseAI []float64) any {
 	type caseOut struct {
 		Testlist string   `json:"t"`
 		Op       string   `json:"o"`
@@ -419,7 +415,6 @@ func (b *builder) dictionaries() any {
 		}
 		dicts.Peaks[f] = peakOut{p.TFLOPS, p.HBM}
 	}
-	caseAI := b.caseIntensity()
 	for i, c := range b.caseInfo {
 		co := caseOut{Testlist: c.testlist, Op: c.op, Label: c.label, Size: round4(c.size)}
 		if a := caseAI[i]; !math.IsNaN(a) {
