@@ -121,10 +121,8 @@ func recordedPlatformConfig(dir string) string {
 func claimForResume(dir string) (release func(), err error) {
 	lock := filepath.Join(dir, runLock)
 	for range 2 {
-		f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+		err := createLock(lock)
 		if err == nil {
-			fmt.Fprintf(f, "pid %d\n", os.Getpid())
-			f.Close()
 			return func() { os.Remove(lock) }, nil
 		}
 		if !errors.Is(err, fs.ErrExist) {
@@ -132,7 +130,7 @@ func claimForResume(dir string) (release func(), err error) {
 		}
 		b, _ := os.ReadFile(lock)
 		pid, perr := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(string(b), "pid ")))
-		if perr != nil || pid <= 0 || syscall.Kill(pid, 0) == nil || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		if perr != nil || pid <= 0 || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) { // alive, or not known dead
 			return nil, fmt.Errorf("another opx run is writing to %s (%s exists); wait for it, or remove the lock if no opx run lives", dir, lock)
 		}
 		if err := os.Remove(lock); err != nil { // its opx run is gone: the lock is stale

@@ -285,21 +285,30 @@ func claimRunDir(dir string) (release func(planned bool), err error) {
 		return nil, err
 	}
 	lock := filepath.Join(dir, runLock)
-	f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+	err = createLock(lock)
 	if errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("another opx run is writing to %s (%s exists); pass a new --out", dir, lock)
 	}
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(f, "pid %d\n", os.Getpid())
-	f.Close()
 	return func(planned bool) {
 		os.Remove(lock)
 		if created && !planned {
 			os.RemoveAll(dir)
 		}
 	}, nil
+}
+
+// createLock creates the run's lock file, exclusively (fs.ErrExist when it is there), with
+// this process's pid in it.
+func createLock(lock string) error {
+	f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f, "pid %d\n", os.Getpid())
+	return f.Close()
 }
 
 // runRecord is <dir>/run.json: when the sweep (or its latest resume) started and ended,
