@@ -43,14 +43,10 @@ func (r *execution) runLocal(ctx context.Context) error {
 	defer cancel()
 	base, _ := r.benchEnv(localJob)
 	bin := filepath.Join(r.stage, "bin", "opx")
-	fp := func(phase string) Step {
-		return Step{Name: "fingerprint-" + phase, Log: "fingerprint-" + phase + ".log", Env: r.o.Environ,
-			Argv: []string{bin, "fingerprint", "--phase", phase, "--out", filepath.Join(r.stage, "fingerprint-"+phase+".json")}}
-	}
-	r.fingerprint(ctx, fp("before"))
+	r.fingerprint(ctx, r.fingerprintStep(localJob, "before"))
 	defer func() {
 		if ctx.Err() == nil {
-			r.fingerprint(ctx, fp("after"))
+			r.fingerprint(ctx, r.fingerprintStep(localJob, "after"))
 		}
 	}()
 	errs := make([]error, r.ws)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
+	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/pyjson"
 )
@@ -140,12 +141,14 @@ func (r *execution) nodeSteps(job, ncu string) []Step {
 
 // fingerprintStep records the node (opx fingerprint, outside the container) before or
 // after the benchmark, into the stage; execute copies it to the output. It never fails
-// the shard.
+// the shard. On a Slurm runner it is one srun step on job; on the local runner the staged
+// opx runs here.
 func (r *execution) fingerprintStep(job, phase string) Step {
-	out := filepath.Join(r.stage, "fingerprint-"+phase+".json")
-	return Step{Name: "fingerprint-" + phase, Log: "fingerprint-" + phase + ".log", Env: r.o.Environ,
-		Argv: []string{"srun", "--jobid=" + job, "--nodes=1", "--ntasks=1", "--chdir=/tmp", filepath.Join(r.stage, "bin", "opx"),
-			"fingerprint", "--phase", phase, "--out", out}}
+	argv := []string{filepath.Join(r.stage, "bin", "opx"), "fingerprint", "--phase", phase, "--out", filepath.Join(r.stage, "fingerprint-"+phase+".json")}
+	if r.runner.Label != platform.Local {
+		argv = append([]string{"srun", "--jobid=" + job, "--nodes=1", "--ntasks=1", "--chdir=/tmp"}, argv...)
+	}
+	return Step{Name: "fingerprint-" + phase, Log: "fingerprint-" + phase + ".log", Env: r.o.Environ, Argv: argv}
 }
 
 // searchesNCU: counters mode on an NVIDIA pyxis runner looks for Nsight Compute on the node.
