@@ -1,20 +1,23 @@
 package compare_test
 
 // compare's false-positive rate, measured: the same cpu sweep run twice on this machine
-// (A/A) must have at most 10 % of its cases called faster or slower, and the same sweep
+// (A/A) must have at most 1 % of its cases called faster or slower, and the same sweep
 // made slower on purpose (OPERATORX_CPU_REPEAT=3: every timed GEMM done three times) must
 // be called slower and fail the gate. Real processes end to end: opx run, then opx compare.
 //
-// The sweeps time each case in 5 rounds over the testlist (OPERATORX_ROUNDS), one thread,
+// The sweeps time each case in 7 rounds over the testlist (OPERATORX_ROUNDS), one thread,
 // so that its spread is the range of its rounds' medians: how much it moves with the
-// moment of the run. Within one process timed back to back, the 2-core VM's cases kept a
-// tight spread while moving 1.1-1.8x between two identical runs (28-46 of 100 called).
-// With rounds, 0-2 of 100 were called in A/A trials on an idle VM and 5 while the rest of
-// the suite ran beside it: the VM's speed moves by up to 1.6x for seconds at a time (9.7
-// or 17 µs for m=48 n=16 k=32, pinned to one CPU or not), which nothing inside one short
-// run can tell from a change. The goal is 1 %; this test's bound is what this
-// machine allows, and its log prints the rate measured.
-
+// moment of the run. Two runs of the same code are then called apart only when all 7 of
+// one's rounds fall outside all 7 of the other's: 2 in 3,432 by chance alone (5 rounds:
+// 2 in 252, which is 0.8 % of cases, and what the VM showed). Within one process timed
+// back to back, the 2-core VM's cases kept a tight spread while moving 1.1-1.8x between
+// two identical runs (28-46 of 100 called).
+//
+// This is a measurement: scripts/test.sh runs it alone, after the rest of the suite, as
+// a benchmark would be. On the idle VM, 7 rounds called 1 case in 15 A/A pairs (1,500
+// comparisons); with the whole suite and a second sweep running beside it, 12 in 45 pairs,
+// 3 at worst in one pair: the VM's speed then moves by up to 1.6x for seconds at a time,
+// which nothing inside one short run can tell from a change.
 import (
 	"encoding/json"
 	"fmt"
@@ -54,7 +57,7 @@ func aaTestlist(t *testing.T) string {
 func sweep(t *testing.T, tl, out string, env ...string) {
 	t.Helper()
 	cmd := exec.Command(opxBin, "run", "--out", out, "--testlist-dir", tl, "--testlists", "aa")
-	cmd.Env = append(append(os.Environ(), "OPERATORX_MEASURE_S=0.1", "OPERATORX_ROUNDS=5", "OPERATORX_WARMUP_MIN_S=0.005", "GOMAXPROCS=1"), env...) // 100 ms of timing a case, in 5 rounds, one thread
+	cmd.Env = append(append(os.Environ(), "OPERATORX_MEASURE_S=0.1", "OPERATORX_ROUNDS=7", "OPERATORX_WARMUP_MIN_S=0.005", "GOMAXPROCS=1"), env...) // 100 ms of timing a case, in 7 rounds, one thread
 	if r := testenv.Run(cmd); r.Code != 0 {
 		t.Fatalf("opx run: exit %d\n%s", r.Code, r.Stderr)
 	}
@@ -84,6 +87,9 @@ func compareRuns(t *testing.T, base, nw string, args ...string) (map[string]int,
 			moved = append(moved, fmt.Sprintf("%.3f (%s)", c.Primary.Speedup, c.Args))
 		}
 	}
+	if len(moved) > 10 {
+		moved = append(moved[:10], fmt.Sprintf("and %d more", len(moved)-10))
+	}
 	t.Logf("speed-ups called: %s", strings.Join(moved, " "))
 	return doc.Counts, r
 }
@@ -103,8 +109,8 @@ func TestCompareAAAndAKnownSlowdown(t *testing.T) {
 	}
 	called := counts["faster"] + counts["slower"]
 	t.Logf("A/A: %d cases, %d called faster or slower (%v)", cases, called, counts)
-	if cases != 100 || called > 10*cases/100 {
-		t.Errorf("A/A: %d of %d cases called faster or slower, at most 10 %% allowed: %v\n%s", called, cases, counts, r.Stdout)
+	if cases != 100 || called > cases/100 {
+		t.Errorf("A/A: %d of %d cases called faster or slower, at most 1 %% allowed: %v\n%s", called, cases, counts, r.Stdout)
 	}
 	if counts["slower"] == 0 && r.Code != 0 {
 		t.Errorf("A/A with no case slower failed the gate: exit %d %s", r.Code, r.Stderr)
@@ -112,8 +118,8 @@ func TestCompareAAAndAKnownSlowdown(t *testing.T) {
 
 	counts, r = compareRuns(t, a1, slow, "--fail-on-regression", "5")
 	t.Logf("A against 3x the work: %v", counts)
-	// 100 of 100 on an idle VM; 89 with the whole suite running beside it (the VM slows by
-	// up to 1.6x for seconds at a time, widening some intervals until they overlap)
+	// 100 of 100 on an idle VM; 69-89 with the whole suite running beside it (the VM slows
+	// by up to 1.6x for seconds at a time, widening some intervals until they overlap)
 	if counts["slower"] < 80 || counts["faster"] > 0 || r.Code != 1 {
 		t.Errorf("a 3x slowdown: %v, exit %d (want at least 80 of 100 slower and the gate failed)\n%s", counts, r.Code, r.Stdout)
 	}
