@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the largest sweep the planner allows as artifacts: 256 shards x 2 attempts x 500
-result rows (one in ten unsupported), and its manifest. Used by bench-summarize.sh and
+result rows (one in ten unsupported), and its manifest: 128,000 distinct cases (each
+shard's 500 GEMMs have m of their own). Used by bench-summarize.sh and
 bench-report.sh.   usage: bench-tree.py DIR"""
 import json, os, sys
 
@@ -8,7 +9,7 @@ work = sys.argv[1]
 cells = []
 for s in range(256):
     sid = "h200-dgxc-%016x" % (s * 7919 + 1)
-    args = lambda i: {"m": i, "n": 4096, "k": 4096, "a": {"dtype": "bf16"}, "b": {"dtype": "bf16"}, "out": "bf16"}
+    args = lambda i: {"m": s * 500 + i, "n": 4096, "k": 4096, "a": {"dtype": "bf16"}, "b": {"dtype": "bf16"}, "out": "bf16"}
     cell = {"id": sid, "runner": "cluster:h200-dgxc", "cluster": "h200_dgxc_8x", "backends": ["vllm"], "world_size": 1, "gpus_per_node": 8,
             "cases": [{"testlist": "t", "shape": {"type": "gemm", "args": args(i), "sources": []}} for i in range(500)]}
     cells.append(cell)

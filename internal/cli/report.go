@@ -140,15 +140,15 @@ func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, 
 	if opt.New, err = compare.ParseFilter("--new-filter", o.newFilter); err != nil {
 		return &UsageError{err}
 	}
-	base, err := results.OpenLean(ctx, args[0], o.baseManifest)
+	base, err := compare.Read(ctx, args[0], o.baseManifest, opt.Key, opt.Base)
 	if err != nil {
 		return fmt.Errorf("base: %w", err)
 	}
-	nw, err := results.OpenLean(ctx, args[1], o.newManifest)
+	nw, err := compare.Read(ctx, args[1], o.newManifest, opt.Key, opt.New)
 	if err != nil {
 		return fmt.Errorf("new: %w", err)
 	}
-	res := compare.Compare(base, nw, opt)
+	res := compare.Join(base, nw, opt)
 	if o.jsonOut != "" {
 		if err := files.WriteAtomicFunc(o.jsonOut, 0o644, res.WriteJSON); err != nil {
 			return err

@@ -25,12 +25,14 @@ package compare
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"sort"
 	"strings"
+	"unique"
 
 	"github.com/semianalysis/opx/internal/fingerprint"
 	"github.com/semianalysis/opx/internal/results"
@@ -134,83 +136,286 @@ type Result struct {
 	// Throttled counts each run's rows measured on a throttled GPU.
 	Nodes     []string       `json:"node_differences"`
 	Throttled map[string]int `json:"throttled_rows"`
-	Cases     []Case         `json:"cases"`
+	cases     []joined       // WriteJSON writes them as "cases", each built again (Case)
 }
 
-// Compare joins and classes two runs' rows.
+// Run is one side of a comparison as compare keeps it: for each case the filter keeps,
+// joined on the key, what classing and showing it needs — its group (testlist, op,
+// backend, cluster, world size, shared by a shard's rows), args label, status, message,
+// headline metric and directional metrics with their spreads, worked out once from the
+// row — and not the row itself, whose maps, args tree and key texts are three times that.
+type Run struct {
+	Side
+	key       []string
+	keep      Filter
+	byKey     map[string]int // the join key's text (it holds the args' text): index in rows
+	rows      []entry
+	groups    map[group]*group
+	throttled int
+	node      fingerprint.Node // the run's nodes merged, when it recorded any
+	hasNode   bool
+}
+
+// entry is one case of one run.
+type entry struct {
+	*group
+	label, status, message string
+	primary                string // the headline metric ("" when none)
+	metrics                []value
+	solPct                 float64 // % of the roofline, when judged
+	impossible             bool
+}
+
+type group struct {
+	testlist, op, backend, cluster string
+	ws                             int
+}
+
+// value is one directional metric with its spread (how is "" when it has none).
+type value struct {
+	name      string
+	v, lo, hi float64
+	how       string
+}
+
+// NewRun is an empty side joined on key (nil: every field of the case key) and keeping
+// the rows keep keeps.
+func NewRun(key []string, keep Filter) *Run {
+	if key == nil {
+		key = results.KeyFields
+	}
+	return &Run{key: key, keep: keep, byKey: map[string]int{}, groups: map[group]*group{}}
+}
+
+// Read streams the run in dir (its manifest given, or the one found in dir) into a Run,
+// a shard at a time: what it holds is the compact rows, not the run's.
+func Read(ctx context.Context, dir, manifest string, key []string, keep Filter) (*Run, error) {
+	manifest, err := results.Resolve(dir, manifest)
+	if err != nil {
+		return nil, err
+	}
+	out := NewRun(key, keep)
+	var run *results.Run
+	err = results.Stream(ctx, manifest, dir, func(r *results.Run) { run = r }, func(_ *results.Shard, rows []results.Row) error {
+		for i := range rows {
+			r := &rows[i]
+			_, j, ok := r.SOL()
+			r.Impossible = ok && j.Impossible
+			if ok {
+				r.SOLPct = j.SOL
+			}
+		}
+		out.Add(rows)
+		return nil
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	out.Finish(run)
+	return out, nil
+}
+
+// Of is a run already in memory as compare keeps it.
+func Of(run *results.Run, key []string, keep Filter) *Run {
+	out := NewRun(key, keep)
+	out.Add(run.Rows)
+	out.Finish(run)
+	return out
+}
+
+// Add keeps the rows' cases; a key seen twice keeps the last row (a retried op). A row of
+// a profiled execution (counters mode) is left out: its timing is the profiler's.
+func (s *Run) Add(rows []results.Row) {
+	for i := range rows {
+		r := &rows[i]
+		s.Rows++
+		if r.Throttled != "" {
+			s.throttled++
+		}
+		if !s.keep.keeps(r) || r.Mode == "counters" {
+			continue
+		}
+		x := s.entryOf(r)
+		k := r.KeyOf(s.key)
+		if i, ok := s.byKey[k]; ok {
+			s.Duplicate++
+			s.rows[i] = x
+			continue
+		}
+		s.byKey[k] = len(s.rows)
+		s.rows = append(s.rows, x)
+	}
+}
+
+func (s *Run) entryOf(r *results.Row) entry {
+	g := group{intern(r.Testlist), intern(r.OpType), intern(r.Backend), intern(r.Cluster), r.WorldSize}
+	gp := s.groups[g]
+	if gp == nil {
+		gp = &g
+		s.groups[g] = gp
+	}
+	x := entry{group: gp, label: r.ArgsLabel, status: intern(r.Status), message: r.Message, solPct: r.SOLPct, impossible: r.Impossible}
+	if p, ok := r.Primary(); ok {
+		x.primary = intern(p)
+	}
+	for _, k := range r.MetricOrder {
+		v, ok := r.Metrics[k]
+		if !ok || results.DirectionOf(k) == results.Neutral {
+			continue
+		}
+		lo, hi, how, _ := r.Spread(k)
+		x.metrics = append(x.metrics, value{name: intern(k), v: v, lo: lo, hi: hi, how: intern(how)})
+	}
+	return x
+}
+
+// Finish records what the run says of itself once its rows are in: its names and the
+// nodes its shards ran on.
+func (s *Run) Finish(run *results.Run) {
+	s.Dir, s.RunID, s.SourceSHA = run.Dir, run.RunID, run.SourceSHA
+	var nodes []fingerprint.Node
+	for _, sh := range run.Shards {
+		if f := sh.Before; f != nil {
+			nodes = append(nodes, f.Summary())
+		} else if f := sh.After; f != nil {
+			nodes = append(nodes, f.Summary())
+		}
+	}
+	s.node, s.hasNode = fingerprint.Merge(nodes), len(nodes) > 0
+}
+
+// intern is the one copy of a string that many rows repeat (testlists, ops, statuses,
+// metric names).
+func intern(s string) string { return unique.Make(s).Value() }
+
+func (x *entry) value(name string) (value, bool) {
+	for _, v := range x.metrics {
+		if v.name == name {
+			return v, true
+		}
+	}
+	return value{}, false
+}
+
+// joined is one case of the comparison: its key, its rows, and what its class and order
+// need; the rest of the Case is worked out again when it is shown (build).
+type joined struct {
+	key        string
+	b, n       *entry
+	class      string
+	speedup    float64
+	hasPrimary bool
+}
+
+// Compare joins and classes two runs already in memory (Of each, with opt's key and
+// filters).
 func Compare(base, nw *results.Run, opt Options) *Result {
-	res := &Result{Options: opt, Counts: map[string]int{}, Nodes: nodeDifferences(base, nw), Throttled: map[string]int{}}
-	for side, run := range map[string]*results.Run{"base": base, "new": nw} {
-		for i := range run.Rows {
-			if run.Rows[i].Throttled != "" {
-				res.Throttled[side]++
-			}
+	return Join(Of(base, opt.Key, opt.Base), Of(nw, opt.Key, opt.New), opt)
+}
+
+// Join classes two sides' cases. opt.Key and the filters are what the sides were read
+// with; Join reports them.
+func Join(base, nw *Run, opt Options) *Result {
+	opt.Key = base.key
+	res := &Result{Options: opt, Counts: map[string]int{}, Base: base.Side, New: nw.Side, Throttled: map[string]int{}}
+	res.Nodes = []string{}
+	if base.hasNode && nw.hasNode {
+		res.Nodes = append(res.Nodes, fingerprint.Differences(base.node, nw.node)...)
+	}
+	for side, n := range map[string]int{"base": base.throttled, "new": nw.throttled} {
+		if n > 0 {
+			res.Throttled[side] = n
 		}
 	}
-	if opt.Key == nil {
-		opt.Key = results.KeyFields
-		res.Options.Key = opt.Key
-	}
-	bm, bdup := index(base.Rows, opt.Key, opt.Base)
-	nm, ndup := index(nw.Rows, opt.Key, opt.New)
-	res.Base = Side{base.Dir, base.RunID, base.SourceSHA, len(base.Rows), bdup}
-	res.New = Side{nw.Dir, nw.RunID, nw.SourceSHA, len(nw.Rows), ndup}
-	keys := map[string]bool{}
-	for k := range bm {
-		keys[k] = true
-	}
-	for k := range nm {
-		keys[k] = true
-	}
-	for k := range keys {
-		b, n := bm[k], nm[k]
-		ref := b
-		if ref == nil {
-			ref = n
-		}
-		c := Case{Key: k, Testlist: ref.Testlist, OpType: ref.OpType, Args: ref.ArgsLabel, Backend: ref.Backend,
-			Cluster: ref.Cluster, WorldSize: ref.WorldSize}
-		if b != nil {
-			c.BaseStatus = b.Status
-		}
-		if n != nil {
-			c.NewStatus, c.NewMessage = n.Status, n.Message
-		}
-		c.PctOfRoofline = roofline(b, n)
-		switch {
-		case n == nil:
-			c.Class = OnlyBase
-		case b == nil:
-			c.Class = OnlyNew
-		case b.Status == "ok" && n.Status != "ok":
-			c.Class = Broken
-		case b.Status != "ok" && n.Status == "ok":
-			c.Class = Fixed
-		case b.Status != "ok":
-			c.Class = Unmeasured
-		default:
-			classify(&c, b, n, opt)
-			if (b.Impossible || n.Impossible) && c.Primary != nil {
-				c.Class = Impossible // a broken timer or cached inputs: the change means nothing
-			}
+	add := func(k string, b, n *entry) {
+		c := build(k, b, n, opt)
+		j := joined{key: k, b: b, n: n, class: c.Class, hasPrimary: c.Primary != nil}
+		if c.Primary != nil {
+			j.speedup = c.Primary.Speedup
 		}
 		res.Counts[c.Class]++
-		res.Cases = append(res.Cases, c)
+		res.cases = append(res.cases, j)
 	}
-	sort.Slice(res.Cases, func(i, j int) bool {
-		a, b := res.Cases[i], res.Cases[j]
-		if ra, rb := rank(a.Class), rank(b.Class); ra != rb {
+	for k, i := range base.byKey {
+		var n *entry
+		if j, ok := nw.byKey[k]; ok {
+			n = &nw.rows[j]
+		}
+		add(k, &base.rows[i], n)
+	}
+	for k, j := range nw.byKey {
+		if _, ok := base.byKey[k]; !ok {
+			add(k, nil, &nw.rows[j])
+		}
+	}
+	sort.Slice(res.cases, func(i, j int) bool {
+		a, b := res.cases[i], res.cases[j]
+		if ra, rb := rank(a.class), rank(b.class); ra != rb {
 			return ra < rb
 		}
-		if a.Primary != nil && b.Primary != nil && a.Primary.Speedup != b.Primary.Speedup {
-			if a.Class == Faster {
-				return a.Primary.Speedup > b.Primary.Speedup // best improvement first
+		if a.hasPrimary && b.hasPrimary && a.speedup != b.speedup {
+			if a.class == Faster {
+				return a.speedup > b.speedup // best improvement first
 			}
-			return a.Primary.Speedup < b.Primary.Speedup // worst regression first
+			return a.speedup < b.speedup // worst regression first
 		}
-		return a.Key < b.Key
+		return a.key < b.key
 	})
 	return res
+}
+
+// build is one case's comparison, whole: its class and metrics from its two rows (either
+// nil when the case is in one run only).
+func build(key string, b, n *entry, opt Options) Case {
+	ref := b
+	if ref == nil {
+		ref = n
+	}
+	c := Case{Key: key, Testlist: ref.testlist, OpType: ref.op, Args: ref.label, Backend: ref.backend,
+		Cluster: ref.cluster, WorldSize: ref.ws, PctOfRoofline: roofline(b, n)}
+	if b != nil {
+		c.BaseStatus = b.status
+	}
+	if n != nil {
+		c.NewStatus, c.NewMessage = n.status, n.message
+	}
+	switch {
+	case n == nil:
+		c.Class = OnlyBase
+	case b == nil:
+		c.Class = OnlyNew
+	case b.status == "ok" && n.status != "ok":
+		c.Class = Broken
+	case b.status != "ok" && n.status == "ok":
+		c.Class = Fixed
+	case b.status != "ok":
+		c.Class = Unmeasured
+	default:
+		classify(&c, b, n, opt)
+		if (b.impossible || n.impossible) && c.Primary != nil {
+			c.Class = Impossible // a broken timer or cached inputs: the change means nothing
+		}
+	}
+	return c
+}
+
+// Len is how many cases the comparison has.
+func (r *Result) Len() int { return len(r.cases) }
+
+// Case is the i-th case, in the summary's order (classes, then worst regression or best
+// improvement first).
+func (r *Result) Case(i int) Case {
+	j := r.cases[i]
+	return build(j.key, j.b, j.n, r.Options)
+}
+
+// Cases are all the cases, in order.
+func (r *Result) Cases() []Case {
+	out := make([]Case, len(r.cases))
+	for i := range r.cases {
+		out[i] = r.Case(i)
+	}
+	return out
 }
 
 func rank(class string) int {
@@ -222,49 +427,28 @@ func rank(class string) int {
 	return len(classOrder)
 }
 
-// index maps case keys to the rows the filter keeps; a key seen twice keeps the last row
-// (a retried op).
-func index(rows []results.Row, key []string, f Filter) (map[string]*results.Row, int) {
-	m := make(map[string]*results.Row, len(rows))
-	dup := 0
-	for i := range rows {
-		if !f.keeps(&rows[i]) || rows[i].Mode == "counters" { // profiled: its timing is the profiler's
-			continue
-		}
-		k := rows[i].KeyOf(key)
-		if _, ok := m[k]; ok {
-			dup++
-		}
-		m[k] = &rows[i]
-	}
-	return m, dup
-}
-
-func classify(c *Case, b, n *results.Row, opt Options) {
+func classify(c *Case, b, n *entry, opt Options) {
 	names := map[string]bool{}
-	var order []string
-	for _, k := range append(append([]string(nil), b.MetricOrder...), n.MetricOrder...) {
-		if !names[k] && results.DirectionOf(k) != results.Neutral {
-			names[k] = true
-			order = append(order, k)
-		}
-	}
-	for _, k := range order {
-		bv, ok1 := b.Metrics[k]
-		nv, ok2 := n.Metrics[k]
-		// a change is only defined between finite values over a positive base whose ratio
-		// is finite too (a base of 1e-320 made the change -Inf, which JSON cannot hold)
-		if !ok1 || !ok2 || bv <= 0 || !finite(bv) || !finite(nv) || !finite((nv-bv)/bv) {
-			continue
-		}
-		c.Metrics = append(c.Metrics, metric(k, bv, nv, b, n, opt))
-	}
-	prim, ok := b.Primary()
-	if ok {
-		for i := range c.Metrics {
-			if c.Metrics[i].Name == prim {
-				c.Primary = &c.Metrics[i]
+	for _, side := range []*entry{b, n} {
+		for _, x := range side.metrics {
+			if names[x.name] {
+				continue
 			}
+			names[x.name] = true
+			bv, ok1 := b.value(x.name)
+			nv, ok2 := n.value(x.name)
+			// a change is only defined between finite values over a positive base whose
+			// ratio is finite too (a base of 1e-320 made the change -Inf, which JSON cannot
+			// hold)
+			if !ok1 || !ok2 || bv.v <= 0 || !finite(bv.v) || !finite(nv.v) || !finite((nv.v-bv.v)/bv.v) {
+				continue
+			}
+			c.Metrics = append(c.Metrics, metric(bv, nv, opt))
+		}
+	}
+	for i := range c.Metrics {
+		if b.primary != "" && c.Metrics[i].Name == b.primary {
+			c.Primary = &c.Metrics[i]
 		}
 	}
 	if c.Primary == nil && len(c.Metrics) > 0 {
@@ -277,9 +461,10 @@ func classify(c *Case, b, n *results.Row, opt Options) {
 	c.Class = c.Primary.Class
 }
 
-func metric(name string, bv, nv float64, b, n *results.Row, opt Options) Metric {
-	dir := results.DirectionOf(name)
-	m := Metric{Name: name, Direction: dir.String(), Base: bv, New: nv}
+func metric(b, n value, opt Options) Metric {
+	dir := results.DirectionOf(b.name)
+	bv, nv := b.v, n.v
+	m := Metric{Name: b.name, Direction: dir.String(), Base: bv, New: nv}
 	m.Ratio = nv / bv
 	m.Speedup = m.Ratio
 	if dir == results.Lower {
@@ -291,13 +476,13 @@ func metric(name string, bv, nv float64, b, n *results.Row, opt Options) Metric 
 		g = 1 - 1/m.Speedup
 	}
 	better, worse := Faster, Slower
-	bl, bh, bhow, bok := b.Spread(name)
-	nl, nh, nhow, nok := n.Spread(name)
+	bl, bh, bhow := b.lo, b.hi, b.how
+	nl, nh, nhow := n.lo, n.hi, n.how
 	switch {
 	case math.Abs(g) < opt.Same:
 		m.Class = Same
 		m.Noise = "change below " + pct(opt.Same)
-	case bok && nok:
+	case bhow != "" && nhow != "":
 		m.BaseLo, m.BaseHi, m.NewLo, m.NewHi = bl, bh, nl, nh
 		m.Noise = bhow
 		if nhow != bhow {
@@ -343,38 +528,17 @@ func pct(f float64) string {
 }
 
 // roofline is each side's % of the roofline, when judged (nil when neither is).
-func roofline(b, n *results.Row) map[string]float64 {
+func roofline(b, n *entry) map[string]float64 {
 	var out map[string]float64
-	for side, r := range map[string]*results.Row{"base": b, "new": n} {
-		if r != nil && r.SOLPct > 0 {
+	for side, r := range map[string]*entry{"base": b, "new": n} {
+		if r != nil && r.solPct > 0 {
 			if out == nil {
 				out = map[string]float64{}
 			}
-			out[side] = r.SOLPct
+			out[side] = r.solPct
 		}
 	}
 	return out
-}
-
-// nodeDifferences compares the nodes the two runs' shards recorded.
-func nodeDifferences(base, nw *results.Run) []string {
-	side := func(run *results.Run) (fingerprint.Node, bool) {
-		var nodes []fingerprint.Node
-		for _, s := range run.Shards {
-			if f := s.Before; f != nil {
-				nodes = append(nodes, f.Summary())
-			} else if f := s.After; f != nil {
-				nodes = append(nodes, f.Summary())
-			}
-		}
-		return fingerprint.Merge(nodes), len(nodes) > 0
-	}
-	b, okB := side(base)
-	n, okN := side(nw)
-	if !okB || !okN {
-		return []string{}
-	}
-	return append([]string{}, fingerprint.Differences(b, n)...)
 }
 
 // WriteJSON writes the result as one JSON document, a case a line, without holding its
@@ -394,12 +558,13 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	}
 	bw.Write(head[:len(head)-1])
 	bw.WriteString(`,"cases":[`)
-	for i := range r.Cases {
+	for i := range r.cases {
 		if i > 0 {
 			bw.WriteByte(',')
 		}
 		bw.WriteString("\n")
-		b, err := json.Marshal(&r.Cases[i])
+		c := r.Case(i)
+		b, err := json.Marshal(&c)
 		if err != nil {
 			return err
 		}
@@ -416,10 +581,10 @@ func (r *Result) WriteJSON(w io.Writer) error {
 // harness crashed measured nothing: every case is missing, and that fails the gate).
 func (r *Result) Regressions(pctLimit float64, allowMissing bool) []Case {
 	var out []Case
-	for _, c := range r.Cases {
-		slower := c.Class == Slower && c.Primary != nil && c.Primary.Speedup > 0 && 1/c.Primary.Speedup >= 1+pctLimit/100
-		if slower || c.Class == Broken || (c.Class == OnlyBase && !allowMissing) {
-			out = append(out, c)
+	for i, c := range r.cases {
+		slower := c.class == Slower && c.hasPrimary && c.speedup > 0 && 1/c.speedup >= 1+pctLimit/100
+		if slower || c.class == Broken || (c.class == OnlyBase && !allowMissing) {
+			out = append(out, r.Case(i))
 		}
 	}
 	return out
@@ -441,7 +606,7 @@ func (r *Result) Markdown(w io.Writer) {
 		parts = []string{"no cases"}
 	}
 	fmt.Fprintf(w, "**%d cases:** %s. Same = change below %s; faster/slower = outside both runs' spread (%s without a spread). Joined on %s.\n",
-		len(r.Cases), strings.Join(parts, ", "), pct(r.Options.Same), pct(r.Options.NoSpread), strings.Join(r.Options.Key, ", "))
+		len(r.cases), strings.Join(parts, ", "), pct(r.Options.Same), pct(r.Options.NoSpread), strings.Join(r.Options.Key, ", "))
 	if len(r.Nodes) > 0 {
 		fmt.Fprintf(w, "\n**The runs' nodes differ** (their fingerprints): %s. A change may be the node's, not the code's.\n", strings.Join(r.Nodes, "; "))
 	}
@@ -460,9 +625,9 @@ func (r *Result) Markdown(w io.Writer) {
 
 func (r *Result) pick(class string) []Case {
 	var out []Case
-	for _, c := range r.Cases {
-		if c.Class == class {
-			out = append(out, c)
+	for i, c := range r.cases {
+		if c.class == class {
+			out = append(out, r.Case(i))
 		}
 	}
 	return out

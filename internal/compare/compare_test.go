@@ -35,12 +35,12 @@ func lat(m int, med, lo, hi float64) results.Row {
 
 func byArgs(t *testing.T, r *Result, m string) Case {
 	t.Helper()
-	for _, c := range r.Cases {
+	for _, c := range r.Cases() {
 		if strings.HasPrefix(c.Args, "m="+m+" ") {
 			return c
 		}
 	}
-	t.Fatalf("no case m=%s in %+v", m, r.Cases)
+	t.Fatalf("no case m=%s in %+v", m, r.Cases())
 	return Case{}
 }
 
@@ -91,8 +91,8 @@ func TestCompareClassesCraftedRuns(t *testing.T) {
 		t.Errorf("m=9 primary %+v, want latency_us without spread", c.Primary)
 	}
 	// regressions worst first: m=1 (1.30x) before m=8 (1.25x)
-	if r.Cases[0].Args[:3] != "m=1" || r.Cases[1].Args[:3] != "m=8" {
-		t.Errorf("order: %s, %s", r.Cases[0].Args, r.Cases[1].Args)
+	if r.Case(0).Args[:3] != "m=1" || r.Case(1).Args[:3] != "m=8" {
+		t.Errorf("order: %s, %s", r.Case(0).Args, r.Case(1).Args)
 	}
 	// the gate: slower by a factor of 1 + PCT/100 or more, broken, and — unless allowed —
 	// missing from the new run
@@ -145,7 +145,7 @@ func TestCompareKeyAndFilters(t *testing.T) {
 	run := &results.Run{Rows: []results.Row{v, sg, other}}
 	key := []string{"testlist", "op", "args", "world_size", "cluster"}
 	r := Compare(run, run, Options{Same: 0.02, NoSpread: 0.05, Key: key, Base: Filter{"backend": "vllm"}, New: Filter{"backend": "sglang"}})
-	if len(r.Cases) != 2 || r.Counts[Faster] != 1 || r.Counts[OnlyNew] != 1 {
+	if r.Len() != 2 || r.Counts[Faster] != 1 || r.Counts[OnlyNew] != 1 {
 		t.Fatalf("vllm vs sglang: %v", r.Counts)
 	}
 	if c := byArgs(t, r, "1"); c.Primary.Change != "2.00x faster" {
@@ -162,8 +162,8 @@ func TestCompareDuplicateKeysKeepLastRow(t *testing.T) {
 	base := &results.Run{Rows: []results.Row{lat(1, 100, 99, 101)}}
 	nw := &results.Run{Rows: []results.Row{lat(1, 300, 299, 301), lat(1, 100, 99, 101)}}
 	r := Compare(base, nw, DefaultOptions)
-	if r.New.Duplicate != 1 || r.Cases[0].Class != Same {
-		t.Fatalf("dup %d class %s", r.New.Duplicate, r.Cases[0].Class)
+	if r.New.Duplicate != 1 || r.Case(0).Class != Same {
+		t.Fatalf("dup %d class %s", r.New.Duplicate, r.Case(0).Class)
 	}
 }
 
@@ -191,7 +191,7 @@ func TestCompareImpossibleIsNotFaster(t *testing.T) {
 		t.Fatalf("counts %v", r.Counts)
 	}
 	// each side's place against the limits travels with the case (JSON pct_of_roofline)
-	if p := r.Cases[0].PctOfRoofline; p["base"] != 41.5 || p["new"] != 4150 {
+	if p := r.Case(0).PctOfRoofline; p["base"] != 41.5 || p["new"] != 4150 {
 		t.Errorf("pct_of_roofline %v", p)
 	}
 	var md bytes.Buffer

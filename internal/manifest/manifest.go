@@ -70,6 +70,9 @@ func load(ctx context.Context, path string, depth int) (*Manifest, error) {
 		}
 		return nil, err
 	}
+	if depth < math.MaxInt {
+		v = pyjson.Detach(v) // each cell's shapes own their text: a reader lets a cell go alone
+	}
 	o, _ := v.(*pyjson.Object)
 	m := &Manifest{Path: path, Raw: o}
 	include, isList := []pyjson.Value(nil), false

@@ -378,3 +378,22 @@ func decodeWTF8(s string) (rune, int) {
 	}
 	return utf8.DecodeRuneInString(s)
 }
+
+// Detach gives every Raw inside v a copy of its text, so that the document v was parsed
+// from can be freed while parts of v are still held: a manifest's outline lets each cell
+// go once it is read, and its cases' shapes must not keep the whole file.
+func Detach(v Value) Value {
+	switch x := v.(type) {
+	case Raw:
+		return Raw(bytes.Clone(x))
+	case *Object:
+		for i := range x.members {
+			x.members[i].Value = Detach(x.members[i].Value)
+		}
+	case []Value:
+		for i := range x {
+			x[i] = Detach(x[i])
+		}
+	}
+	return v
+}

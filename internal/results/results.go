@@ -65,8 +65,8 @@ type Row struct {
 	Metrics                                           map[string]float64
 	Samples                                           map[string][]float64 // metrics given as number lists
 	MetricOrder                                       []string
-	Impossible                                        bool      // above its hardware's limit (set by OpenLean; SOL says it)
-	SOLPct                                            float64   // its % of the roofline (set by OpenLean; 0 when not judged)
+	Impossible                                        bool      // above its hardware's limit (set by compare.Read; SOL says it)
+	SOLPct                                            float64   // its % of the roofline (set by compare.Read; 0 when not judged)
 	Peak                                              *sol.Peak // its shard's site limits, if any
 	GPUSeconds                                        float64   // its case's GPU time over all attempts (Case.GPUSeconds)
 	Throttled                                         string    // why its GPUs were throttled while its attempt ran ("" when they were not, or unknown)
@@ -194,32 +194,6 @@ func FindManifest(dir string) (string, error) {
 		return found[0], nil
 	}
 	return "", fmt.Errorf("%s: %d manifests in it (%s, %s, ...); pass --manifest", dir, len(found), found[0], found[1])
-}
-
-// OpenLean reads the run in dir (its manifest given, or the one found in dir) for readers
-// that need each row's key, label, status and metrics but not its args
-// as a tree (compare): each row's args are kept as their key text only.
-func OpenLean(ctx context.Context, dir, manifest string) (*Run, error) {
-	manifest, err := Resolve(dir, manifest)
-	if err != nil {
-		return nil, err
-	}
-	var run *Run
-	err = Stream(ctx, manifest, dir, func(r *Run) { run = r }, func(_ *Shard, rows []Row) error {
-		for i := range rows {
-			r := &rows[i]
-			r.ArgsJSON()
-			_, j, ok := r.SOL()
-			r.Impossible = ok && j.Impossible
-			if ok {
-				r.SOLPct = j.SOL
-			}
-			r.Args = nil
-		}
-		run.Rows = append(run.Rows, rows...)
-		return nil
-	}, nil)
-	return run, err
 }
 
 // Resolve is manifest when given, else the one found in dir.

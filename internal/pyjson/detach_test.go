@@ -1,0 +1,21 @@
+package pyjson
+
+import "testing"
+
+// Detach copies each Raw out of the document's text: the text can then be reused or freed.
+func TestDetachCopiesRaw(t *testing.T) {
+	doc := []byte(`{"cells": [{"id": "a", "cases": [{"m": 1}]}]}`)
+	v, err := ParseDepth(doc, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v = Detach(v)
+	for i := range doc {
+		doc[i] = 'x'
+	}
+	cells, _ := v.(*Object).Array("cells")
+	cases, _ := cells[0].(*Object).Array("cases")
+	if raw, ok := cases[0].(Raw); !ok || string(raw) != `{"m": 1}` {
+		t.Fatalf("after the document was overwritten, the case is %#v", cases[0])
+	}
+}
