@@ -123,7 +123,7 @@ func (b *builder) write(w io.Writer, run *results.Run) error {
 	p.Unsupported, p.MoreUnsupported = b.groups("unsupported")
 	p.Provenance, p.Images = provenance(run)
 	p.Provenance[2].Value = p.Attempts
-	data, err := b.data()
+	data, err := b.packed()
 	if err != nil {
 		return err
 	}

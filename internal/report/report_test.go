@@ -2,12 +2,16 @@ package report
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"image"
 	"image/color"
 	"image/png"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,6 +131,7 @@ func TestReportGolden(t *testing.T) {
 
 func TestReportContent(t *testing.T) {
 	page := string(render(t, fixture(t)))
+	page += pageData(t, page) // the cases as data travel packed
 	for _, s := range []string{
 		"incomplete: 1 of 3 shards succeeded",
 		`<span class="badge missing">missing</span>`,
@@ -192,8 +197,10 @@ func chromium(t *testing.T) string {
 // the console lines it logged, and leaves a screenshot at shot.
 func openInChromium(t *testing.T, bin, page, shot string) (dom string, console []string) {
 	t.Helper()
+	// the page inflates its data asynchronously: the virtual-time budget lets its tasks
+	// run to the end before the DOM is dumped or the screenshot taken
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0", "--hide-scrollbars"}
+		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0", "--hide-scrollbars", "--virtual-time-budget=10000"}
 	run := func(extra ...string) (string, string) {
 		cmd := exec.Command(bin, append(append(append([]string(nil), base...), extra...), "file://"+page)...)
 		var out, errb bytes.Buffer
@@ -306,11 +313,40 @@ func TestReportFlagsImpossibleRows(t *testing.T) {
 	if err := Write(&b, run); err != nil {
 		t.Fatal(err)
 	}
-	page := b.String()
+	page := b.String() + pageData(t, b.String())
 	for _, want := range []string{`<div class="tv">1</div><div class="tl">Impossible rows</div>`, `"impossible":[1]`,
 		`"peaks":{"h100":{"tflops":{"bf16":989,"fp8":1979},"hbm":3.35}}`, `"sol":[29.51,1216]`, "1 row(s) are impossible."} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
+}
+
+// pageData is the JSON the page's script draws, inflated from its opx-data element (a JSON
+// string of base64 of gzip), checked to be one JSON object.
+func pageData(t *testing.T, page string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(page, `<script type="application/json" id="opx-data">`)
+	text, _, ok2 := strings.Cut(rest, "</script>")
+	var packed string
+	if !ok || !ok2 || json.Unmarshal([]byte(text), &packed) != nil {
+		t.Fatalf("no opx-data string in the page")
+	}
+	gz, err := base64.StdEncoding.DecodeString(packed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("the page's data is not a JSON object: %v", err)
+	}
+	return string(data)
 }
