@@ -323,7 +323,7 @@ func (wk *walker) flush(s *summary.Shard) error {
 	if err != nil {
 		return err
 	}
-	s.Cell = nil // keyed: the manifest's shapes are not held once the walk is over
+	s.Cell, wk.w.sh.Cell = nil, nil // keyed: the cell's shapes are let go as the walk goes
 	for len(wk.parts) <= wk.cur {
 		wk.parts = append(wk.parts, ledgerPart{})
 	}
