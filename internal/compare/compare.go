@@ -178,9 +178,9 @@ type value struct {
 	how       string
 }
 
-// NewRun is an empty side joined on key (nil: every field of the case key) and keeping
+// newRun is an empty side joined on key (nil: every field of the case key) and keeping
 // the rows keep keeps.
-func NewRun(key []string, keep Filter) *Run {
+func newRun(key []string, keep Filter) *Run {
 	if key == nil {
 		key = results.KeyFields
 	}
@@ -194,7 +194,7 @@ func Read(ctx context.Context, dir, manifest string, key []string, keep Filter) 
 	if err != nil {
 		return nil, err
 	}
-	out := NewRun(key, keep)
+	out := newRun(key, keep)
 	var run *results.Run
 	err = results.Stream(ctx, manifest, dir, func(r *results.Run) { run = r }, func(_ *results.Shard, rows []results.Row) error {
 		for i := range rows {
@@ -205,27 +205,27 @@ func Read(ctx context.Context, dir, manifest string, key []string, keep Filter) 
 				r.SOLPct = j.SOL
 			}
 		}
-		out.Add(rows)
+		out.add(rows)
 		return nil
 	}, nil)
 	if err != nil {
 		return nil, err
 	}
-	out.Finish(run)
+	out.finish(run)
 	return out, nil
 }
 
-// Of is a run already in memory as compare keeps it.
-func Of(run *results.Run, key []string, keep Filter) *Run {
-	out := NewRun(key, keep)
-	out.Add(run.Rows)
-	out.Finish(run)
+// of is a run already in memory as compare keeps it.
+func of(run *results.Run, key []string, keep Filter) *Run {
+	out := newRun(key, keep)
+	out.add(run.Rows)
+	out.finish(run)
 	return out
 }
 
-// Add keeps the rows' cases; a key seen twice keeps the last row (a retried op). A row of
+// add keeps the rows' cases; a key seen twice keeps the last row (a retried op). A row of
 // a profiled execution (counters mode) is left out: its timing is the profiler's.
-func (s *Run) Add(rows []results.Row) {
+func (s *Run) add(rows []results.Row) {
 	for i := range rows {
 		r := &rows[i]
 		s.Rows++
@@ -269,9 +269,9 @@ func (s *Run) entryOf(r *results.Row) entry {
 	return x
 }
 
-// Finish records what the run says of itself once its rows are in: its names and the
+// finish records what the run says of itself once its rows are in: its names and the
 // nodes its shards ran on.
-func (s *Run) Finish(run *results.Run) {
+func (s *Run) finish(run *results.Run) {
 	s.Dir, s.RunID, s.SourceSHA = run.Dir, run.RunID, run.SourceSHA
 	var nodes []fingerprint.Node
 	for _, sh := range run.Shards {
@@ -307,10 +307,10 @@ type joined struct {
 	hasPrimary bool
 }
 
-// Compare joins and classes two runs already in memory (Of each, with opt's key and
+// Compare joins and classes two runs already in memory (of each, with opt's key and
 // filters).
 func Compare(base, nw *results.Run, opt Options) *Result {
-	return Join(Of(base, opt.Key, opt.Base), Of(nw, opt.Key, opt.New), opt)
+	return Join(of(base, opt.Key, opt.Base), of(nw, opt.Key, opt.New), opt)
 }
 
 // Join classes two sides' cases. opt.Key and the filters are what the sides were read
@@ -545,14 +545,7 @@ func roofline(b, n *entry) map[string]float64 {
 // text whole: {"base", "new", "thresholds", "counts", "cases": [...]}.
 func (r *Result) WriteJSON(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
-	head, err := json.Marshal(struct {
-		Base      Side           `json:"base"`
-		New       Side           `json:"new"`
-		Options   Options        `json:"thresholds"`
-		Counts    map[string]int `json:"counts"`
-		Nodes     []string       `json:"node_differences"`
-		Throttled map[string]int `json:"throttled_rows"`
-	}{r.Base, r.New, r.Options, r.Counts, r.Nodes, r.Throttled})
+	head, err := json.Marshal(r) // all but the cases, which are not exported
 	if err != nil {
 		return err
 	}
