@@ -4,6 +4,36 @@
 // series-against-series comparison. Only the visible page of cases is in the DOM.
 (function () {
   var palette = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563"];
+
+  // small server-rendered tables: click a header to sort
+  function key(td) {
+    if (!td) return "";
+    var s = td.getAttribute("data-sort");
+    if (s === null) s = td.textContent.trim();
+    var x = parseFloat(s);
+    return isNaN(x) || !/^-?[0-9.]/.test(s) ? s.toLowerCase() : x;
+  }
+  document.querySelectorAll("table.sortable").forEach(function (table) {
+    var heads = table.querySelectorAll("thead th");
+    heads.forEach(function (th, col) {
+      th.addEventListener("click", function () {
+        var asc = th.getAttribute("aria-sort") !== "ascending";
+        heads.forEach(function (h) { h.removeAttribute("aria-sort"); });
+        th.setAttribute("aria-sort", asc ? "ascending" : "descending");
+        var body = table.tBodies[0];
+        var rows = Array.prototype.slice.call(body.rows).filter(function (r) { return !r.classList.contains("why"); });
+        var why = new Map();
+        rows.forEach(function (r) { var w = r.nextElementSibling; if (w && w.classList.contains("why")) why.set(r, w); });
+        rows.sort(function (a, b) {
+          var x = key(a.cells[col]), y = key(b.cells[col]);
+          if (typeof x !== typeof y) { x = String(x); y = String(y); }
+          return (x < y ? -1 : x > y ? 1 : 0) * (asc ? 1 : -1);
+        });
+        rows.forEach(function (r) { body.appendChild(r); if (why.has(r)) body.appendChild(why.get(r)); });
+      });
+    });
+  });
+
   // the data is gzip-compressed JSON in base64 (the page is 2 MB at 128,000 cases, not 17)
   var packed = atob(JSON.parse(document.getElementById("opx-data").textContent)), bytes = new Uint8Array(packed.length);
   for (var i = 0; i < packed.length; i++) bytes[i] = packed.charCodeAt(i);
@@ -53,36 +83,6 @@
     }
     function caseLabel(i) { var c = D.cases[D.c[i]]; return c.t + " · " + c.a; }
 
-    // small server-rendered tables: click a header to sort
-    function key(td) {
-      if (!td) return "";
-      var s = td.getAttribute("data-sort");
-      if (s === null) s = td.textContent.trim();
-      var x = parseFloat(s);
-      return isNaN(x) || !/^-?[0-9.]/.test(s) ? s.toLowerCase() : x;
-    }
-    document.querySelectorAll("table.sortable").forEach(function (table) {
-      var heads = table.querySelectorAll("thead th");
-      heads.forEach(function (th, col) {
-        th.addEventListener("click", function () {
-          var asc = th.getAttribute("aria-sort") !== "ascending";
-          heads.forEach(function (h) { h.removeAttribute("aria-sort"); });
-          th.setAttribute("aria-sort", asc ? "ascending" : "descending");
-          var body = table.tBodies[0];
-          var rows = Array.prototype.slice.call(body.rows).filter(function (r) { return !r.classList.contains("why"); });
-          var why = new Map();
-          rows.forEach(function (r) { var w = r.nextElementSibling; if (w && w.classList.contains("why")) why.set(r, w); });
-          rows.sort(function (a, b) {
-            var x = key(a.cells[col]), y = key(b.cells[col]);
-            if (typeof x !== typeof y) { x = String(x); y = String(y); }
-            return (x < y ? -1 : x > y ? 1 : 0) * (asc ? 1 : -1);
-          });
-          rows.forEach(function (r) { body.appendChild(r); if (why.has(r)) body.appendChild(why.get(r)); });
-        });
-      });
-    });
-
-    // charts: per op type and cluster, log-log, a colour per series, whiskers for spreads
     // each series' cluster: "vllm on h200 ×1" is on h200
     var clusterOf = D.series.map(function (ser) { var on = ser.split(" on ")[1]; return on ? on.replace(/ ×\d+$/, "") : ""; });
     // dots draws points ([x, y, colour] in pixels) as one path per colour, and a point that
@@ -100,6 +100,7 @@
         if (stroke) { g.strokeStyle = col; g.stroke(); } else { g.fillStyle = col; g.fill(); }
       });
     }
+    // charts: per op type and cluster, log-log, a colour per series, whiskers for spreads
     function charts() {
       var groups = {}, order = [];
       for (var i = 0; i < n; i++) {
