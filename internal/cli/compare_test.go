@@ -13,21 +13,36 @@ import (
 // (median, min, max in µs; a negative median writes an error row).
 func craftedRun(t *testing.T, runID string, lat map[int][3]float64) string {
 	t.Helper()
+	metrics := map[int]string{}
+	for m, l := range lat {
+		if l[0] < 0 {
+			metrics[m] = "error"
+			continue
+		}
+		metrics[m] = fmt.Sprintf(`{"latency_us": %g, "latency_min_us": %g, "latency_max_us": %g, "gflops": %g}`, l[0], l[1], l[2], 1e3/l[0])
+	}
+	return craftedRunOf(t, runID, metrics)
+}
+
+// craftedRunOf is craftedRun with each row's metrics as JSON text (Python's: Infinity and
+// NaN allowed); "error" writes an error row, "unsupported" an unsupported one.
+func craftedRunOf(t *testing.T, runID string, metrics map[int]string) string {
+	t.Helper()
 	dir := t.TempDir()
 	var cases, rows []string
 	for m := 1; m <= 8; m++ {
-		l, ok := lat[m]
+		ms, ok := metrics[m]
 		if !ok {
 			continue
 		}
 		args := fmt.Sprintf(`{"m": %d, "n": 64, "k": 64, "a": {"dtype": "fp32"}, "b": {"dtype": "fp32"}, "out": "fp32"}`, m)
 		cases = append(cases, fmt.Sprintf(`{"testlist": "t", "shape": {"type": "gemm", "args": %s, "sources": []}}`, args))
-		if l[0] < 0 {
-			rows = append(rows, fmt.Sprintf(`{"op": {"type": "gemm", "args": %s, "backend": "cpu", "sources": []}, "metrics": {}, "status": "error", "message": "boom", "testlist": "t"}`, args))
+		switch ms {
+		case "error", "unsupported":
+			rows = append(rows, fmt.Sprintf(`{"op": {"type": "gemm", "args": %s, "backend": "cpu", "sources": []}, "metrics": {}, "status": %q, "message": "boom", "testlist": "t"}`, args, ms))
 			continue
 		}
-		rows = append(rows, fmt.Sprintf(`{"op": {"type": "gemm", "args": %s, "backend": "cpu", "sources": []}, "metrics": {"latency_us": %g, "latency_min_us": %g, "latency_max_us": %g, "gflops": %g}, "status": "ok", "testlist": "t"}`,
-			args, l[0], l[1], l[2], 1e3/l[0]))
+		rows = append(rows, fmt.Sprintf(`{"op": {"type": "gemm", "args": %s, "backend": "cpu", "sources": []}, "metrics": %s, "status": "ok", "testlist": "t"}`, args, ms))
 	}
 	cell := `{"id": "s1", "runner": "local", "cluster": "local", "world_size": 1, "image": "", "backends": ["cpu"], "cases": [` + strings.Join(cases, ", ") + `]}`
 	os.WriteFile(filepath.Join(dir, "operatorx-manifest.json"), []byte(`{"version": 1, "include": [`+cell+`], "source_sha": "abc", "run_id": "`+runID+`"}`), 0o644)
@@ -91,12 +106,16 @@ func TestCompareCommand(t *testing.T) {
 	if r := runOpx(t, "compare", base, nw2, "--fail-on-regression", "15"); r.code != 1 {
 		t.Errorf("1.2x slower over a 15 %% threshold: exit %d", r.code)
 	}
-	// a new run that measured nothing fails the gate, unless missing cases are allowed
+	// a new run that measured nothing fails the gate, even when missing cases are allowed
 	empty := craftedRun(t, "103", map[int][3]float64{})
 	if r := runOpx(t, "compare", base, empty, "--fail-on-regression", "5"); r.code != 1 || !strings.Contains(r.stderr, "(5 only-base)") {
 		t.Errorf("a new run with no rows: exit %d %q", r.code, r.stderr)
 	}
-	if r := runOpx(t, "compare", base, empty, "--fail-on-regression", "5", "--allow-missing"); r.code != 0 {
+	if r := runOpx(t, "compare", base, empty, "--fail-on-regression", "5", "--allow-missing"); r.code != 1 || !strings.Contains(r.stderr, "new: nothing measured to compare") {
+		t.Errorf("--allow-missing with nothing measured: exit %d %q", r.code, r.stderr)
+	}
+	partial := craftedRun(t, "104", map[int][3]float64{1: {100, 98, 102}})
+	if r := runOpx(t, "compare", base, partial, "--fail-on-regression", "5", "--allow-missing"); r.code != 0 {
 		t.Errorf("--allow-missing: exit %d %q", r.code, r.stderr)
 	}
 
@@ -128,7 +147,10 @@ func TestReportCommand(t *testing.T) {
 		t.Fatalf("report: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	page, _ := os.ReadFile(filepath.Join(dir, "report.html"))
-	for _, want := range []string{"incomplete: 0 of 1 shards succeeded", "100.0 µs", "boom"} {
+	if !strings.Contains(r.stderr, "opx report: run failed: 1 of 2 cases measured, 0 unsupported, 1 error, 0 missing; 1 of 1 shards did not succeed (s1)") {
+		t.Errorf("report's verdict: %q", r.stderr)
+	}
+	for _, want := range []string{"failed: 1 of 2 cases measured, 0 unsupported, 1 error, 0 missing; 1 of 1 shards did not succeed (s1)", "100.0 µs", "boom"} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("page lacks %q", want)
 		}
@@ -174,5 +196,61 @@ func TestCompareSaysTheNodesDiffer(t *testing.T) {
 	b, _ := os.ReadFile(js)
 	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Nodes) != 2 || doc.Throttled["new"] != 1 {
 		t.Errorf("json: %v %+v", err, doc)
+	}
+}
+
+// The gate cannot be fooled: each of these passed `compare --fail-on-regression 5` once
+// (issue 29's adversarial pass); each fails it now with one line saying why.
+func TestGateCannotBeFooled(t *testing.T) {
+	ok := `{"latency_us": 100, "latency_min_us": 98, "latency_max_us": 102}`
+	base := craftedRunOf(t, "200", map[int]string{1: ok, 2: ok, 3: ok})
+	for _, c := range []struct {
+		name string
+		new  map[int]string
+		args []string
+		want string
+	}{
+		{"a base filter that matches nothing", map[int]string{1: ok, 2: ok, 3: ok}, []string{"--base-filter", "backend=cpuu"},
+			"base: nothing measured to compare (3 rows in the run, 0 kept by --base-filter backend=cpuu: 0 unsupported, 0 error; values present: backend: cpu)"},
+		{"a new filter that matches nothing", map[int]string{1: ok, 2: ok, 3: ok}, []string{"--new-filter", "cluster=h100"},
+			"new: nothing measured to compare (3 rows in the run, 0 kept by --new-filter cluster=h100: 0 unsupported, 0 error; values present: cluster: local)"},
+		{"a new run of unsupported rows only", map[int]string{1: "unsupported", 2: "unsupported", 3: "unsupported"}, nil,
+			"new: nothing measured to compare (3 rows in the run; 3 unsupported, 0 error)"},
+		{"a latency of Infinity", map[int]string{1: `{"latency_us": Infinity, "gflops": 5}`, 2: ok, 3: ok}, nil,
+			"1 case(s) slower by a factor of 1.05 or more, broken, or missing from NEW (1 broken)"},
+		{"a latency of NaN", map[int]string{1: `{"latency_us": NaN}`, 2: ok, 3: ok}, nil, "(1 broken)"},
+		{"a latency of 0", map[int]string{1: `{"latency_us": 0, "latency_min_us": 0, "latency_max_us": 0}`, 2: ok, 3: ok}, nil, "(1 broken)"},
+		{"a negative latency", map[int]string{1: `{"latency_us": -3}`, 2: ok, 3: ok}, nil, "(1 broken)"},
+		{"a 10x slowdown with an impossible spread", map[int]string{1: `{"latency_us": 1000, "latency_p25_us": -5000, "latency_p75_us": 9000}`,
+			2: `{"latency_us": 1000, "latency_min_us": 2000, "latency_max_us": 10}`, 3: ok}, nil, "(2 slower)"},
+		{"a join key that is not unique", map[int]string{1: ok, 2: ok, 3: ok}, []string{"--key", "op"},
+			`base: the join key (op) is not unique: 2 row(s) share a key with another, e.g. "gemm" (join on more fields with --key)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nw := craftedRunOf(t, "201", c.new)
+			r := runOpx(t, append([]string{"compare", base, nw, "--fail-on-regression", "5"}, c.args...)...)
+			if r.code != 1 || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("exit %d %q, want 1 and %q", r.code, r.stderr, c.want)
+			}
+		})
+	}
+	// an invalid measurement is an error with its reason in every command: compare's
+	// broken case, export's row (the value it had named), summarize's count
+	nw := craftedRunOf(t, "202", map[int]string{1: `{"latency_us": Infinity, "gflops": 5}`, 2: ok, 3: ok})
+	r := runOpx(t, "compare", base, nw)
+	if r.code != 0 || !strings.Contains(r.stdout, "invalid measurement: latency_us is Infinity (a measured value must be finite and positive)") {
+		t.Errorf("compare: exit %d\n%s", r.code, r.stdout)
+	}
+	r = runOpx(t, "export", nw, "--format", "jsonl")
+	if r.code != 0 || !strings.Contains(r.stdout, `"status":"error","message":"invalid measurement: latency_us is Infinity`) ||
+		!strings.Contains(r.stderr, "opx export: run failed: 2 of 3 cases measured, 0 unsupported, 1 error, 0 missing") {
+		t.Errorf("export: exit %d %q\n%s", r.code, r.stderr, r.stdout)
+	}
+	// an impossible spread is set aside with a warning, not silently widened
+	sp := craftedRunOf(t, "203", map[int]string{1: `{"latency_us": 100, "latency_p25_us": -5, "latency_p75_us": 101}`, 2: ok, 3: ok})
+	r = runOpx(t, "compare", base, sp)
+	if r.code != 0 || !strings.Contains(r.stderr, "opx compare: warning: new: 1 recorded spread(s) ignored, judged without one") ||
+		!strings.Contains(r.stderr, "ignored: its IQR [-5, 101] is below zero") {
+		t.Errorf("impossible spread: exit %d %q", r.code, r.stderr)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/semianalysis/opx/internal/export"
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/verdict"
 )
 
 func newExportCmd(env Env) *cobra.Command {
@@ -23,7 +24,11 @@ summarize counts them) as one flat record: key (the case key compare joins on), 
 attempt, testlist, op_type, args (JSON, keys sorted), args_label, backend, cluster,
 runner, world_size, status, message, then every metric — a column each in CSV (empty
 where a row lacks it), an object "metrics" in JSON lines. It streams: one results file is
-in memory at a time. To stdout, or atomically to --out.`,
+in memory at a time. To stdout, or atomically to --out.
+
+The run's verdict goes to stderr ("run success: ..." or "run failed: ..."; a row written
+as ok whose headline metric is missing, not finite or not positive is exported as an
+error saying which value it had), and the exit code is 1 when the run measured nothing.`,
 		Example: `  opx export .opx-run/latest --format csv --out cases.csv
   opx export artifacts --format jsonl | jq -c 'select(.status != "ok")'`,
 		Args: cobra.ExactArgs(1),
@@ -35,12 +40,24 @@ in memory at a time. To stdout, or atomically to --out.`,
 			if err != nil {
 				return err
 			}
-			if out == "" {
-				return export.Write(c.Context(), m, args[0], format, env.Stdout)
+			var v verdict.Verdict
+			write := func(w io.Writer) (err error) {
+				v, err = export.Write(c.Context(), m, args[0], format, w)
+				return err
 			}
-			return files.WriteAtomicFunc(out, 0o644, func(w io.Writer) error {
-				return export.Write(c.Context(), m, args[0], format, w)
-			})
+			if out == "" {
+				err = write(env.Stdout)
+			} else {
+				err = files.WriteAtomicFunc(out, 0o644, write)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stderr, "opx export: run %s\n", v.Line())
+			if v.Tally.Measured == 0 { // every row written, but nothing was measured
+				return &ExitError{Code: 1}
+			}
+			return nil
 		},
 	}
 	c.Flags().StringVar(&manifest, "manifest", "", "the run's manifest (default: found in RUN_DIR)")

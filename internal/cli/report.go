@@ -13,6 +13,7 @@ import (
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/report"
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/safe"
 )
 
 func newReportCmd(env Env) *cobra.Command {
@@ -33,7 +34,10 @@ hosts, software). It reads one results file at a time.
 
 RUN_DIR is an 'opx run --out' directory or a directory of downloaded artifacts; the
 manifest is RUN_DIR/operatorx-manifest.json, or the only file of that name under it,
-unless --manifest names it. The page goes to --out (default RUN_DIR/report.html).`,
+unless --manifest names it. The page goes to --out (default RUN_DIR/report.html).
+
+The page's headline is the run's verdict, as every command words it; it also goes to
+stderr, and the exit code is 1 when the run measured nothing.`,
 		Example: `  opx report .opx-run/20261202T124027Z
   opx report artifacts --manifest manifest/operatorx-manifest.json --out operatorx-report.html`,
 		Args: cobra.MaximumNArgs(1),
@@ -49,10 +53,15 @@ unless --manifest names it. The page goes to --out (default RUN_DIR/report.html)
 			if err != nil {
 				return err
 			}
-			if err := report.WriteFile(c.Context(), out, m, dir); err != nil {
+			v, err := report.WriteFile(c.Context(), out, m, dir)
+			if err != nil {
 				return err
 			}
 			fmt.Fprintln(env.Stdout, out)
+			fmt.Fprintf(env.Stderr, "opx report: run %s\n", v.Line())
+			if v.Tally.Measured == 0 { // the page is written, and says so; nothing was measured
+				return &ExitError{Code: 1}
+			}
 			return nil
 		},
 	}
@@ -89,8 +98,13 @@ Prints a markdown summary on stdout, fit for $GITHUB_STEP_SUMMARY, regressions w
 first; --json writes every case. With --fail-on-regression PCT the exit code is 1 when
 any case is slower by a factor of 1 + PCT/100 or more (5: a time 1.05x longer, a
 throughput 1.05x lower), or broken (ok in base, not ok in new), or in the base and
-missing from the new run — a new run that measured nothing fails the gate.
---allow-missing lets missing cases pass.
+missing from the new run, or when a run's rows are not unique on --key (one example is
+named); --allow-missing lets missing cases pass. Whatever the flags, compare exits 1 when
+either side has no measured case after its filter (the values the filtered fields do
+have are listed): a comparison of nothing proves nothing. A row written as ok whose
+headline metric is missing, not finite or not positive is an error (broken, if it was ok
+in the base); a recorded spread that is inverted, below zero or does not contain its
+value is ignored with a warning, and its case judged as one without a spread.
 
 BASE and NEW are run directories ('opx run --out', or downloaded artifacts).`
 
@@ -155,12 +169,27 @@ func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, 
 		}
 	}
 	res.Markdown(env.Stdout)
+	for _, w := range res.Warnings {
+		fmt.Fprintf(env.Stderr, "opx compare: warning: %s\n", safe.OneLine(w))
+	}
+	failed := false
+	for _, p := range res.Problems { // nothing measured fails compare; a key that is not unique, the gate
+		if res.Empty() || gate {
+			fmt.Fprintf(env.Stderr, "opx compare: %s\n", safe.OneLine(p))
+			failed = true
+		} else {
+			fmt.Fprintf(env.Stderr, "opx compare: warning: %s\n", safe.OneLine(p))
+		}
+	}
 	if gate {
 		if regs := res.Regressions(o.failPct, o.allowMissing); len(regs) > 0 {
 			fmt.Fprintf(env.Stderr, "opx compare: %d case(s) slower by a factor of %g or more, broken, or missing from NEW (%s)\n",
 				len(regs), 1+o.failPct/100, compare.Counts(regs))
-			return &ExitError{Code: 1}
+			failed = true
 		}
+	}
+	if failed {
+		return &ExitError{Code: 1}
 	}
 	return nil
 }

@@ -42,8 +42,10 @@ empty: a user's files are never overwritten, and a second opx run into the same
 directory is refused while the first lives: the manifest, one output
 directory per shard under shards/ (execute's layout: logs, status.json, results/),
 summary.json and report.html (opx report's page). On a terminal a status line shows the
-phase, shard k/N, case i/M and the time elapsed; otherwise plain log lines. The coverage table is printed on stdout; the exit code is summarize's
-(0 only when every shard succeeded). It also writes cases.json, the case ledger: every
+phase, shard k/N, case i/M and the time elapsed; otherwise plain log lines. The coverage table is printed on stdout, the run's verdict last on stderr, and the exit
+code is 0 only when it is success: no case error or missing, no shard failed, and every
+backend measured at least one case (an unsupported case is answered, not measured; a
+backend that measured nothing fails the run, saying so). It also writes cases.json, the case ledger: every
 requested case with its best row over all attempts, the attempt that wrote it and its
 share of the GPU-hours.
 

@@ -15,19 +15,27 @@ func newSummarizeCmd(env Env) *cobra.Command {
 	var table bool
 	c := &cobra.Command{
 		Use:   "summarize",
-		Short: "Count what every shard of a run measured; exit 1 unless all succeeded",
-		Long: `OperatorX's summarize, byte for byte: for each shard of the manifest, the newest attempt
+		Short: "Count what every shard of a run measured; exit 1 unless the run succeeded",
+		Long: `OperatorX's summarize, in its formats: for each shard of the manifest, the newest attempt
 found under --artifacts (every execution.json must belong to the manifest's run and source
-SHA), its result rows counted by status, and success when status.json says exit 0, at least
-one row is ok and none is an error. Writes the report JSON to --out, prints the markdown
-table (fit for $GITHUB_STEP_SUMMARY) on stdout, and exits 1 when coverage is incomplete.
+SHA) and its result rows counted by status. Writes the report JSON to --out, prints the
+markdown table (fit for $GITHUB_STEP_SUMMARY) on stdout, and exits 1 unless the run
+succeeded.
+
+Each shard's status and the run's success are the verdict every opx command gives: a shard
+succeeds when status.json says exit 0 and none of its cases is an error or missing
+("unsupported" when every case was answered but none measured); the run when no shard
+failed, no case is an error or missing, and every backend measured at least one case. An
+ok row whose headline metric is missing, not finite or not positive counts as an error.
+Where the seed's rule (ok > 0 and no error, per shard) agrees, the output is the seed's,
+byte for byte.
 
 Beyond the seed, it writes the case ledger to --cases (default operatorx-cases.json beside
 --out): every requested case with the best row of all attempts (a row an older attempt
 wrote is kept when a newer one did not reach the case; an error is replaced by a later
 ok), the attempt that wrote it, its share of the GPU time, and what is still missing —
-and every attempt with its allocation's GPU-seconds. Its one-line account goes to stderr.
-The exit code stays the seed's (the shard report's success).`,
+and every attempt with its allocation's GPU-seconds. The verdict and the ledger's account
+go to stderr, one line.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			run, err := results.Cover(c.Context(), manifest, artifacts)

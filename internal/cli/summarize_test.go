@@ -54,9 +54,20 @@ func artifactTree(t *testing.T) (manifest, artifacts string, ids []string) {
 		if exit != nil {
 			os.WriteFile(filepath.Join(d, "status.json"), []byte(fmt.Sprintf(`{"exit_code": %d, "slurm_jobs": []}`, *exit)), 0o644)
 		}
+		// each row is of the shard's one case, and an ok row carries its headline metric:
+		// here the seed's rule and the verdict agree (TestSummarizeWhereTheVerdictDiffers
+		// has where they do not)
+		var c struct {
+			Cases []struct {
+				Testlist string
+				Shape    struct{ Args json.RawMessage }
+			}
+		}
+		json.Unmarshal(cell, &c)
 		var rows []string
 		for _, s := range statuses {
-			rows = append(rows, fmt.Sprintf(`{"op": {"type": "gemm"}, "metrics": {}, "status": %q}`, s))
+			rows = append(rows, fmt.Sprintf(`{"testlist": %q, "op": {"type": "gemm", "backend": "cpu", "args": %s}, "metrics": {"latency_us": 12.5}, "status": %q}`,
+				c.Cases[0].Testlist, c.Cases[0].Shape.Args, s))
 		}
 		os.WriteFile(filepath.Join(d, "results", "cpu", "local", "r.json"), []byte(`{"schema_version": "1", "rows": [`+strings.Join(rows, ",")+`]}`), 0o644)
 		return d
@@ -94,10 +105,10 @@ func TestSummarizeMatchesSeed(t *testing.T) {
 	if code != 1 || r.code != 1 {
 		t.Fatalf("exit: seed %d (%s), opx %d (%s); want 1 and 1", code, stderr, r.code, r.stderr)
 	}
-	// beyond the seed: one line on stderr, the case ledger's account (these rows name no
-	// op, so no requested case is measured; 5 attempts predate accounting.json)
+	// beyond the seed: one line on stderr, the verdict and the case ledger's account (the
+	// killed shard's case is measured, its shard failed; 5 attempts predate accounting.json)
 	ledger := filepath.Join(filepath.Dir(opxOut), "operatorx-cases.json")
-	if want := "opx summarize: cases: 0 of 5 measured (ok 0, unsupported 0), 0 error, 5 missing; 0 GPU-hours, 5 attempt(s) without accounting.json; ledger: " + ledger + "\n"; r.stderr != want {
+	if want := "opx summarize: failed: 4 of 5 cases measured, 0 unsupported, 0 error, 1 missing; 3 of 5 shards did not succeed (" + ids[1] + ", " + ids[2] + ", " + ids[3] + "); 0 GPU-hours, 5 attempt(s) without accounting.json; ledger: " + ledger + "\n"; r.stderr != want {
 		t.Errorf("opx stderr: %q, want %q", r.stderr, want)
 	}
 	if _, err := os.Stat(ledger); err != nil {

@@ -37,6 +37,7 @@ import (
 	"github.com/semianalysis/opx/internal/fingerprint"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/safe"
+	"github.com/semianalysis/opx/internal/verdict"
 )
 
 // Classes, in the order the summary lists them.
@@ -123,6 +124,12 @@ type Side struct {
 	SourceSHA string `json:"source_sha"`
 	Rows      int    `json:"rows"`
 	Duplicate int    `json:"duplicate_keys"`
+	// Measured is how many of its cases, after its filter and the join, are measured
+	// (internal/verdict): a side with none cannot be compared, and fails compare.
+	Measured int `json:"measured"`
+	// IgnoredSpreads counts its metrics whose recorded spread could not be one (inverted,
+	// below zero, not containing the value): judged as having none.
+	IgnoredSpreads int `json:"ignored_spreads"`
 }
 
 // Result is the whole comparison.
@@ -136,7 +143,14 @@ type Result struct {
 	// Throttled counts each run's rows measured on a throttled GPU.
 	Nodes     []string       `json:"node_differences"`
 	Throttled map[string]int `json:"throttled_rows"`
-	cases     []joined       // WriteJSON writes them as "cases", each built again (Case)
+	// Problems are why the comparison cannot be trusted, one line each: a side with no
+	// measured case after its filter, a join key that is not unique in a run. compare
+	// fails on the first kind always, and the gate on any. Warnings are what was set
+	// aside (spreads that cannot be one).
+	Problems []string `json:"problems"`
+	Warnings []string `json:"warnings"`
+	empty    bool
+	cases    []joined // WriteJSON writes them as "cases", each built again (Case)
 }
 
 // Run is one side of a comparison as compare keeps it: for each case the filter keeps,
@@ -152,9 +166,19 @@ type Run struct {
 	rows      []entry
 	groups    map[group]*group
 	throttled int
+	profiled  int // rows of a profiled execution (counters mode): left out
 	node      fingerprint.Node // the run's nodes merged, when it recorded any
 	hasNode   bool
+	// present is every value each filtered field has among the run's rows (at most
+	// mostValues each), for the message when the filter keeps nothing measured;
+	// dupKey and spread are the first duplicate join key and ignored spread.
+	present       map[string]map[string]bool
+	dupKey        string
+	spreadExample string
 }
+
+// mostValues is how many values of a filtered field a run remembers.
+const mostValues = 20
 
 // entry is one case of one run.
 type entry struct {
@@ -232,13 +256,31 @@ func (s *Run) add(rows []results.Row) {
 		if r.Throttled != "" {
 			s.throttled++
 		}
-		if !s.keep.keeps(r) || r.Mode == "counters" {
+		for f := range s.keep {
+			if s.present == nil {
+				s.present = map[string]map[string]bool{}
+			}
+			if s.present[f] == nil {
+				s.present[f] = map[string]bool{}
+			}
+			if len(s.present[f]) < mostValues {
+				s.present[f][r.Field(f)] = true
+			}
+		}
+		if r.Mode == "counters" {
+			s.profiled++
+			continue
+		}
+		if !s.keep.keeps(r) {
 			continue
 		}
 		x := s.entryOf(r)
 		k := r.KeyOf(s.key)
 		if i, ok := s.byKey[k]; ok {
 			s.Duplicate++
+			if s.dupKey == "" {
+				s.dupKey = k
+			}
 			s.rows[i] = x
 			continue
 		}
@@ -263,7 +305,14 @@ func (s *Run) entryOf(r *results.Row) entry {
 		if !ok || results.DirectionOf(k) == results.Neutral {
 			continue
 		}
-		lo, hi, how, _ := r.Spread(k)
+		lo, hi, how, ok := r.Spread(k)
+		if !ok && how != "" { // recorded, but no spread: judged without one
+			s.IgnoredSpreads++
+			if s.spreadExample == "" {
+				s.spreadExample = r.Key() + " " + k + ": " + how
+			}
+			how = ""
+		}
 		x.metrics = append(x.metrics, value{name: intern(k), v: v, lo: lo, hi: hi, how: intern(how)})
 	}
 	return x
@@ -273,6 +322,11 @@ func (s *Run) entryOf(r *results.Row) entry {
 // nodes its shards ran on.
 func (s *Run) finish(run *results.Run) {
 	s.Dir, s.RunID, s.SourceSHA = run.Dir, run.RunID, run.SourceSHA
+	for i := range s.rows {
+		if verdict.OfStatus(s.rows[i].status) == verdict.Measured {
+			s.Measured++
+		}
+	}
 	var nodes []fingerprint.Node
 	for _, sh := range run.Shards {
 		if f := sh.Before; f != nil {
@@ -283,6 +337,49 @@ func (s *Run) finish(run *results.Run) {
 	}
 	s.node, s.hasNode = fingerprint.Merge(nodes), len(nodes) > 0
 }
+
+// nothingMeasured says why the side has no measured case to compare ("" when it has):
+// what its filter kept, and the values the filtered fields have in the run.
+func (s *Run) nothingMeasured(side string) string {
+	if s.Measured > 0 {
+		return ""
+	}
+	var t verdict.Tally
+	for i := range s.rows {
+		t.Add(verdict.OfStatus(s.rows[i].status), 1)
+	}
+	msg := fmt.Sprintf("%s: nothing measured to compare (%d rows in the run", side, s.Rows)
+	if s.profiled > 0 {
+		msg += fmt.Sprintf(", %d of them profiled (counters mode: timed by the profiler, left out)", s.profiled)
+	}
+	if len(s.keep) == 0 {
+		return msg + fmt.Sprintf("; %d unsupported, %d error)", t.Unsupported, t.Error)
+	}
+	var filt, have []string
+	for _, f := range sortedKeys(s.keep) {
+		filt = append(filt, f+"="+s.keep[f])
+		vals := sortedKeys(s.present[f])
+		if len(vals) == mostValues {
+			vals = append(vals, "...")
+		}
+		have = append(have, f+": "+strings.Join(vals, ", "))
+	}
+	return msg + fmt.Sprintf(", %d kept by --%s-filter %s: %d unsupported, %d error; values present: %s)",
+		len(s.rows), side, strings.Join(filt, ","), t.Unsupported, t.Error, strings.Join(have, "; "))
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Empty is whether a side has nothing measured to compare: compare fails then, gate or
+// not (a comparison of nothing is no evidence of anything).
+func (r *Result) Empty() bool { return r.empty }
 
 // intern is the one copy of a string that many rows repeat (testlists, ops, statuses,
 // metric names).
@@ -317,7 +414,30 @@ func Compare(base, nw *results.Run, opt Options) *Result {
 // with; Join reports them.
 func Join(base, nw *Run, opt Options) *Result {
 	opt.Key = base.key
-	res := &Result{Options: opt, Counts: map[string]int{}, Base: base.Side, New: nw.Side, Throttled: map[string]int{}}
+	res := &Result{Options: opt, Counts: map[string]int{}, Base: base.Side, New: nw.Side, Throttled: map[string]int{},
+		Problems: []string{}, Warnings: []string{}}
+	for _, sd := range []struct {
+		name string
+		run  *Run
+	}{{"base", base}, {"new", nw}} {
+		if p := sd.run.nothingMeasured(sd.name); p != "" {
+			res.Problems = append(res.Problems, p)
+			res.empty = true
+		}
+	}
+	for _, sd := range []struct {
+		name string
+		run  *Run
+	}{{"base", base}, {"new", nw}} {
+		r := sd.run
+		if r.Duplicate > 0 {
+			res.Problems = append(res.Problems, fmt.Sprintf("%s: the join key (%s) is not unique: %d row(s) share a key with another, e.g. %q (join on more fields with --key)",
+				sd.name, strings.Join(r.key, ","), r.Duplicate, r.dupKey))
+		}
+		if r.IgnoredSpreads > 0 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: %d recorded spread(s) ignored, judged without one (e.g. %s)", sd.name, r.IgnoredSpreads, r.spreadExample))
+		}
+	}
 	res.Nodes = []string{}
 	if base.hasNode && nw.hasNode {
 		res.Nodes = append(res.Nodes, fingerprint.Differences(base.node, nw.node)...)
@@ -600,8 +720,14 @@ func (r *Result) Markdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "**%d cases:** %s. Same = change below %s; faster/slower = outside both runs' spread (%s without a spread). Joined on %s.\n",
 		len(r.cases), strings.Join(parts, ", "), pct(r.Options.Same), pct(r.Options.NoSpread), strings.Join(r.Options.Key, ", "))
+	for _, p := range r.Problems {
+		fmt.Fprintf(w, "\n**Cannot be trusted:** %s.\n", safe.Markdown(p))
+	}
+	for _, p := range r.Warnings {
+		fmt.Fprintf(w, "\n**Warning:** %s.\n", safe.Markdown(p))
+	}
 	if len(r.Nodes) > 0 {
-		fmt.Fprintf(w, "\n**The runs' nodes differ** (their fingerprints): %s. A change may be the node's, not the code's.\n", strings.Join(r.Nodes, "; "))
+		fmt.Fprintf(w, "\n**The runs' nodes differ** (their fingerprints): %s. A change may be the node's, not the code's.\n", cell(strings.Join(r.Nodes, "; ")))
 	}
 	if r.Throttled["base"]+r.Throttled["new"] > 0 {
 		fmt.Fprintf(w, "\n**Throttled GPUs:** %d base and %d new row(s) were measured on a GPU that power or heat held down while its shard ran.\n", r.Throttled["base"], r.Throttled["new"])
@@ -664,12 +790,7 @@ func (r *Result) statusTable(w io.Writer, title, class string) {
 }
 
 // cell escapes a markdown table cell.
-func cell(s string) string {
-	s = safe.Text(s)
-	s = strings.ReplaceAll(s, "|", `\|`)
-	s = strings.ReplaceAll(s, "\n", " ")
-	return s
-}
+func cell(s string) string { return safe.Markdown(s) }
 
 func dash(s string) string {
 	if s == "" {

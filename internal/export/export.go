@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/verdict"
 )
 
 // Formats are the formats Write knows.
@@ -80,22 +81,26 @@ func judged(r *results.Row) []string {
 		j.Bound, g(j.SOL), strconv.FormatBool(j.Impossible), w.Source, diff}
 }
 
-// Write writes the run's rows in format to w.
-func Write(ctx context.Context, manifest, dir, format string, w io.Writer) error {
+// Write writes the run's rows in format to w, and returns the run's verdict
+// (internal/verdict), for the command's words and exit code. A row the harness wrote as ok
+// whose headline metric is no measurement is exported as an error, its message naming the
+// value it had.
+func Write(ctx context.Context, manifest, dir, format string, w io.Writer) (verdict.Verdict, error) {
 	bw := bufio.NewWriterSize(w, 256<<10)
+	var v verdict.Verdict
 	var err error
 	switch format {
 	case "csv":
-		err = writeCSV(ctx, manifest, dir, bw)
+		v, err = writeCSV(ctx, manifest, dir, bw)
 	case "jsonl":
-		err = writeJSONL(ctx, manifest, dir, bw)
+		v, err = writeJSONL(ctx, manifest, dir, bw)
 	default:
-		return fmt.Errorf("unknown format %q (csv or jsonl)", format)
+		return v, fmt.Errorf("unknown format %q (csv or jsonl)", format)
 	}
 	if err != nil {
-		return err
+		return v, err
 	}
-	return bw.Flush()
+	return v, bw.Flush()
 }
 
 func fixed(r *results.Row) []string {
@@ -111,9 +116,10 @@ func gpuSeconds(r *results.Row) string {
 }
 
 // walkAll streams the run's rows (results.Stream), then the cases no attempt measured as
-// rows of status "missing", shard by shard.
-func walkAll(ctx context.Context, manifest, dir string, rows func([]results.Row) error) error {
-	return results.Stream(ctx, manifest, dir, func(*results.Run) {}, func(_ *results.Shard, rs []results.Row) error { return rows(rs) },
+// rows of status "missing", shard by shard; it returns the run's verdict.
+func walkAll(ctx context.Context, manifest, dir string, rows func([]results.Row) error) (verdict.Verdict, error) {
+	var run *results.Run
+	err := results.Stream(ctx, manifest, dir, func(r *results.Run) { run = r }, func(_ *results.Shard, rs []results.Row) error { return rows(rs) },
 		func(_ *results.Shard, cases []results.Case) error {
 			var missing []results.Row
 			for i := range cases {
@@ -123,10 +129,14 @@ func walkAll(ctx context.Context, manifest, dir string, rows func([]results.Row)
 			}
 			return rows(missing)
 		})
+	if err != nil {
+		return verdict.Verdict{}, err
+	}
+	return run.Ledger.Verdict(), nil
 }
 
 // writeCSV reads the run twice: once for the metric names (the header), once for the rows.
-func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) error {
+func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) (verdict.Verdict, error) {
 	var metrics []string
 	seen := map[string]bool{}
 	err := results.Stream(ctx, manifest, dir, func(*results.Run) {}, func(_ *results.Shard, rows []results.Row) error {
@@ -141,14 +151,14 @@ func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) error {
 		return nil
 	}, nil)
 	if err != nil {
-		return err
+		return verdict.Verdict{}, err
 	}
 	cw := csv.NewWriter(w)
 	if err := cw.Write(append(append([]string(nil), columns...), metrics...)); err != nil {
-		return err
+		return verdict.Verdict{}, err
 	}
 	record := make([]string, 0, len(columns)+len(metrics))
-	err = walkAll(ctx, manifest, dir, func(rows []results.Row) error {
+	v, err := walkAll(ctx, manifest, dir, func(rows []results.Row) error {
 		for i := range rows {
 			r := &rows[i]
 			record = append(record[:0], fixed(r)...)
@@ -168,14 +178,14 @@ func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) error {
 	})
 	cw.Flush()
 	if err != nil {
-		return err
+		return v, err
 	}
-	return cw.Error()
+	return v, cw.Error()
 }
 
 // writeJSONL writes one object a row: the fixed columns (world_size and attempt as
 // numbers, args as an object) and "metrics", in one pass.
-func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) error {
+func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) (verdict.Verdict, error) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return walkAll(ctx, manifest, dir, func(rows []results.Row) error {

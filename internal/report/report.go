@@ -25,6 +25,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/verdict"
 	"github.com/semianalysis/opx/internal/version"
 )
 
@@ -72,7 +73,7 @@ type imageRow struct{ Image, Digest, Shards string }
 
 // WriteFile reads the run in dir (its manifest given) one results file at a time and
 // writes its page to path, atomically.
-func WriteFile(ctx context.Context, path, manifest, dir string) error {
+func WriteFile(ctx context.Context, path, manifest, dir string) (verdict.Verdict, error) {
 	b := newBuilder()
 	var run *results.Run
 	err := results.Stream(ctx, manifest, dir, func(r *results.Run) { run = r }, func(sh *results.Shard, rows []results.Row) error {
@@ -82,9 +83,9 @@ func WriteFile(ctx context.Context, path, manifest, dir string) error {
 		return nil
 	}, nil)
 	if err != nil {
-		return err
+		return verdict.Verdict{}, err
 	}
-	return files.WriteAtomicFunc(path, 0o644, func(w io.Writer) error { return b.write(w, run) })
+	return run.Ledger.Verdict(), files.WriteAtomicFunc(path, 0o644, func(w io.Writer) error { return b.write(w, run) })
 }
 
 // Write renders the page of a run already read.
@@ -108,7 +109,7 @@ func (b *builder) write(w io.Writer, run *results.Run) error {
 	p.Title = "opx report — run " + p.RunID
 	p.Shards, p.Failures = shardRows(run)
 	p.Attempts = attempts(run)
-	p.Verdict, p.VerdictClass, p.Tiles = verdict(run)
+	p.Verdict, p.VerdictClass, p.Tiles = headline(run)
 	p.Cost = cost(run)
 	p.Nodes, p.ThrottledShards = nodes(run)
 	p.Counters = b.counters
@@ -131,30 +132,24 @@ func (b *builder) write(w io.Writer, run *results.Run) error {
 	return tmpl().Execute(w, p)
 }
 
-// verdict is the page's headline and its tiles.
-func verdict(run *results.Run) (string, string, []tile) {
+// headline is the page's headline and its tiles: the run's verdict (internal/verdict), in
+// the words and colours every command uses.
+func headline(run *results.Run) (string, string, []tile) {
 	var ok, unsup, errs, requested, succeeded, missing int
 	for _, s := range run.Shards {
 		ok, unsup, errs, requested = ok+s.OK, unsup+s.Unsupported, errs+s.Error, requested+s.RequestedShapes
-		switch s.Status {
-		case "success":
+		switch {
+		case verdict.Good(s.Status):
 			succeeded++
-		case "missing":
+		case s.Status == verdict.NotRun:
 			missing++
 		}
 	}
-	text, class := "complete: every shard succeeded", "good"
 	l := run.Ledger
-	t := l.Totals()
-	switch {
-	case run.Summary.Success:
-	case l.Complete():
-		text = fmt.Sprintf("complete by case: every case has an ok or unsupported row over the attempts, though %d of %d shards did not succeed in their newest attempt", len(run.Shards)-succeeded, len(run.Shards))
-	default:
-		text, class = fmt.Sprintf("incomplete: %d of %d shards succeeded; %d of %d cases still need a row", succeeded, len(run.Shards), t.Error+t.Missing, t.Cases), "bad"
-	}
-	return text, class, []tile{
-		{"Cases measured", fmt.Sprintf("%d / %d", t.OK+t.Unsupported, t.Cases), cls(t.OK+t.Unsupported == t.Cases && t.Cases > 0)},
+	v, t := l.Verdict(), l.Totals()
+	return v.Line(), v.Class(), []tile{
+		{"Cases measured", fmt.Sprintf("%d / %d", t.Measured, t.Cases), cls(t.Measured > 0 && t.Measured+t.Unsupported == t.Cases)},
+		{"Cases unsupported", strconv.Itoa(t.Unsupported), ""},
 		{"GPU-hours", results.Hours(t.GPUSeconds), ""},
 		{"Shards succeeded", fmt.Sprintf("%d / %d", succeeded, len(run.Shards)), cls(succeeded == len(run.Shards) && len(run.Shards) > 0)},
 		{"Shards missing", strconv.Itoa(missing), cls(missing == 0)},

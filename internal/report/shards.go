@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/verdict"
 )
 
 type shardRow struct {
@@ -43,7 +44,7 @@ func shardRows(run *results.Run) ([]shardRow, int) {
 			row.MissPct = max(0, 100-row.OKPct-row.UnsupPct-row.ErrPct)
 		}
 		row.Coverage = fmt.Sprintf("%d ok, %d unsupported, %d error of %d requested", s.OK, s.Unsupported, s.Error, s.RequestedShapes)
-		if s.Status != "success" {
+		if !verdict.Good(s.Status) {
 			failures++
 			row.Phase, row.Reason, row.Log = explain(&s)
 			if row.Log != "" {
@@ -78,8 +79,10 @@ func explain(s *results.Shard) (phase, reason, log string) {
 		return "benchmark", "exit status " + s.ExitCode, exists("benchmark.log")
 	case s.Error > 0:
 		return "benchmark", fmt.Sprintf("%d error row(s): see Errors below", s.Error), exists("benchmark.log")
-	case s.OK == 0:
-		return "benchmark", "the harness exited 0 but measured no ok row", exists("benchmark.log")
+	case s.OK+s.Unsupported < s.RequestedShapes:
+		return "benchmark", fmt.Sprintf("the harness exited 0 without answering every case (%d ok and %d unsupported rows of %d requested)", s.OK, s.Unsupported, s.RequestedShapes), exists("benchmark.log")
+	case s.OK+s.Unsupported == 0:
+		return "benchmark", "the harness exited 0 but wrote no ok or unsupported row", exists("benchmark.log")
 	}
 	return "—", "", ""
 }

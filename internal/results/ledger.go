@@ -18,6 +18,7 @@ import (
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/sol"
 	"github.com/semianalysis/opx/internal/summary"
+	"github.com/semianalysis/opx/internal/verdict"
 )
 
 // Ledger is the case-level coverage of a run across all its attempts (beyond the seed,
@@ -41,11 +42,11 @@ type Ledger struct {
 // MostMissing is how many cases still to measure a ledger lists by itself.
 const MostMissing = 200
 
-// tally is the ledger's counts and charges, kept as cases are settled: a reader that does
+// tally is the ledger's verdict and charges, kept as cases are settled: a reader that does
 // not keep the cases still has the totals.
 type tally struct {
-	cases, ok, unsupported, errors, missing int
-	charged, kept                           float64 // GPU-seconds charged to cases, and to the rows kept
+	judge         verdict.Run
+	charged, kept float64 // GPU-seconds charged to cases, and to the rows kept
 }
 
 // add settles cases into the ledger: tallied, listed when missing, kept when keep.
@@ -53,17 +54,7 @@ func (l *Ledger) add(cases []Case, keep bool) {
 	for i := range cases {
 		c := &cases[i]
 		t := &l.tally
-		t.cases++
-		switch c.Status {
-		case "ok":
-			t.ok++
-		case "unsupported":
-			t.unsupported++
-		case "error":
-			t.errors++
-		default:
-			t.missing++
-		}
+		t.judge.Case(c.Backend, c.Outcome())
 		t.charged += c.GPUSeconds
 		if c.Attempt > 0 {
 			t.kept += c.Share
@@ -109,16 +100,20 @@ func (c *Case) MissingRow() Row {
 		GPUSeconds: c.GPUSeconds, Tries: c.Tries}
 }
 
-// Done is whether the case needs no rerun: an ok or unsupported row.
-func (c *Case) Done() bool { return c.Status == "ok" || c.Status == "unsupported" }
+// Outcome is the case's verdict: measured, unsupported, error or missing.
+func (c *Case) Outcome() verdict.Outcome { return verdict.OfStatus(c.Status) }
+
+// Done is whether the case needs no rerun: measured or unsupported.
+func (c *Case) Done() bool { return c.Outcome() >= verdict.Unsupported }
 
 // Attempt is one execution of a shard and what it cost (its accounting.json).
 type Attempt struct {
 	Shard   string
 	Attempt int
 	Dir     string
-	// Outcome is status.json's: success (exit 0), failed, or unfinished (no status.json:
-	// killed, or still running).
+	// Outcome is the verdict's status of the attempt (verdict.Shard) over the cases it was
+	// asked to run: success, unsupported, failed, or unfinished (no status.json: killed,
+	// or still running).
 	Outcome, Failure string
 	Cases, Rows      int // the cases it was asked to run, and its rows of requested cases
 	Accounted        bool
@@ -149,23 +144,24 @@ func (a *Attempt) Share() float64 {
 
 // Totals are the ledger's sums.
 type Totals struct {
-	Cases, OK, Unsupported, Error, Missing int
-	GPUSeconds                             float64 // every attempt's allocation time
-	FailedSeconds                          float64 // attempts that did not succeed
-	RetrySeconds                           float64 // attempts after a shard's first
-	SupersededSeconds                      float64 // charged to rows the ledger did not keep: paid twice
-	PendingSeconds                         float64
-	Estimated                              bool // some attempt's release is not recorded
-	Unaccounted                            int  // attempts without accounting.json
+	Cases, Measured, Unsupported, Error, Missing int
+	GPUSeconds                                   float64 // every attempt's allocation time
+	FailedSeconds                                float64 // attempts that did not succeed
+	RetrySeconds                                 float64 // attempts after a shard's first
+	SupersededSeconds                            float64 // charged to rows the ledger did not keep: paid twice
+	PendingSeconds                               float64
+	Estimated                                    bool // some attempt's release is not recorded
+	Unaccounted                                  int  // attempts without accounting.json
 }
 
 // Totals sums the ledger.
 func (l *Ledger) Totals() Totals {
-	t := Totals{Cases: l.tally.cases, OK: l.tally.ok, Unsupported: l.tally.unsupported, Error: l.tally.errors, Missing: l.tally.missing}
+	v := l.tally.judge.Tally()
+	t := Totals{Cases: v.Cases(), Measured: v.Measured, Unsupported: v.Unsupported, Error: v.Error, Missing: v.Missing}
 	for _, a := range l.Attempts {
 		t.GPUSeconds += a.GPUSeconds
 		t.PendingSeconds += a.Pending
-		if a.Outcome != "success" {
+		if !verdict.Good(a.Outcome) {
 			t.FailedSeconds += a.GPUSeconds
 		}
 		if a.Retry {
@@ -180,10 +176,9 @@ func (l *Ledger) Totals() Totals {
 	return t
 }
 
-// Complete is whether every case has an ok or unsupported row.
-func (l *Ledger) Complete() bool {
-	return l.tally.cases > 0 && l.tally.ok+l.tally.unsupported == l.tally.cases
-}
+// Verdict is the run judged (internal/verdict): success only when no case is error or
+// missing, no shard failed, and every backend measured at least one case.
+func (l *Ledger) Verdict() verdict.Verdict { return l.tally.judge.Verdict() }
 
 // CaseKey is the stable case key (KeyFields, all of them): the same case in plan,
 // summarize, report, compare and export, and in two runs, has the same key.
@@ -249,6 +244,7 @@ type execRows struct {
 	before    *fingerprint.Fingerprint
 	after     *fingerprint.Fingerprint
 	status    *pyjson.Object   // status.json, nil when absent
+	exited0   bool             // status.json says exit 0
 	counters  *counters.Result // counters mode: results/counters read
 }
 
@@ -292,11 +288,8 @@ func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*ex
 		}
 		e.status = o
 		code, _ := o.Get("exit_code")
-		if scalar(code) == "0" {
-			e.att.Outcome = "success"
-		} else {
-			e.att.Outcome = "failed"
-		}
+		e.exited0 = summary.ExitZero(code)
+		e.att.Outcome = verdict.Failed // settled over its cases by settleShard
 		if f, ok := o.Object("failure"); ok {
 			ph, _ := f.String("phase")
 			msg, _ := f.String("message")
@@ -338,20 +331,6 @@ func joinCounters(r *Row, res *counters.Result) {
 	}
 }
 
-// rank orders statuses: a later attempt's row replaces a kept one only when it is better,
-// or as good and newer.
-func rank(status string) int {
-	switch status {
-	case "ok":
-		return 3
-	case "unsupported":
-		return 2
-	case "error":
-		return 1
-	}
-	return 0
-}
-
 // settleShard decides a shard's cases from every execution read, charges each attempt's
 // time to its cases, and returns the rows kept (requested order), then the rows of the
 // counted execution that are no requested case.
@@ -370,7 +349,8 @@ func settleShard(cases []Case, execs []*execRows, counted string) (kept []Row, a
 	for _, e := range execs {
 		a := &e.att
 		a.Retry, a.Counted = e.ex.Attempt > first, e.ex.Dir == counted
-		var mine []int // the case of each of its rows
+		var mine []int                   // the case of each of its rows
+		own := map[int]verdict.Outcome{} // its best row of each case it reached
 		for i := range e.rows {
 			r := &e.rows[i]
 			r.Attempt, r.Throttled, r.Mode = e.ex.Attempt, e.throttled, e.exe.Cell.Mode
@@ -390,8 +370,14 @@ func settleShard(cases []Case, execs []*execRows, counted string) (kept []Row, a
 			if a.Counted {
 				c.Reached = true
 			}
-			if cur := chosen[ci]; cur == nil || rank(r.Status) > rank(cur.Status) || (rank(r.Status) == rank(cur.Status) && r.Attempt > cur.Attempt) {
+			// a later attempt's row replaces a kept one only when it is better, or as
+			// good and newer
+			o := verdict.OfStatus(r.Status)
+			if cur := chosen[ci]; cur == nil || verdict.Better(o, verdict.OfStatus(cur.Status)) || (o == verdict.OfStatus(cur.Status) && r.Attempt > cur.Attempt) {
 				chosen[ci] = r
+			}
+			if best, seen := own[ci]; !seen || verdict.Better(o, best) {
+				own[ci] = o
 			}
 		}
 		a.Rows = len(mine)
@@ -415,6 +401,14 @@ func settleShard(cases []Case, execs []*execRows, counted string) (kept []Row, a
 			for _, ci := range own {
 				cases[ci].GPUSeconds += a.Share()
 			}
+		}
+		if e.status != nil { // it ended: the verdict over the cases it was asked to run
+			var t verdict.Tally
+			for _, o := range own {
+				t.Add(o, 1)
+			}
+			t.Add(verdict.Missing, max(0, a.Cases-len(own)))
+			a.Outcome = verdict.Attempt(true, e.exited0, t)
 		}
 		attempts = append(attempts, *a)
 	}

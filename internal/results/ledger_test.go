@@ -114,8 +114,10 @@ func TestLedgerKeepsTheBestRowOfEveryAttempt(t *testing.T) {
 			t.Errorf("case %d (%s): %s from attempt %d, want %s from %d", i, c.Key, c.Status, c.Attempt, want[i].status, want[i].attempt)
 		}
 	}
-	if !l.Complete() {
-		t.Error("every case has an ok or unsupported row: the ledger is complete")
+	// every case has an ok or unsupported row, but the shard's newest attempt exited 1:
+	// the verdict fails on the shard alone
+	if v := l.Verdict(); v.OK || !v.Tally.Settled() || v.Tally.Measured != 7 || v.Tally.Unsupported != 1 || v.Why() != "1 of 1 shards did not succeed (s-1)" {
+		t.Errorf("verdict %+v", v)
 	}
 	// the seed's shard report still counts the newest attempt only
 	if s := run.Summary.Shards[0]; s.Attempt != 2 || s.OK != 4 || s.Error != 1 || s.Status != "failed" {
@@ -166,7 +168,7 @@ func TestLedgerMissingCasesAndAttemptsWithoutRows(t *testing.T) {
 	f.attempt(2, []int{0, 1, 2, 3}, []row{{0, "torch", "ok"}}, -1, 0)
 	l := f.ledger().Ledger
 	tot := l.Totals()
-	if tot.Missing != 7 || tot.OK != 1 || l.Complete() || tot.Unaccounted != 1 || tot.GPUSeconds != 800 {
+	if tot.Missing != 7 || tot.Measured != 1 || l.Verdict().OK || tot.Unaccounted != 1 || tot.GPUSeconds != 800 {
 		t.Fatalf("totals %+v", tot)
 	}
 	for i, c := range l.Cases {
@@ -174,7 +176,7 @@ func TestLedgerMissingCasesAndAttemptsWithoutRows(t *testing.T) {
 			t.Errorf("case %d charged %.1f, want 800/8", i, c.GPUSeconds)
 		}
 	}
-	if !strings.Contains(l.Line(), "1 of 8 measured") || !strings.Contains(l.Line(), "7 missing") || !strings.Contains(l.Line(), "1 attempt(s) without accounting.json") {
+	if !strings.HasPrefix(l.Line(), "failed: 1 of 8 cases measured, 0 unsupported, 0 error, 7 missing; backend vllm measured nothing (4 missing); 1 of 1 shards did not succeed (s-1); ") || !strings.Contains(l.Line(), "1 attempt(s) without accounting.json") {
 		t.Errorf("line %q", l.Line())
 	}
 }
@@ -210,7 +212,9 @@ func TestLedgerMarkdown(t *testing.T) {
 	f.attempt(2, []int{0, 1, 2, 3}, []row{{1, "torch", "ok"}, {1, "vllm", "unsupported"}}, 0, 1800)
 	var b strings.Builder
 	f.ledger().Ledger.Markdown(&b)
-	want := "| s-1 | 3 / 8 | 2 | 12.0 | 8.000 | 60 |\n" // 8 GPUs: 3,600 s on the failed attempt, 1,800 on the second; 30 s waited each
+	// 8 GPUs: 3,600 s on the first attempt, 1,800 on the second; 30 s waited each. Both
+	// failed: the first exited 1, the second left 6 of the 8 cases it was asked without a row
+	want := "| s-1 | 2 / 8 | 1 | 2 | 12.0 | 12.0 | 60 |\n"
 	if !strings.Contains(b.String(), "### Cases and GPU-hours") || !strings.HasSuffix(b.String(), want) {
 		t.Errorf("markdown:\n%s\nwant the row %q", b.String(), want)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/safe"
+	"github.com/semianalysis/opx/internal/verdict"
 )
 
 // LedgerSchema names the case ledger's format (docs/reference.md, "cases.json").
@@ -23,6 +24,8 @@ type ledgerDoc struct {
 	RunID     string       `json:"run_id"`
 	SourceSHA string       `json:"source_sha"`
 	Complete  bool         `json:"complete"`
+	Verdict   string       `json:"verdict"`
+	Reasons   []string     `json:"reasons,omitempty"`
 	Totals    totalsDoc    `json:"totals"`
 	Attempts  []attemptDoc `json:"attempts"`
 	Cases     []caseDoc    `json:"cases"`
@@ -30,7 +33,7 @@ type ledgerDoc struct {
 
 type totalsDoc struct {
 	Cases             int     `json:"cases"`
-	OK                int     `json:"ok"`
+	Measured          int     `json:"measured"`
 	Unsupported       int     `json:"unsupported"`
 	Error             int     `json:"error"`
 	Missing           int     `json:"missing"`
@@ -90,13 +93,16 @@ type caseDoc struct {
 // written relative to artifacts.
 func WriteLedger(path, artifacts string, l *Ledger) error {
 	t := l.Totals()
+	v := l.Verdict()
 	head, err := json.Marshal(struct {
 		Schema    string    `json:"schema"`
 		RunID     string    `json:"run_id"`
 		SourceSHA string    `json:"source_sha"`
 		Complete  bool      `json:"complete"`
+		Verdict   string    `json:"verdict"`
+		Reasons   []string  `json:"reasons,omitempty"`
 		Totals    totalsDoc `json:"totals"`
-	}{LedgerSchema, l.RunID, l.SourceSHA, l.Complete(), totalsDoc{Cases: t.Cases, OK: t.OK, Unsupported: t.Unsupported, Error: t.Error,
+	}{LedgerSchema, l.RunID, l.SourceSHA, v.OK, v.Word(), v.Reasons, totalsDoc{Cases: t.Cases, Measured: t.Measured, Unsupported: t.Unsupported, Error: t.Error,
 		Missing: t.Missing, GPUSeconds: t.GPUSeconds, GPUHours: t.GPUSeconds / 3600, FailedSeconds: t.FailedSeconds,
 		RetrySeconds: t.RetrySeconds, SupersededSeconds: t.SupersededSeconds, PendingSeconds: t.PendingSeconds,
 		Estimated: t.Estimated, Unaccounted: t.Unaccounted, Extra: l.Extra}})
@@ -181,16 +187,16 @@ func ReadLedgerCosts(ctx context.Context, path string) ([]CaseCost, error) {
 	}
 	out := make([]CaseCost, 0, len(doc.Cases))
 	for _, c := range doc.Cases {
-		out = append(out, CaseCost{Key: c.Key, Op: c.Op, GPUSeconds: c.GPUSeconds, Done: c.Status == "ok" || c.Status == "unsupported"})
+		out = append(out, CaseCost{Key: c.Key, Op: c.Op, GPUSeconds: c.GPUSeconds, Done: verdict.OfStatus(c.Status) >= verdict.Unsupported})
 	}
 	return out, nil
 }
 
-// Line is the ledger in one line, for logs and step summaries.
+// Line is the ledger in one line, for logs and step summaries: the verdict, its counts and
+// reasons, and what it cost.
 func (l *Ledger) Line() string {
 	t := l.Totals()
-	s := fmt.Sprintf("cases: %d of %d measured (ok %d, unsupported %d), %d error, %d missing; %s GPU-hours",
-		t.OK+t.Unsupported, t.Cases, t.OK, t.Unsupported, t.Error, t.Missing, Hours(t.GPUSeconds))
+	s := fmt.Sprintf("%s; %s GPU-hours", l.Verdict().Line(), Hours(t.GPUSeconds))
 	if t.FailedSeconds > 0 || t.RetrySeconds > 0 || t.SupersededSeconds > 0 {
 		s += fmt.Sprintf(" (%s on failed attempts, %s on retries, %s paid twice)", Hours(t.FailedSeconds), Hours(t.RetrySeconds), Hours(t.SupersededSeconds))
 	}
@@ -273,15 +279,17 @@ func EstimateCost(m *manifest.Manifest, costs []CaseCost) (Estimate, error) {
 }
 
 // Markdown writes the ledger for a step summary: its line, then per shard the cases
-// measured, the attempts, and their GPU-hours (all, and on attempts that did not succeed).
+// measured and unsupported (never counted as measured), the attempts, and their GPU-hours
+// (all, and on attempts that failed).
 func (l *Ledger) Markdown(w io.Writer) {
 	fmt.Fprintf(w, "\n### Cases and GPU-hours\n\n%s.\n\n", l.Line())
-	fmt.Fprintln(w, "| Shard | Cases measured | Attempts | GPU-hours | on failed attempts | waited (s) |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| Shard | Cases measured | Unsupported | Attempts | GPU-hours | on failed attempts | waited (s) |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 	type agg struct {
-		done, cases, attempts int
-		gpu, failed, wait     float64
-		unaccounted           bool
+		t                 verdict.Tally
+		attempts          int
+		gpu, failed, wait float64
+		unaccounted       bool
 	}
 	var order []string
 	by := map[string]*agg{}
@@ -293,18 +301,14 @@ func (l *Ledger) Markdown(w io.Writer) {
 		return by[id]
 	}
 	for _, c := range l.Cases {
-		a := get(c.Shard)
-		a.cases++
-		if c.Done() {
-			a.done++
-		}
+		get(c.Shard).t.Add(c.Outcome(), 1)
 	}
 	for _, at := range l.Attempts {
 		a := get(at.Shard)
 		a.attempts++
 		a.gpu += at.GPUSeconds
 		a.wait += at.Pending
-		if at.Outcome != "success" {
+		if !verdict.Good(at.Outcome) {
 			a.failed += at.GPUSeconds
 		}
 		a.unaccounted = a.unaccounted || !at.Accounted
@@ -315,6 +319,6 @@ func (l *Ledger) Markdown(w io.Writer) {
 		if a.unaccounted {
 			gpu += " (some not recorded)"
 		}
-		fmt.Fprintf(w, "| %s | %d / %d | %d | %s | %s | %.0f |\n", safe.Text(id), a.done, a.cases, a.attempts, gpu, Hours(a.failed), a.wait)
+		fmt.Fprintf(w, "| %s | %d / %d | %d | %d | %s | %s | %.0f |\n", safe.Text(id), a.t.Measured, a.t.Cases(), a.t.Unsupported, a.attempts, gpu, Hours(a.failed), a.wait)
 	}
 }

@@ -98,6 +98,10 @@ func (r *Row) Primary() (string, bool) {
 // "latency_us"), else its min/max ("latency_min_us"/"latency_max_us" for
 // "latency_us"). A throughput metric without its own spread takes the relative spread of
 // the row's timed latency, inverted (it was computed from it). how names the source.
+//
+// A recorded spread that cannot be one — inverted, below zero, or not containing its
+// value — is ignored: ok is false and how says why ("ignored: ..."), for a warning; the
+// metric is then judged as one without a spread.
 func (r *Row) Spread(name string) (lo, hi float64, how string, ok bool) {
 	v, has := r.Metrics[name]
 	if !has {
@@ -106,16 +110,16 @@ func (r *Row) Spread(name string) (lo, hi float64, how string, ok bool) {
 	if xs := r.samplesFor(name); len(xs) >= 4 {
 		s := append([]float64(nil), xs...)
 		sort.Float64s(s)
-		return quantile(s, 0.25), quantile(s, 0.75), fmt.Sprintf("IQR of %d samples", len(s)), true
+		return checked(v, quantile(s, 0.25), quantile(s, 0.75), fmt.Sprintf("IQR of %d samples", len(s)))
 	}
 	if lo, hi, ok := r.pair(name, "_lo", "_hi"); ok {
-		return math.Min(lo, v), math.Max(hi, v), "lo–hi", true
+		return checked(v, lo, hi, "lo–hi")
 	}
 	if lo, hi, ok := r.pair(name, "_p25", "_p75"); ok {
-		return math.Min(lo, v), math.Max(hi, v), "IQR", true
+		return checked(v, lo, hi, "IQR")
 	}
 	if lo, hi, ok := r.minMax(name); ok {
-		return math.Min(lo, v), math.Max(hi, v), "min–max", true
+		return checked(v, lo, hi, "min–max")
 	}
 	if DirectionOf(name) == Higher {
 		if t, ok := r.Primary(); ok && t != name && DirectionOf(t) == Lower {
@@ -128,6 +132,23 @@ func (r *Row) Spread(name string) (lo, hi float64, how string, ok bool) {
 		}
 	}
 	return 0, 0, "", false
+}
+
+// checked is a recorded spread when it can be one: 0 <= lo <= v <= hi.
+func checked(v, lo, hi float64, how string) (float64, float64, string, bool) {
+	why := ""
+	switch {
+	case lo > hi:
+		why = "is inverted"
+	case lo < 0:
+		why = "is below zero"
+	case v < lo || v > hi:
+		why = "does not contain the value " + strconv.FormatFloat(v, 'g', 6, 64)
+	}
+	if why != "" {
+		return 0, 0, fmt.Sprintf("ignored: its %s [%s, %s] %s", how, strconv.FormatFloat(lo, 'g', 6, 64), strconv.FormatFloat(hi, 'g', 6, 64), why), false
+	}
+	return lo, hi, how, true
 }
 
 func (r *Row) samplesFor(name string) []float64 {
@@ -161,7 +182,7 @@ func (r *Row) pair(name, loTag, hiTag string) (float64, float64, bool) {
 		if base, ok := strings.CutSuffix(name, s); ok {
 			lo, ok1 := r.Metrics[base+loTag+s]
 			hi, ok2 := r.Metrics[base+hiTag+s]
-			if ok1 && ok2 && lo <= hi {
+			if ok1 && ok2 {
 				return lo, hi, true
 			}
 		}
@@ -173,7 +194,7 @@ func (r *Row) minMax(name string) (float64, float64, bool) {
 	try := func(loName, hiName string) (float64, float64, bool) {
 		lo, ok1 := r.Metrics[loName]
 		hi, ok2 := r.Metrics[hiName]
-		return lo, hi, ok1 && ok2 && lo <= hi
+		return lo, hi, ok1 && ok2
 	}
 	if lo, hi, ok := try(name+"_min", name+"_max"); ok {
 		return lo, hi, true

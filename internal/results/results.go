@@ -20,8 +20,10 @@ import (
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/fingerprint"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/sol"
 	"github.com/semianalysis/opx/internal/summary"
+	"github.com/semianalysis/opx/internal/verdict"
 )
 
 // Run is one run's artifacts, read.
@@ -78,6 +80,10 @@ type Row struct {
 	Counters       *counters.Case
 	CounterProblem string
 	Tries          int // rows written for its case over all attempts
+	// Invalid is whether the harness wrote it as ok but its headline metric is no
+	// measurement (missing, not finite or not positive): its Status is then "error" and
+	// its Message says why, in every command.
+	Invalid bool
 }
 
 // Key is the stable case key (CaseKey): the same case in two runs has the same key.
@@ -323,6 +329,7 @@ func (wk *walker) flush(s *summary.Shard) error {
 	if err != nil {
 		return err
 	}
+	settleStatus(s, cases, wk.execs)
 	s.Cell, wk.w.sh.Cell = nil, nil // keyed: the cell's shapes are let go as the walk goes
 	for len(wk.parts) <= wk.cur {
 		wk.parts = append(wk.parts, ledgerPart{})
@@ -343,6 +350,33 @@ func (wk *walker) flush(s *summary.Shard) error {
 		return wk.missingOf(cases)
 	}
 	return nil
+}
+
+// settleStatus gives a shard the verdict's status over its cases (each its best row of
+// every attempt) and how its chosen execution ended, and counts that execution's rows by
+// their settled status (an ok row that is no measurement counts as an error).
+func settleStatus(s *summary.Shard, cases []Case, execs []*execRows) {
+	var t verdict.Tally
+	for i := range cases {
+		t.Add(cases[i].Outcome(), 1)
+	}
+	s.Status = verdict.Shard(s.HasAttempt, s.Exited0, t)
+	for _, e := range execs {
+		if e.ex.Dir != s.Dir {
+			continue
+		}
+		s.OK, s.Unsupported, s.Error = 0, 0, 0
+		for i := range e.rows {
+			switch e.rows[i].Status {
+			case "ok":
+				s.OK++
+			case "unsupported":
+				s.Unsupported++
+			default:
+				s.Error++
+			}
+		}
+	}
 }
 
 // missingOf hands the shard's cases still to measure to the missing callback.
@@ -385,8 +419,10 @@ func (wk *walker) finish(rep *summary.Report) error {
 			run.Ledger.add(p.cases, true)
 		}
 		run.Ledger.Attempts = append(run.Ledger.Attempts, p.attempts...)
+		run.Ledger.tally.judge.Shard(s.ID, s.Status)
 	}
 	run.Ledger.RunID, run.Ledger.SourceSHA = run.RunID, run.SourceSHA
+	rep.Success = run.Ledger.Verdict().OK
 	return nil
 }
 
@@ -501,13 +537,19 @@ func rowOf(ro *pyjson.Object, sh *Shard, lean bool) Row {
 	if row.Args == nil {
 		row.Args = pyjson.NewObject()
 	}
+	ms, _ := ro.Object("metrics")
+	if row.Status == "ok" {
+		if why := invalid(ms); why != "" { // no measurement: an error, everywhere
+			row.Status, row.Message, row.Invalid = "error", why, true
+		}
+	}
 	if lean {
 		row.ArgsJSON()
 		row.Args = nil
 		return row
 	}
 	row.ArgsLabel = Label(row.Args)
-	if ms, ok := ro.Object("metrics"); ok {
+	if ms != nil {
 		for _, m := range ms.Members() {
 			if f, ok := number(m.Value); ok {
 				row.Metrics[m.Key] = f
@@ -577,6 +619,39 @@ func scalar(v pyjson.Value) string {
 		return "?"
 	}
 	return string(b)
+}
+
+// invalid says why an ok row's metrics are no measurement (verdict.Invalid): its headline
+// metric — latency_us, else the first with a direction, as Primary picks it — missing,
+// not a number, not finite or not positive.
+func invalid(ms *pyjson.Object) string {
+	var name string
+	var raw pyjson.Value
+	if ms == nil {
+		return verdict.Invalid("", 0, false)
+	}
+	for _, m := range ms.Members() {
+		if m.Key == "latency_us" {
+			name, raw = m.Key, m.Value
+			break
+		}
+		if name == "" && DirectionOf(m.Key) != Neutral {
+			name, raw = m.Key, m.Value
+		}
+	}
+	if name == "" {
+		return verdict.Invalid("", 0, false)
+	}
+	var f float64
+	switch x := raw.(type) {
+	case pyjson.Int:
+		f, _ = strconv.ParseFloat(string(x), 64)
+	case float64:
+		f = x
+	default:
+		return fmt.Sprintf("invalid measurement: %s is %s, not a number", name, safe.OneLine(scalar(raw)))
+	}
+	return verdict.Invalid(name, f, true)
 }
 
 func number(v pyjson.Value) (float64, bool) {

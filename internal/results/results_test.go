@@ -23,9 +23,24 @@ func TestSpread(t *testing.T) {
 	if lo, hi, how, ok := r.Spread("tflops"); !ok || lo < 71.42 || lo > 71.43 || hi < 111.1 || hi > 111.12 || how != "min–max of latency_us" {
 		t.Errorf("derived spread %v %v %q %v", lo, hi, how, ok)
 	}
-	r.Samples["latency_us_samples"] = []float64{1, 2, 3, 4, 5, 100}
-	if lo, hi, how, ok := r.Spread("latency_us"); !ok || lo != 2.25 || hi != 4.75 || how != "IQR of 6 samples" {
+	r.Samples["latency_us_samples"] = []float64{8, 9, 10, 11, 12, 100}
+	if lo, hi, how, ok := r.Spread("latency_us"); !ok || lo != 9.25 || hi != 11.75 || how != "IQR of 6 samples" {
 		t.Errorf("sample IQR %v %v %q %v", lo, hi, how, ok)
+	}
+	// a recorded spread that cannot be one is ignored, saying why: not containing its
+	// value, inverted, below zero
+	for _, c := range []struct {
+		metrics map[string]float64
+		why     string
+	}{
+		{map[string]float64{"latency_us": 10, "latency_p25_us": 1, "latency_p75_us": 2}, "ignored: its IQR [1, 2] does not contain the value 10"},
+		{map[string]float64{"latency_us": 10, "latency_min_us": 12, "latency_max_us": 9}, "ignored: its min–max [12, 9] is inverted"},
+		{map[string]float64{"latency_us": 10, "latency_p25_us": -5, "latency_p75_us": 11}, "ignored: its IQR [-5, 11] is below zero"},
+	} {
+		r := Row{Metrics: c.metrics}
+		if lo, hi, how, ok := r.Spread("latency_us"); ok || how != c.why || lo != 0 || hi != 0 {
+			t.Errorf("%v: %v %v %q %v, want %q", c.metrics, lo, hi, how, ok, c.why)
+		}
 	}
 	if _, _, _, ok := (&Row{Metrics: map[string]float64{"gbps": 1}}).Spread("gbps"); ok {
 		t.Error("a lone metric has no spread")

@@ -46,3 +46,12 @@ func Text(s string) string {
 // OneLine is a message as opx prints it: one line, its runs of white space one space, and
 // any control character an input smuggled into it shown escaped.
 func OneLine(s string) string { return Text(strings.Join(strings.Fields(s), " ")) }
+
+// Markdown is outside text as GitHub Markdown shows it literally, on one line: control
+// characters escaped (Text), HTML's <, > and & as entities (an error message's "<img>" or
+// "</table>" must not become markup in a step summary), and table pipes escaped.
+func Markdown(s string) string {
+	return markdown.Replace(OneLine(s))
+}
+
+var markdown = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "|", `\|`)

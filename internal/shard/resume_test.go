@@ -26,7 +26,7 @@ import (
 type ledgerFile struct {
 	Complete bool
 	Totals   struct {
-		Cases, OK, Missing int
+		Cases, Measured, Missing int
 		GPUSeconds         float64 `json:"gpu_seconds"`
 		Failed             float64 `json:"failed_attempts_gpu_seconds"`
 		Retries            float64 `json:"retries_gpu_seconds"`
@@ -98,7 +98,7 @@ func TestResumeRunsOnlyTheMissingCasesOnSlurm(t *testing.T) {
 		t.Fatalf("opx run --resume: exit %d\n%s", r.code, r.stderr)
 	}
 	l := readLedger(t, filepath.Join(dir, "cases.json"))
-	if !l.Complete || l.Totals.Cases != n || l.Totals.OK != n || l.Totals.Missing != 0 {
+	if !l.Complete || l.Totals.Cases != n || l.Totals.Measured != n || l.Totals.Missing != 0 {
 		t.Fatalf("ledger not complete: %+v\n%s", l.Totals, r.stderr)
 	}
 	if len(l.Attempts) != 2 || l.Attempts[0].Attempt != 1 || l.Attempts[1].Attempt != 2 {
@@ -190,7 +190,7 @@ func TestPlanResumeAndEstimate(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("a sweep with an error row: exit %d, want 1\n%s", r.code, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "cases: 2 of 3 measured (ok 1, unsupported 1), 1 error, 0 missing") {
+	if !strings.Contains(r.stderr, "failed: 1 of 3 cases measured, 1 unsupported, 1 error, 0 missing") {
 		t.Errorf("run's ledger line:\n%s", r.stderr)
 	}
 	out := filepath.Join(t.TempDir(), "resume.json")

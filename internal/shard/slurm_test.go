@@ -422,7 +422,7 @@ func TestRunLocalDefault(t *testing.T) {
 		t.Error("stderr is not a terminal: plain lines only, no status line")
 	}
 	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
-	if err != nil || !strings.Contains(string(page), "complete: every shard succeeded") || !strings.Contains(string(page), "GFLOP/s") {
+	if err != nil || !strings.Contains(string(page), `id="verdict">success: `) || !strings.Contains(string(page), "GFLOP/s") {
 		t.Errorf("report.html: %v", err)
 	}
 	for id := range st {

@@ -1,6 +1,8 @@
-// Package summary is `opx summarize` (seed-spec §10): the newest attempt of each shard
-// found in a run's artifacts, its result rows counted by status, and the coverage report
-// and markdown table the workflow puts in its step summary.
+// Package summary is `opx summarize`'s shard report (seed-spec §10): the newest attempt of
+// each shard found in a run's artifacts, its result rows counted by status, and the
+// coverage report and markdown table the workflow puts in its step summary. Each shard's
+// status and the report's success are the verdict's (internal/verdict), which
+// internal/results settles from the shard's cases once it has read them.
 //
 // Beyond the seed: where it crashes (a results file without "rows", unreadable JSON, an
 // attempt that is not an integer) opx stops with one line naming the file; equal attempts
@@ -31,11 +33,14 @@ import (
 type Shard struct {
 	ID                     string
 	RequestedShapes        int
-	Status                 string // success | failed | missing
+	Status                 string // verdict.Shard's: success | unsupported | failed | unfinished | missing
 	OK, Unsupported, Error int
 	Attempt                int
 	HasAttempt             bool
-	Dir                    string // the chosen execution's directory ("" when missing)
+	// Ended is whether the chosen execution has a status.json, Exited0 whether it says
+	// exit 0 (Python's == 0).
+	Ended, Exited0 bool
+	Dir            string // the chosen execution's directory ("" when missing)
 	// Executions is every attempt of the shard found (beyond the seed, for the case
 	// ledger), oldest first; the chosen one is among them.
 	Executions []Execution
@@ -78,13 +83,6 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 }
 
-// Summarize reads the manifest and the artifacts tree. Every file is read with
-// files.ReadJSON (regular files only, bounded, Python's JSON grammar), and ctx ends the
-// walk between files.
-func Summarize(ctx context.Context, manifestPath, artifacts string) (*Report, error) {
-	return SummarizeEach(ctx, manifestPath, artifacts, nil)
-}
-
 // EachFile gets every results file of every attempt of each shard, parsed whole, with the
 // shard it belongs to (its index in the report) and the execution it is from: all of one
 // shard's files, its attempts oldest first, before the next shard's. Readers of the rows
@@ -92,8 +90,11 @@ func Summarize(ctx context.Context, manifestPath, artifacts string) (*Report, er
 // summarize counts the chosen execution's (s.Dir).
 type EachFile func(shard int, s *Shard, ex Execution, path string, doc *pyjson.Object) error
 
-// SummarizeEach is Summarize, handing each results file it counts to each (nil: the files
-// are only counted, and only their tops built).
+// SummarizeEach reads the manifest and the artifacts tree, handing each results file it
+// counts to each (nil: the files are only counted, and only their tops built). Every file
+// is read with files.ReadJSON (regular files only, bounded, Python's JSON grammar), and
+// ctx ends the walk between files. The shards' statuses and the report's success are left
+// for the caller to settle (internal/results does, from the verdict).
 func SummarizeEach(ctx context.Context, manifestPath, artifacts string, each EachFile) (*Report, error) {
 	m, err := manifest.LoadOutline(ctx, manifestPath)
 	if err != nil {
@@ -135,12 +136,6 @@ func SummarizeEach(ctx context.Context, manifestPath, artifacts string, each Eac
 			if err != nil {
 				return nil, err
 			}
-		}
-	}
-	rep.Success = len(rep.Shards) > 0
-	for _, s := range rep.Shards {
-		if s.Status != "success" {
-			rep.Success = false
 		}
 	}
 	return rep, nil
@@ -211,20 +206,15 @@ func walkExecutions(ctx context.Context, artifacts string) (map[string][]found, 
 	return latest, first, err
 }
 
-// settle counts a found shard's rows and decides success or failure.
+// settle counts a found shard's rows and reads how its execution ended; its status is
+// the verdict's, settled from its cases by the reader of the run (internal/results).
 func settle(ctx context.Context, s *Shard, each func(string, *pyjson.Object) error) error {
 	if err := countRows(ctx, s, filepath.Join(s.Dir, "results"), each); err != nil {
 		return err
 	}
-	exit, err := exitCode(ctx, filepath.Join(s.Dir, "status.json"))
-	if err != nil {
-		return err
-	}
-	s.Status = "failed"
-	if exit && s.OK > 0 && s.Error == 0 {
-		s.Status = "success"
-	}
-	return nil
+	var err error
+	s.Ended, s.Exited0, err = exitCode(ctx, filepath.Join(s.Dir, "status.json"))
+	return err
 }
 
 // pyInt is Python's int() of a string: surrounding whitespace, a sign, '_' between digits.
@@ -349,37 +339,43 @@ func pyStr(v pyjson.Value) string {
 	return string(pyjson.MustMarshal(v, pyjson.Default))
 }
 
-// exitCode reports whether status.json exists and says exit_code 0 (Python's == 0: 0,
-// 0.0, -0.0 and false are all zero).
-func exitCode(ctx context.Context, path string) (bool, error) {
+// exitCode reports whether status.json exists and whether it says exit_code 0 (Python's
+// == 0: 0, 0.0, -0.0 and false are all zero).
+func exitCode(ctx context.Context, path string) (ended, zero bool, err error) {
 	v, err := files.ReadJSON(ctx, path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return false, false, nil
 	}
 	if err != nil {
 		var se *pyjson.SyntaxError
 		if errors.As(err, &se) {
-			return false, fmt.Errorf("%s: not a status file: %v", path, se)
+			return false, false, fmt.Errorf("%s: not a status file: %v", path, se)
 		}
-		return false, err
+		return false, false, err
 	}
 	o, ok := v.(*pyjson.Object)
 	if !ok {
-		return false, fmt.Errorf("%s: not a status file: a status file is a JSON object", path)
+		return false, false, fmt.Errorf("%s: not a status file: a status file is a JSON object", path)
 	}
 	x, ok := o.Get("exit_code")
 	if !ok {
-		return false, fmt.Errorf("%s: status file has no exit_code", path)
+		return false, false, fmt.Errorf("%s: status file has no exit_code", path)
 	}
+	return true, ExitZero(x), nil
+}
+
+// ExitZero is whether status.json's exit_code is zero as the seed tests it (Python's
+// == 0: 0, 0.0, -0.0 and false are all zero; a string or null is not).
+func ExitZero(x pyjson.Value) bool {
 	switch n := x.(type) {
 	case pyjson.Int:
-		return n.Big().Sign() == 0, nil
+		return n.Big().Sign() == 0
 	case float64:
-		return n == 0, nil
+		return n == 0
 	case bool:
-		return !n, nil
+		return !n
 	}
-	return false, nil
+	return false
 }
 
 // RowsIn counts the result rows in the *.json files under dir, skipping files that are

@@ -44,11 +44,12 @@ type Options struct {
 	Resume string
 }
 
-// Incomplete is Run's error when the sweep ran but not every shard succeeded: summarize's
-// exit status 1, and nothing more to say.
+// Incomplete is Run's error when the sweep ran but its verdict is not success
+// (internal/verdict; the last lines said why): summarize's exit status 1, and nothing
+// more to say.
 type Incomplete struct{}
 
-func (Incomplete) Error() string { return "not every shard succeeded" }
+func (Incomplete) Error() string { return "the run did not succeed" }
 
 // ExitCode is summarize's.
 func (Incomplete) ExitCode() int { return 1 }
@@ -220,7 +221,7 @@ func (s *sweep) finish(ctx context.Context, interrupted error) error {
 	}
 	pr.setPhase("report")
 	reportPath := filepath.Join(s.dir, "report.html")
-	if err := report.WriteFile(ctx, reportPath, s.mpath, s.shards); err != nil {
+	if _, err := report.WriteFile(ctx, reportPath, s.mpath, s.shards); err != nil {
 		return err
 	}
 	pr.finish()

@@ -1,0 +1,84 @@
+package shard_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// One run, one answer: every command that reads a run says what internal/verdict says,
+// with the same words and exit codes (issue 29's cases, on the local runner's real
+// sweeps).
+func TestEveryCommandGivesTheVerdict(t *testing.T) {
+	opx := func(args ...string) outcome { return run(exec.Command(opxBin, args...)) }
+	type ledger struct {
+		Complete bool
+		Verdict  string
+		Reasons  []string
+	}
+	readLedger := func(dir string) ledger {
+		var l ledger
+		b, err := os.ReadFile(filepath.Join(dir, "cases.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the head of the ledger is one line of JSON, then its attempts and cases
+		if err := json.Unmarshal(b, &l); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		line string // what every command says of the run
+	}{
+		// cpu_smoke a case a shard: the unsupported cases' shards are answered, not failed
+		{"chunk-size 1", []string{"--chunk-size", "1"}, 0, "success: 4 of 6 cases measured, 2 unsupported, 0 error, 0 missing"},
+		// every case unsupported on the cpu backend: nothing was measured, and it says why
+		{"all unsupported", []string{"--testlists", "gemm_legacy"}, 1,
+			"failed: 0 of 7212 cases measured, 7212 unsupported, 0 error, 0 missing; backend cpu measured nothing (7212 unsupported)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, dir := runSweep(t, os.Environ(), c.args...)
+			if r.code != c.code || !strings.Contains(r.stderr, "opx run: "+c.line+";") {
+				t.Fatalf("opx run: exit %d, want %d and %q\n%s", r.code, c.code, c.line, r.stderr)
+			}
+			_, _, success := summaryOf(t, dir)
+			if success != (c.code == 0) {
+				t.Errorf("summary.json success %v", success)
+			}
+			if l := readLedger(dir); l.Complete != (c.code == 0) || l.Verdict != strings.SplitN(c.line, ":", 2)[0] {
+				t.Errorf("cases.json: %+v", l)
+			}
+			page, _ := os.ReadFile(filepath.Join(dir, "report.html"))
+			if !strings.Contains(string(page), `id="verdict">`+c.line+"</p>") {
+				t.Errorf("report.html's headline is not the verdict")
+			}
+			out := filepath.Join(t.TempDir(), "summary.json")
+			s := opx("summarize", "--manifest", filepath.Join(dir, "operatorx-manifest.json"), "--artifacts", filepath.Join(dir, "shards"), "--out", out)
+			if s.code != c.code || !strings.Contains(s.stderr, "opx summarize: "+c.line+";") {
+				t.Errorf("summarize: exit %d %q", s.code, s.stderr)
+			}
+			if c.code == 0 && (!strings.Contains(s.stdout, "| unsupported | 1 | 0 | 1 | 0 |") || strings.Contains(s.stdout, "| failed |")) {
+				t.Errorf("summarize's table: a shard of one unsupported case is answered, not failed:\n%s", s.stdout)
+			}
+			rep := opx("report", dir, "--out", filepath.Join(t.TempDir(), "r.html"))
+			if rep.code != c.code || !strings.Contains(rep.stderr, "opx report: run "+c.line+"\n") {
+				t.Errorf("report: exit %d %q", rep.code, rep.stderr)
+			}
+			ex := opx("export", dir, "--out", filepath.Join(t.TempDir(), "x.csv"))
+			if ex.code != c.code || !strings.Contains(ex.stderr, "opx export: run "+c.line+"\n") {
+				t.Errorf("export: exit %d %q", ex.code, ex.stderr)
+			}
+			cmp := opx("compare", dir, dir, "--fail-on-regression", "5")
+			if want := "new: nothing measured to compare"; (c.code == 0) != (cmp.code == 0) || (c.code != 0 && !strings.Contains(cmp.stderr, want)) {
+				t.Errorf("compare with itself: exit %d %q", cmp.code, cmp.stderr)
+			}
+		})
+	}
+}
