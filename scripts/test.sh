@@ -62,6 +62,13 @@ echo "test.sh: downloading Go modules"
 go mod download
 echo "test.sh: go vet (compiles every package: a few minutes on a cold Go cache)"
 go vet ./...
+# staticcheck and deadcode, pinned in tools/go.mod (none of their dependencies in the
+# product's): no finding, and no function that nothing but a test reaches (internal/testenv
+# is the tests' own helpers)
+echo "test.sh: staticcheck and deadcode"
+go tool -modfile=tools/go.mod staticcheck ./...
+dead=$(go tool -modfile=tools/go.mod deadcode -filter '^github.com/semianalysis/opx/(cmd/|internal/[^t]|internal/t[^e]|scripts/)' ./...)
+if [ -n "$dead" ]; then echo "test.sh: code no command reaches (deadcode):" >&2; echo "$dead" >&2; exit 1; fi
 echo "test.sh: go test ./... (the shard package, on the real Slurm and pyxis, takes the longest)"
 aa='^TestCompareAAAndAKnownSlowdown$'
 go test -count=1 -skip "$aa" ./...

@@ -1,5 +1,5 @@
 // Package bench is opx's built-in cpu backend (`opx bench`): it implements the benchmark
-// harness contract (seed-spec §8.1, §12.9) for GEMMs on the host CPU with gonum, so a sweep
+// harness contract (docs/seed-spec.md §8.1, §12.9) for GEMMs on the host CPU with gonum, so a sweep
 // can run end to end on a machine with no GPU. Rank 0 checkpoints the results file
 // atomically after every op.
 package bench
@@ -131,7 +131,7 @@ func selectJobs(o Options) ([]job, error) {
 	}
 	var unknown []string
 	for _, n := range names {
-		if !contains(tls.Names(), n) {
+		if !slices.Contains(tls.Names(), n) {
 			unknown = append(unknown, n)
 		}
 	}
@@ -265,7 +265,7 @@ func (r *results) write() error {
 // compiled on first use: every opx process pays for a package-level regexp at start-up
 var sourceRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[^/\s]+/[^/\s]+(/[^/\s]+)?$`) })
 
-// checkSources checks a testlist entry's "sources" (seed-spec §8.1): when present, a list
+// checkSources checks a testlist entry's "sources" (docs/seed-spec.md §8.1): when present, a list
 // of '<org>/<model>/<role>' strings. Beyond the seed's harness, which refuses them, the
 // cpu backend also takes the reference catalog's other entries: a "name", no "sources",
 // and sources without a role ('<org>/<model>'), so every testlist opx ships runs.
@@ -342,15 +342,6 @@ func asInt(v pyjson.Value) int64 {
 		return n
 	}
 	return 0
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // dtypeOf reads an operand's dtype in either schema the catalog uses: {"a": {"dtype":
@@ -565,7 +556,7 @@ func verify(m, n, k int64, c func(i, j int) float64, a, b []float64, tol float64
 			want += a[i*int(k)+p] * b[p*int(n)+j]
 		}
 		if got := c(i, j); math.Abs(got-want) > tol*math.Max(1, math.Abs(want))*float64(k) {
-			return fmt.Errorf("C[%d][%d] = %g, reference %g", i, j, got, want)
+			return fmt.Errorf("element C[%d][%d] = %g, reference %g", i, j, got, want)
 		}
 	}
 	return nil

@@ -12,14 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
-	"unicode"
 
 	toml "github.com/pelletier/go-toml/v2"
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/safe"
 )
 
 //go:embed data
@@ -46,21 +45,9 @@ type Source struct {
 	disk string // the path as given, for files on disk (Sibling resolves against it)
 }
 
-// Show returns s as it can stand in a one-line message: unchanged when every rune is
-// printable, else Go-quoted, so that a path or key holding a newline or an escape sequence
-// neither breaks the line nor hides what it really is.
-func Show(s string) string {
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return strconv.Quote(s)
-		}
-	}
-	return s
-}
-
 // Embedded names a file of the embedded catalog.
 func Embedded(path string) Source {
-	return Source{FS: Data, Path: path, Name: "embedded " + Show(path)}
+	return Source{FS: Data, Path: path, Name: "embedded " + safe.Text(path)}
 }
 
 // Disk names a file on disk.
@@ -69,7 +56,7 @@ func Disk(path string) Source {
 	if err != nil {
 		abs = path
 	}
-	return Source{FS: os.DirFS(filepath.Dir(abs)), Path: filepath.Base(abs), Name: Show(path), disk: path}
+	return Source{FS: os.DirFS(filepath.Dir(abs)), Path: filepath.Base(abs), Name: safe.Text(path), disk: path}
 }
 
 // Read returns the file's bytes, with an error naming it.
@@ -112,7 +99,7 @@ func (s Source) Sibling(rel string) Source {
 		if s.FS == Data {
 			return Embedded(p)
 		}
-		return Source{FS: s.FS, Path: p, Name: Show(p)}
+		return Source{FS: s.FS, Path: p, Name: safe.Text(p)}
 	}
 	if filepath.IsAbs(rel) { // as Python's Path / "/abs" gives "/abs"
 		return Disk(rel)
@@ -184,7 +171,7 @@ func (t Testlists) Load(name string) ([]pyjson.Value, error) {
 	if !ValidTestlistName(name) {
 		return nil, fmt.Errorf("invalid testlist name")
 	}
-	src := Source{FS: t.dir, Path: name + ".json", Name: Show(filepath.Join(t.loc, name+".json"))}
+	src := Source{FS: t.dir, Path: name + ".json", Name: safe.Text(filepath.Join(t.loc, name+".json"))}
 	var b []byte
 	var err error
 	if t.disk != "" {

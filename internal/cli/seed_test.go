@@ -85,7 +85,6 @@ func seedFixture(t *testing.T) (ref, platforms string) {
 type result struct {
 	code           int
 	stdout, stderr string
-	manifest       []byte
 }
 
 func runOpx(t *testing.T, args ...string) result {

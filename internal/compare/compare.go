@@ -166,7 +166,7 @@ type Run struct {
 	rows      []entry
 	groups    map[group]*group
 	throttled int
-	profiled  int // rows of a profiled execution (counters mode): left out
+	profiled  int              // rows of a profiled execution (counters mode): left out
 	node      fingerprint.Node // the run's nodes merged, when it recorded any
 	hasNode   bool
 	// present is every value each filtered field has among the run's rows (at most
@@ -237,14 +237,6 @@ func Read(ctx context.Context, dir, manifest string, key []string, keep Filter) 
 	}
 	out.finish(run)
 	return out, nil
-}
-
-// of is a run already in memory as compare keeps it.
-func of(run *results.Run, key []string, keep Filter) *Run {
-	out := newRun(key, keep)
-	out.add(run.Rows)
-	out.finish(run)
-	return out
 }
 
 // add keeps the rows' cases; a key seen twice keeps the last row (a retried op). A row of
@@ -402,12 +394,6 @@ type joined struct {
 	class      string
 	speedup    float64
 	hasPrimary bool
-}
-
-// Compare joins and classes two runs already in memory (of each, with opt's key and
-// filters).
-func Compare(base, nw *results.Run, opt Options) *Result {
-	return Join(of(base, opt.Key, opt.Base), of(nw, opt.Key, opt.New), opt)
 }
 
 // Join classes two sides' cases. opt.Key and the filters are what the sides were read
@@ -785,7 +771,7 @@ func (r *Result) statusTable(w io.Writer, title, class string) {
 	fmt.Fprintln(w, "| --- | --- | --- | ---: | --- | --- | --- |")
 	for _, c := range cs {
 		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %s | %s |\n", cell(c.Testlist+" "+c.OpType+" "+c.Args), cell(c.Backend),
-			cell(c.Cluster), c.WorldSize, dash(c.BaseStatus), dash(c.NewStatus), cell(trunc(c.NewMessage, 160)))
+			cell(c.Cluster), c.WorldSize, dash(c.BaseStatus), dash(c.NewStatus), cell(safe.Trunc(c.NewMessage, 160)))
 	}
 }
 
@@ -797,13 +783,6 @@ func dash(s string) string {
 		return "—"
 	}
 	return s
-}
-
-func trunc(s string, n int) string {
-	if len([]rune(s)) <= n {
-		return s
-	}
-	return string([]rune(s)[:n]) + "…"
 }
 
 func short(sha string) string {

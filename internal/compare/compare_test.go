@@ -29,6 +29,18 @@ func row(m int, backend, status string, kv ...any) results.Row {
 	return r
 }
 
+// compareRows joins two runs' rows as compare reads them (a side each, made by the steps
+// Read takes), with opt's key and filters.
+func compareRows(base, nw []results.Row, opt Options) *Result {
+	side := func(dir, id string, rows []results.Row, keep Filter) *Run {
+		s := newRun(opt.Key, keep)
+		s.add(rows)
+		s.finish(&results.Run{Dir: dir, RunID: id})
+		return s
+	}
+	return Join(side("base", "1", base, opt.Base), side("new", "2", nw, opt.New), opt)
+}
+
 func lat(m int, med, lo, hi float64) results.Row {
 	return row(m, "vllm", "ok", "latency_us", med, "latency_min_us", lo, "latency_max_us", hi)
 }
@@ -45,7 +57,7 @@ func byArgs(t *testing.T, r *Result, m string) Case {
 }
 
 func TestCompareClassesCraftedRuns(t *testing.T) {
-	base := &results.Run{Dir: "base", RunID: "1", Rows: []results.Row{
+	base := []results.Row{
 		lat(1, 100, 98, 102), // regression: new interval entirely above
 		lat(2, 100, 98, 102), // improvement
 		lat(3, 100, 90, 110), // noise: moved 5 % inside the spread
@@ -55,8 +67,8 @@ func TestCompareClassesCraftedRuns(t *testing.T) {
 		row(8, "vllm", "ok", "gflops", 500.0, "gflops_samples", []float64{490, 495, 500, 505, 510}), // throughput regression
 		row(9, "vllm", "ok", "tflops", 100.0, "latency_us", 10.0),                                   // no spread: latency is primary
 		row(10, "vllm", "ok", "gbps", 100.0),                                                        // no spread, 3 % move: ambiguous
-	}}
-	nw := &results.Run{Dir: "new", RunID: "2", Rows: []results.Row{
+	}
+	nw := []results.Row{
 		lat(1, 130, 127, 133),
 		lat(2, 70, 69, 71),
 		lat(3, 105, 92, 112),
@@ -66,8 +78,8 @@ func TestCompareClassesCraftedRuns(t *testing.T) {
 		row(8, "vllm", "ok", "gflops", 400.0, "gflops_samples", []float64{390, 395, 400, 405, 410}),
 		row(9, "vllm", "ok", "tflops", 110.0, "latency_us", 9.0),
 		row(10, "vllm", "ok", "gbps", 97.0),
-	}}
-	r := Compare(base, nw, DefaultOptions)
+	}
+	r := compareRows(base, nw, DefaultOptions)
 	want := map[string]string{"1": Slower, "2": Faster, "3": Ambiguous, "4": Same, "5": OnlyBase, "6": OnlyNew,
 		"7": Broken, "8": Slower, "9": Faster, "10": Ambiguous}
 	for m, class := range want {
@@ -128,7 +140,7 @@ func TestCompareKeyIncludesBackendClusterWorldSize(t *testing.T) {
 	c.WorldSize = 2
 	d := lat(1, 50, 49, 51)
 	d.Cluster = "b200"
-	r := Compare(&results.Run{Rows: []results.Row{a}}, &results.Run{Rows: []results.Row{b, c, d}}, DefaultOptions)
+	r := compareRows([]results.Row{a}, []results.Row{b, c, d}, DefaultOptions)
 	if r.Counts[OnlyBase] != 1 || r.Counts[OnlyNew] != 3 {
 		t.Fatalf("counts %v: a different backend, world size or cluster is a different case", r.Counts)
 	}
@@ -142,9 +154,9 @@ func TestCompareKeyAndFilters(t *testing.T) {
 	sg.Backend = "sglang"
 	other := lat(2, 70, 69, 71)
 	other.Backend = "sglang"
-	run := &results.Run{Rows: []results.Row{v, sg, other}}
+	run := []results.Row{v, sg, other}
 	key := []string{"testlist", "op", "args", "world_size", "cluster"}
-	r := Compare(run, run, Options{Same: 0.02, NoSpread: 0.05, Key: key, Base: Filter{"backend": "vllm"}, New: Filter{"backend": "sglang"}})
+	r := compareRows(run, run, Options{Same: 0.02, NoSpread: 0.05, Key: key, Base: Filter{"backend": "vllm"}, New: Filter{"backend": "sglang"}})
 	if r.Len() != 2 || r.Counts[Faster] != 1 || r.Counts[OnlyNew] != 1 {
 		t.Fatalf("vllm vs sglang: %v", r.Counts)
 	}
@@ -159,9 +171,9 @@ func TestCompareKeyAndFilters(t *testing.T) {
 }
 
 func TestCompareDuplicateKeysKeepLastRow(t *testing.T) {
-	base := &results.Run{Rows: []results.Row{lat(1, 100, 99, 101)}}
-	nw := &results.Run{Rows: []results.Row{lat(1, 300, 299, 301), lat(1, 100, 99, 101)}}
-	r := Compare(base, nw, DefaultOptions)
+	base := []results.Row{lat(1, 100, 99, 101)}
+	nw := []results.Row{lat(1, 300, 299, 301), lat(1, 100, 99, 101)}
+	r := compareRows(base, nw, DefaultOptions)
 	if r.New.Duplicate != 1 || r.Case(0).Class != Same {
 		t.Fatalf("dup %d class %s", r.New.Duplicate, r.Case(0).Class)
 	}
@@ -186,7 +198,7 @@ func TestCompareImpossibleIsNotFaster(t *testing.T) {
 	n := lat(1, 1, 0.9, 1.1)
 	n.Impossible = true
 	b.SOLPct, n.SOLPct = 41.5, 4150
-	r := Compare(&results.Run{Rows: []results.Row{b}}, &results.Run{Rows: []results.Row{n}}, DefaultOptions)
+	r := compareRows([]results.Row{b}, []results.Row{n}, DefaultOptions)
 	if r.Counts[Impossible] != 1 || r.Counts[Faster] != 0 {
 		t.Fatalf("counts %v", r.Counts)
 	}

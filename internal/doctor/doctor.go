@@ -306,7 +306,7 @@ func (d *doc) enroot() {
 		d.add(Finding{Check: "enroot", Status: Warn, Detail: "enroot " + v + ": older than 3.5, the oldest release opx is tested with",
 			Fix: "upgrade enroot to 3.5 or newer"})
 	}
-	conf := readEnrootConf(path, d.o.Getenv)
+	conf := readEnrootConf(d.ctx, path, d.o.Getenv)
 	if os.Geteuid() != 0 {
 		d.helperCaps(filepath.Dir(path))
 	}
@@ -339,9 +339,9 @@ var (
 // later file winning; "KEY VALUE" lines (or KEY=VALUE) with $VAR and ${VAR} expanded from
 // the environment (enroot eval-echoes them; UID is the user's). A variable set in the
 // environment wins over all of them, as in enroot.
-func readEnrootConf(enroot string, getenv func(string) string) map[string]confValue {
+func readEnrootConf(ctx context.Context, enroot string, getenv func(string) string) map[string]confValue {
 	out := map[string]confValue{}
-	script, err := files.ReadRegular(context.Background(), enroot, 1<<20)
+	script, err := files.ReadRegular(ctx, enroot, 1<<20)
 	if err != nil {
 		return out
 	}
@@ -361,7 +361,7 @@ func readEnrootConf(enroot string, getenv func(string) string) map[string]confVa
 		return getenv(k)
 	}
 	for _, p := range paths {
-		b, err := files.ReadRegular(context.Background(), p, 1<<20)
+		b, err := files.ReadRegular(ctx, p, 1<<20)
 		if err != nil {
 			continue
 		}

@@ -101,7 +101,7 @@ func Take(ctx context.Context, phase string, o Options) *Fingerprint {
 	} else {
 		f.Missing = append(f.Missing, err.Error())
 	}
-	f.Pyxis = pyxisVersion(o)
+	f.Pyxis = pyxisVersion(ctx, o)
 	nv, nvErr := run("nvidia-smi", "-q", "-x")
 	if nvErr == nil {
 		if err := readNVIDIA(f, []byte(nv)); err != nil {
@@ -155,7 +155,7 @@ var pyxisRE = regexp.MustCompile(`pyxis: version v([0-9][0-9A-Za-z.+-]*)`)
 // pyxisVersion finds pyxis in the SPANK plugstack (PlugStackConfig of the slurm.conf
 // SLURM_CONF names, else /etc/slurm/plugstack.conf and its plugstack.conf.d) and reads
 // the version pyxis logs at load ("pyxis: version v0.24.0") out of its library.
-func pyxisVersion(o Options) string {
+func pyxisVersion(ctx context.Context, o Options) string {
 	conf := ""
 	if c := envOf(o.Env, "SLURM_CONF"); c != "" {
 		if b, err := os.ReadFile(filepath.Join(o.Root, c)); err == nil {
@@ -184,7 +184,7 @@ func pyxisVersion(o Options) string {
 			if len(fields) < 2 || !strings.Contains(fields[1], "pyxis") {
 				continue
 			}
-			lib, err := files.ReadRegular(context.Background(), filepath.Join(o.Root, fields[1]), 64<<20)
+			lib, err := files.ReadRegular(ctx, filepath.Join(o.Root, fields[1]), 64<<20)
 			if err != nil {
 				continue
 			}

@@ -175,10 +175,10 @@ func TestPyxisVersionFromThePlugstack(t *testing.T) {
 	os.MkdirAll(filepath.Join(root, "etc/slurm"), 0o755)
 	os.WriteFile(filepath.Join(root, "etc/slurm/slurm.conf"), []byte("ClusterName=x\nPlugStackConfig=/etc/slurm/site-plugstack.conf\n"), 0o644)
 	os.WriteFile(filepath.Join(root, "etc/slurm/site-plugstack.conf"), []byte("required /opt/pyxis/spank_pyxis.so runtime_path=/run/pyxis\n"), 0o644)
-	if v := pyxisVersion(Options{Root: root, Env: []string{"SLURM_CONF=/etc/slurm/slurm.conf"}}); v != "0.24.0" {
+	if v := pyxisVersion(t.Context(), Options{Root: root, Env: []string{"SLURM_CONF=/etc/slurm/slurm.conf"}}); v != "0.24.0" {
 		t.Errorf("pyxis version %q", v)
 	}
-	if v := pyxisVersion(Options{Root: root, Env: []string{}}); v != "" {
+	if v := pyxisVersion(t.Context(), Options{Root: root, Env: []string{}}); v != "" {
 		t.Errorf("no plugstack.conf at the default place: %q", v)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/semianalysis/opx/internal/pyjson"
 )
 
-// Execution is execution.json (seed-spec §12.5): which cell an execution ran, for which
+// Execution is execution.json (docs/seed-spec.md §12.5): which cell an execution ran, for which
 // run, and where its stage was.
 type Execution struct {
 	Cell                    *Cell
@@ -28,16 +28,20 @@ type Execution struct {
 func (e *Execution) ShardID() string { return e.Cell.ID }
 
 // ReadExecution reads and checks an execution.json.
-func ReadExecution(path string) (*Execution, error) { return readExecution(path, math.MaxInt) }
+func ReadExecution(ctx context.Context, path string) (*Execution, error) {
+	return readExecution(ctx, path, math.MaxInt)
+}
 
 // ReadExecutionHead is ReadExecution with the cell's cases left as their JSON text (each
 // Case's Shape a pyjson.Raw, its Testlist empty): for readers that need an execution's
 // provenance, attempt and cell facts but not its 500 shapes — summarize's walk over
 // every execution of a run. The whole file is still checked against the grammar.
-func ReadExecutionHead(path string) (*Execution, error) { return readExecution(path, 3) }
+func ReadExecutionHead(ctx context.Context, path string) (*Execution, error) {
+	return readExecution(ctx, path, 3)
+}
 
-func readExecution(path string, depth int) (*Execution, error) {
-	v, err := files.ReadJSONDepth(context.Background(), path, depth)
+func readExecution(ctx context.Context, path string, depth int) (*Execution, error) {
+	v, err := files.ReadJSONDepth(ctx, path, depth)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +66,7 @@ func readExecution(path string, depth int) (*Execution, error) {
 	}
 	if v, present := o.Get("token"); present {
 		if e.Token, ok = v.(string); !ok || !strings.HasPrefix(e.Token, "opx-") || strings.ContainsAny(e.Token, " \t\n") {
-			return nil, fmt.Errorf("%s: \"token\" must be a string opx-...", path)
+			return nil, fmt.Errorf("%s: \"token\" must be a string starting with opx- and holding no white space", path)
 		}
 	}
 	if v, present := o.Get("peaks"); present {

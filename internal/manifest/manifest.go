@@ -20,7 +20,7 @@ import (
 	"github.com/semianalysis/opx/internal/pyjson"
 )
 
-// Manifest is operatorx-manifest.json (seed-spec §5).
+// Manifest is operatorx-manifest.json (docs/seed-spec.md §5).
 type Manifest struct {
 	Path             string
 	RunID, SourceSHA string
@@ -199,7 +199,7 @@ func (c *Cell) Check() error {
 		}
 	}
 	if c.ImportURI != "" && !strings.HasPrefix(c.ImportURI, "docker://") {
-		return fmt.Errorf("has import_uri %s: it must be docker://...", pyjson.Repr(c.ImportURI))
+		return fmt.Errorf("has import_uri %s: it must be docker://<image>", pyjson.Repr(c.ImportURI))
 	}
 	return nil
 }

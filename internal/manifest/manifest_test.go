@@ -19,7 +19,7 @@ func FuzzReadExecution(f *testing.F) {
 	p := filepath.Join(f.TempDir(), "execution.json")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		os.WriteFile(p, data, 0o644)
-		ex, err := ReadExecution(p)
+		ex, err := ReadExecution(t.Context(), p)
 		if err != nil {
 			if strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), p) {
 				t.Fatalf("error %q: want one line naming the file", err)
@@ -128,7 +128,7 @@ func TestBadManifests(t *testing.T) {
 	}
 }
 
-// The identifiers derived from a cell are the seed's formulas (seed-spec §3.2, §5.7, §6);
+// The identifiers derived from a cell are the seed's formulas (docs/seed-spec.md §3.2, §5.7, §6);
 // the values were computed with Python's hashlib.
 func TestIdentifiers(t *testing.T) {
 	for _, c := range []struct{ got, want string }{

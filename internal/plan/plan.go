@@ -1,6 +1,6 @@
 // Package plan owns the planner: it turns a selection (runner, backends, testlists, world
 // sizes, chunk size, mode) into the manifest's shards with the seed's exact semantics
-// (seed-spec §5), and computes the ids, image keys, enroot URIs and queue tokens that
+// (docs/seed-spec.md §5), and computes the ids, image keys, enroot URIs and queue tokens that
 // everything downstream keys on.
 package plan
 
@@ -89,7 +89,7 @@ func registered(in Inputs, runner platform.Runner, entry *pyjson.Object, backend
 	return backend == CPU && ok
 }
 
-// Plan is the seed's plan() (seed-spec §5.2–§5.4): it returns
+// Plan is the seed's plan() (docs/seed-spec.md §5.2–§5.4): it returns
 // {"version": 1, "excluded_shapes": N, "include": [cells]}.
 func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 	p, err := check(sel, in)
@@ -146,7 +146,7 @@ func check(sel Selection, in Inputs) (*planner, error) {
 	if !ok {
 		return nil, valueErr("unsupported runner: %s (runners: %s; see opx list runners)", sel.Runner, strings.Join(in.Registry.Labels(), ", "))
 	}
-	if !contains(Modes, sel.Mode) {
+	if !slices.Contains(Modes, sel.Mode) {
 		return nil, valueErr("mode must be one of timing, counters")
 	}
 	entry, ok := in.Registry.Entry(sel.Runner)
@@ -196,7 +196,7 @@ func checkBackends(sel Selection, in Inputs, runner platform.Runner, entry *pyjs
 		}
 	}
 	// beyond the seed: a combination that can only fail after allocation is refused here
-	if sel.Mode == "counters" && contains(sel.Backends, CPU) {
+	if sel.Mode == "counters" && slices.Contains(sel.Backends, CPU) {
 		return valueErr("counters mode profiles GPU kernels with ncu or rocprofv3; the cpu backend has none (use --mode timing)")
 	}
 	if !runner.AMD() {
@@ -238,7 +238,7 @@ func checkSizes(sel Selection, gpus int64) error {
 			return valueErr("world size exceeds the runner's %d-GPU physical node", gpus)
 		}
 	}
-	if contains(sel.Backends, "torch") && !(len(sel.WorldSizes) == 1 && sel.WorldSizes[0] == 1) {
+	if slices.Contains(sel.Backends, "torch") && !(len(sel.WorldSizes) == 1 && sel.WorldSizes[0] == 1) {
 		return valueErr("the torch backend runs single-device GEMM only")
 	}
 	if sel.ChunkSize < 1 || sel.ChunkSize > 500 {
@@ -419,7 +419,7 @@ func (p *planner) cells(shards []shard) []plannedCell {
 }
 
 // WithID returns {"id": <label>-<16 hex of sha256(json.dumps(cell, sort_keys=True))>, ...cell}
-// (seed-spec §5.4).
+// (docs/seed-spec.md §5.4).
 func WithID(cell *pyjson.Object) *pyjson.Object {
 	b, err := pyjson.Marshal(cell, pyjson.Identity)
 	if err != nil {
@@ -447,7 +447,7 @@ func dedupe(lists []Testlist) []Testlist {
 	return out
 }
 
-// SplitAxes is the seed's _split_axes (seed-spec §3.11, §16.2).
+// SplitAxes is the seed's _split_axes (docs/seed-spec.md §3.11, §16.2).
 func SplitAxes(opType string) []string {
 	switch opType {
 	case "gemm":
@@ -480,7 +480,7 @@ func checkpoints(shape *pyjson.Object) ([]string, error) {
 		if i := strings.LastIndex(str, "/"); i >= 0 {
 			c = str[:i]
 		}
-		if !contains(out, c) {
+		if !slices.Contains(out, c) {
 			out = append(out, c)
 		}
 	}
@@ -546,15 +546,6 @@ func inWorldSizes(ws pyjson.Value, sizes []int64) bool {
 			if x == float64(s) {
 				return true
 			}
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
 		}
 	}
 	return false

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,19 +16,6 @@ import (
 	"github.com/semianalysis/opx/internal/recipes"
 	"github.com/semianalysis/opx/internal/registry"
 )
-
-// pyInt parses like Python's int(): surrounding whitespace, a sign and "_" between digits.
-func pyInt(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	body := strings.TrimLeft(t, "+-")
-	ok := len(t)-len(body) <= 1 && body != "" && body[0] != '_' && body[len(body)-1] != '_' && !strings.Contains(body, "__")
-	if ok {
-		if n, err := strconv.ParseInt(strings.ReplaceAll(t, "_", ""), 10, 64); err == nil {
-			return n, nil
-		}
-	}
-	return 0, fmt.Errorf("invalid literal for int() with base 10: %s", pyjson.Repr(s))
-}
 
 // Request is a plan's selection and inputs: plan's flags.
 type Request struct {
@@ -111,7 +97,7 @@ func (o *Request) inputs() (Selection, Inputs, error) {
 	}
 	var sizes []int64
 	for _, w := range strings.Split(o.WorldSizes, ",") {
-		n, err := pyInt(w)
+		n, err := pyjson.ParseInt(w)
 		if err != nil {
 			return sel, in, err
 		}

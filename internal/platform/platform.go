@@ -1,4 +1,4 @@
-// Package platform owns the runner table (seed-spec §2.1), hardware families, and the
+// Package platform owns the runner table (docs/seed-spec.md §2.1), hardware families, and the
 // platform registry: the CollectiveX base profiles overlaid by a file keyed by runner label
 // (§3.9, decisions §1–2), plus custom runners and the built-in local runner.
 package platform
@@ -12,6 +12,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/safe"
 )
 
 // Runner is one runner label and what follows from it.
@@ -53,9 +54,6 @@ var builtins = []Runner{
 	{Label: "cluster:mi325x-amds", Cluster: "mi325x_amds_8x", Profile: "mi325x", Family: "mi325x", Builtin: true},
 	{Label: "cluster:mi355x-amds", Cluster: "mi355x_8x", Profile: "mi355x", Family: "mi355x", Builtin: true},
 }
-
-// Builtins returns the nine built-in runners in the seed's order.
-func Builtins() []Runner { return append([]Runner(nil), builtins...) }
 
 // BuiltinLabels returns the nine labels in order.
 func BuiltinLabels() []string {
@@ -141,7 +139,7 @@ type LocalDefaults struct {
 	CountGPUs func() int
 }
 
-// Load reads a platform overlay (seed-spec §3.9) and its "base", resolved relative to the
+// Load reads a platform overlay (docs/seed-spec.md §3.9) and its "base", resolved relative to the
 // overlay's own location, and merges them per runner label. Entries keyed by a label that
 // is not built in declare custom runners and must carry "cluster" (decisions §1).
 func Load(src catalog.Source, local LocalDefaults) (*Registry, error) {
@@ -218,11 +216,11 @@ func readOverlay(src catalog.Source) (base, platforms *pyjson.Object, err error)
 	for _, m := range platforms.Members() {
 		o, ok := m.Value.(*pyjson.Object)
 		if !ok {
-			return nil, nil, fmt.Errorf("%s: platforms.%s is %s, not an object", src.Name, catalog.Show(m.Key), pyjson.TypeName(m.Value))
+			return nil, nil, fmt.Errorf("%s: platforms.%s is %s, not an object", src.Name, safe.Text(m.Key), pyjson.TypeName(m.Value))
 		}
 		if op, ok := o.Get("operator"); ok {
 			if _, ok := op.(*pyjson.Object); !ok {
-				return nil, nil, fmt.Errorf("%s: platforms.%s.operator is %s, not an object", src.Name, catalog.Show(m.Key), pyjson.TypeName(op))
+				return nil, nil, fmt.Errorf("%s: platforms.%s.operator is %s, not an object", src.Name, safe.Text(m.Key), pyjson.TypeName(op))
 			}
 		}
 	}
@@ -284,7 +282,7 @@ func loadBase(bsrc catalog.Source, from string) (*pyjson.Object, error) {
 	}
 	for _, m := range bp.Members() {
 		if _, ok := m.Value.(*pyjson.Object); !ok {
-			return nil, fmt.Errorf("%s: platforms.%s is %s, not an object", bsrc.Name, catalog.Show(m.Key), pyjson.TypeName(m.Value))
+			return nil, fmt.Errorf("%s: platforms.%s is %s, not an object", bsrc.Name, safe.Text(m.Key), pyjson.TypeName(m.Value))
 		}
 	}
 	return bp, nil

@@ -87,8 +87,8 @@ func TestLocalDevicesCountedLazily(t *testing.T) {
 	}
 }
 
-// A "base" path or a runner key holding a newline is named quoted, on one line, and the
-// base is looked up in the overlay's own file system.
+// A "base" path or a runner key holding a newline is named with it escaped (safe.Text), on
+// one line, and the base is looked up in the overlay's own file system.
 func TestPlatformConfigControlCharacters(t *testing.T) {
 	fs := fstest.MapFS{
 		"p.json": {Data: []byte(`{"base": "b.js\n", "platforms": {}}`)},
@@ -97,11 +97,11 @@ func TestPlatformConfigControlCharacters(t *testing.T) {
 		"b.json": {Data: []byte(`{"platforms": {"h100-dgxc": {"operator": {"a": 1}}}}`)},
 	}
 	_, err := Load(catalog.Source{FS: fs, Path: "p.json", Name: "p.json"}, LocalDefaults{})
-	if err == nil || err.Error() != `p.json: base: "b.js\n": file does not exist` {
+	if err == nil || err.Error() != `p.json: base: b.js\x0a: file does not exist` {
 		t.Fatalf("base with a newline: %v", err)
 	}
 	_, err = Load(catalog.Source{FS: fs, Path: "q.json", Name: "q.json"}, LocalDefaults{})
-	if err == nil || err.Error() != `q.json: platforms."a\x1b[2Jb" is integer, not an object` {
+	if err == nil || err.Error() != `q.json: platforms.a\x1b[2Jb is integer, not an object` {
 		t.Fatalf("key with an escape: %v", err)
 	}
 	if _, err := Load(catalog.Source{FS: fs, Path: "r.json", Name: "r.json"}, LocalDefaults{}); err != nil {

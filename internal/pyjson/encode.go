@@ -18,13 +18,13 @@ type Options struct {
 	KeySep   string // separators[1]
 }
 
-// The four modes the seed uses (seed-spec §3.1, §5.1, §5.4, §17.5).
+// The four modes the seed uses (docs/seed-spec.md §3.1, §5.1, §5.4, §17.5).
 var (
 	// Identity is json.dumps(v, sort_keys=True): what shard ids hash.
 	Identity = Options{SortKeys: true, Indent: -1, ItemSep: ", ", KeySep: ": "}
 	// Default is json.dumps(v): insertion order, default separators.
 	Default = Options{Indent: -1, ItemSep: ", ", KeySep: ": "}
-	// File is json.dumps(v, indent=2) as written by write_json (plus a newline, see MarshalFile).
+	// File is json.dumps(v, indent=2) as written by write_json (files.WriteJSON adds a newline).
 	File = Options{Indent: 2, ItemSep: ",", KeySep: ": "}
 	// Compact is json.dumps(v, separators=(",", ":")): the matrix line.
 	Compact = Options{Indent: -1, ItemSep: ",", KeySep: ":"}
@@ -49,15 +49,6 @@ func MustMarshal(v Value, opt Options) []byte {
 		panic(err)
 	}
 	return out
-}
-
-// MarshalFile is write_json's text: indent=2 and a trailing newline.
-func MarshalFile(v Value) ([]byte, error) {
-	out, err := Marshal(v, File)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, '\n'), nil
 }
 
 // Encode writes v's encoding to w in pieces, so a large document is never held whole.
@@ -164,11 +155,6 @@ func byKey(a, b Member) int { return strings.Compare(a.Key, b.Key) }
 
 const hexDigits = "0123456789abcdef"
 
-// WriteString writes s as Python's json.dumps does with ensure_ascii=True: everything
-// outside printable ASCII (0x20–0x7e) becomes \uXXXX, astral characters a surrogate pair,
-// and <, > and & stay as they are.
-func WriteString(b *strings.Builder, s string) { b.Write(appendString(nil, s)) }
-
 // shortEscapes are the characters json.dumps writes as a two-character escape.
 var shortEscapes = map[byte]string{'"': `\"`, '\\': `\\`, '\n': `\n`, '\r': `\r`, '\t': `\t`, '\b': `\b`, '\f': `\f`}
 
@@ -247,7 +233,7 @@ func FloatRepr(f float64) string {
 
 // Repr is Python's repr() of a str: single quotes unless the text holds a ' and no ",
 // backslash escapes for \, the quote, \n, \r, \t and unprintable characters
-// (cleanup.log and some seed messages use it; seed-spec §3.7).
+// (cleanup.log and some seed messages use it; docs/seed-spec.md §3.7).
 func Repr(s string) string {
 	quote := byte('\'')
 	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {

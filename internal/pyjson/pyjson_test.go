@@ -47,7 +47,7 @@ func TestModes(t *testing.T) {
 		"default":  string(MustMarshal(v, Default)),
 		"compact":  string(MustMarshal(v, Compact)),
 	}
-	f, _ := MarshalFile(v)
+	f, _ := marshalFile(v)
 	got["file"] = string(f)
 	for k := range want {
 		if got[k] != want[k] {
@@ -180,7 +180,7 @@ for line in sys.stdin:
 		if err != nil {
 			t.Fatalf("doc %d: %v", i, err)
 		}
-		file, _ := MarshalFile(v)
+		file, _ := marshalFile(v)
 		mine := []string{string(MustMarshal(v, Identity)), string(MustMarshal(v, Default)), string(MustMarshal(v, Compact)), string(file)}
 		for m := range 4 {
 			var want string
@@ -463,4 +463,10 @@ func TestKeys(t *testing.T) {
 	if _, err := Parse([]byte("[{\"a\\nb\": 1}, {\"a\nb\": 2}]")); err == nil {
 		t.Error("a raw newline in a key was accepted")
 	}
+}
+
+// marshalFile is write_json's text, as files.WriteJSON writes it: indent=2 and a newline.
+func marshalFile(v Value) ([]byte, error) {
+	out, err := Marshal(v, File)
+	return append(out, '\n'), err
 }

@@ -1,7 +1,7 @@
 // Package pyjson owns opx's Python-compatible JSON: an ordered value model that keeps
 // object key order and the difference between 1 and 1.0, a strict parser, and an encoder
 // that reproduces the byte output of Python's json.dumps in the modes the seed uses
-// (seed-spec §3.1, §17). Shard ids hash this output, so it must match the seed exactly.
+// (docs/seed-spec.md §3.1, §17). Shard ids hash this output, so it must match the seed exactly.
 //
 // Values are: nil (null), bool, string, Int, float64, *Object and []Value.
 // Strings are WTF-8: a lone surrogate that came from a \uD800-style escape is kept as its
@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Value is any JSON value of this package's model.
@@ -242,4 +243,17 @@ func TypeName(v Value) string {
 		return "unread JSON"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// ParseInt parses like Python's int(): surrounding whitespace, a sign and "_" between digits.
+func ParseInt(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	body := strings.TrimLeft(t, "+-")
+	ok := len(t)-len(body) <= 1 && body != "" && body[0] != '_' && body[len(body)-1] != '_' && !strings.Contains(body, "__")
+	if ok {
+		if n, err := strconv.ParseInt(strings.ReplaceAll(t, "_", ""), 10, 64); err == nil {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("invalid literal for int() with base 10: %s", Repr(s))
 }

@@ -1,7 +1,7 @@
 // Package recipes reads opx's optional recipes file (decisions §3), the stand-in for
 // InferenceX's recipe tree: per framework, hardware family and checkpoint, the serving
 // variants with their split, image, launch env and engine args, and optional default
-// images per (backend, family). Lookup follows seed-spec §16.3.
+// images per (backend, family). Lookup follows docs/seed-spec.md §16.3.
 //
 // The file is JSON (so that env and engine_args keep their order in the manifest):
 //
@@ -20,9 +20,10 @@ import (
 
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/safe"
 )
 
-// Frameworks are the backends that have recipes (seed-spec §16.3).
+// Frameworks are the backends that have recipes (docs/seed-spec.md §16.3).
 var Frameworks = []string{"vllm"}
 
 // IsFramework reports whether backend is in Frameworks.
@@ -145,7 +146,7 @@ func Load(src catalog.Source) (*Book, error) {
 			}
 			for _, m := range eo.Members() {
 				if _, ok := m.Value.(string); !ok {
-					return nil, fmt.Errorf("%s: env.%s must be a string", where, catalog.Show(m.Key))
+					return nil, fmt.Errorf("%s: env.%s must be a string", where, safe.Text(m.Key))
 				}
 			}
 			vr.Env = eo

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/safe"
 )
 
 // costView is the page's account of the case ledger: what every attempt's allocation held
@@ -51,7 +52,7 @@ func cost(run *results.Run) costView {
 		v.Attempts = append(v.Attempts, row)
 	}
 	for _, c := range l.Missing {
-		v.Missing = append(v.Missing, missingRow{Key: c.Key, Status: c.Status, Message: trunc(c.Message, 300)})
+		v.Missing = append(v.Missing, missingRow{Key: c.Key, Status: c.Status, Message: safe.Trunc(c.Message, 300)})
 	}
 	v.MoreMissing = l.MoreMissing
 	return v

@@ -88,15 +88,6 @@ func WriteFile(ctx context.Context, path, manifest, dir string) (verdict.Verdict
 	return run.Ledger.Verdict(), files.WriteAtomicFunc(path, 0o644, func(w io.Writer) error { return b.write(w, run) })
 }
 
-// Write renders the page of a run already read.
-func Write(w io.Writer, run *results.Run) error {
-	b := newBuilder()
-	for i := range run.Rows {
-		b.add(&run.Rows[i])
-	}
-	return b.write(w, run)
-}
-
 func (b *builder) write(w io.Writer, run *results.Run) error {
 	if run.Ledger == nil { // a run made, not read (Walk always fills it in)
 		run.Ledger = &results.Ledger{}
@@ -170,13 +161,6 @@ func cls(good bool) string {
 func dash(s string) string {
 	if s == "" {
 		return "—"
-	}
-	return s
-}
-
-func trunc(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
 	}
 	return s
 }

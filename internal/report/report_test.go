@@ -101,15 +101,29 @@ func fixture(t *testing.T) string {
 
 func render(t *testing.T, dir string) []byte {
 	t.Helper()
-	run, err := results.Load(context.Background(), filepath.Join(dir, "operatorx-manifest.json"), dir)
+	out := filepath.Join(t.TempDir(), "report.html")
+	if _, err := WriteFile(context.Background(), out, filepath.Join(dir, "operatorx-manifest.json"), dir); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b bytes.Buffer
-	if err := Write(&b, run); err != nil {
+	return b
+}
+
+// renderRun renders a run made in memory, not read.
+func renderRun(t *testing.T, run *results.Run, rows []results.Row) string {
+	t.Helper()
+	b := newBuilder()
+	for i := range rows {
+		b.add(&rows[i])
+	}
+	var buf bytes.Buffer
+	if err := b.write(&buf, run); err != nil {
 		t.Fatal(err)
 	}
-	return b.Bytes()
+	return buf.String()
 }
 
 func TestReportGolden(t *testing.T) {
@@ -308,12 +322,9 @@ func TestReportFlagsImpossibleRows(t *testing.T) {
 			WorldSize: 1, Args: args.(*pyjson.Object), ArgsLabel: "m=4096", Status: "ok", Metrics: map[string]float64{"latency_us": lat},
 			MetricOrder: []string{"latency_us"}}
 	}
-	run := &results.Run{Summary: &summary.Report{}, Rows: []results.Row{row(412), row(10)}}
-	var b bytes.Buffer
-	if err := Write(&b, run); err != nil {
-		t.Fatal(err)
-	}
-	page := b.String() + pageData(t, b.String())
+	run := &results.Run{Summary: &summary.Report{}}
+	html := renderRun(t, run, []results.Row{row(412), row(10)})
+	page := html + pageData(t, html)
 	for _, want := range []string{`<div class="tv">1</div><div class="tl">Impossible rows</div>`, `"impossible":[1]`,
 		`"peaks":{"h100":{"tflops":{"bf16":989,"fp8":1979},"hbm":3.35}}`, `"sol":[29.51,1216]`, "1 row(s) are impossible."} {
 		if !strings.Contains(page, want) {

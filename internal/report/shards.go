@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/verdict"
 )
 
@@ -168,7 +169,7 @@ func provenance(run *results.Run) ([]kv, []imageRow) {
 		{"Runners", j(runners)},
 		{"Hosts", j(hosts)},
 		{"Harness versions", j(versions)},
-		{"Benchmark runs", trunc(j(runs), 2000)},
+		{"Benchmark runs", safe.Trunc(j(runs), 2000)},
 	}
 	for _, k := range slices.Sorted(maps.Keys(software)) {
 		kvs = append(kvs, kv{"Software: " + k, j(software[k])})
@@ -179,7 +180,7 @@ func provenance(run *results.Run) ([]kv, []imageRow) {
 		if image == "" {
 			image = "none (no container)"
 		}
-		rows = append(rows, imageRow{image, dash(digest), trunc(strings.Join(images[k], ", "), 2000)})
+		rows = append(rows, imageRow{image, dash(digest), safe.Trunc(strings.Join(images[k], ", "), 2000)})
 	}
 	return kvs, rows
 }

@@ -96,7 +96,7 @@ type Case struct {
 // lists what is missing beside what was measured).
 func (c *Case) MissingRow() Row {
 	return Row{Shard: c.Shard, Testlist: c.Testlist, OpType: c.Op, Backend: c.Backend, Cluster: c.Cluster, Runner: c.Runner,
-		WorldSize: c.WorldSize, ArgsKey: c.ArgsJSON, ArgsLabel: c.ArgsLabel, Status: "missing", Metrics: map[string]float64{},
+		WorldSize: c.WorldSize, ArgsKey: c.ArgsJSON, ArgsLabel: c.ArgsLabel, Status: verdict.Missing.String(), Metrics: map[string]float64{},
 		GPUSeconds: c.GPUSeconds, Tries: c.Tries}
 }
 
@@ -250,8 +250,8 @@ type execRows struct {
 
 // asked is the keys of the cases the execution was asked to run (worked out only for an
 // attempt that wrote no row, whose time is shared by them).
-func (e *execRows) asked() (map[string]bool, error) {
-	exe, err := manifest.ReadExecution(filepath.Join(e.ex.Dir, "execution.json")) // with its cases, this time
+func (e *execRows) asked(ctx context.Context) (map[string]bool, error) {
+	exe, err := manifest.ReadExecution(ctx, filepath.Join(e.ex.Dir, "execution.json")) // with its cases, this time
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +270,7 @@ func (e *execRows) asked() (map[string]bool, error) {
 // status.json (its outcome), accounting.json (its cost) and fingerprints.
 func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*execRows, error) {
 	e := &execRows{ex: ex, att: Attempt{Shard: shardID, Attempt: ex.Attempt, Dir: ex.Dir, Outcome: "unfinished"}}
-	exe, err := manifest.ReadExecutionHead(filepath.Join(ex.Dir, "execution.json"))
+	exe, err := manifest.ReadExecutionHead(ctx, filepath.Join(ex.Dir, "execution.json"))
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +334,7 @@ func joinCounters(r *Row, res *counters.Result) {
 // settleShard decides a shard's cases from every execution read, charges each attempt's
 // time to its cases, and returns the rows kept (requested order), then the rows of the
 // counted execution that are no requested case.
-func settleShard(cases []Case, execs []*execRows, counted string) (kept []Row, attempts []Attempt, extra []Row, err error) {
+func settleShard(ctx context.Context, cases []Case, execs []*execRows, counted string) (kept []Row, attempts []Attempt, extra []Row, err error) {
 	index := make(map[string]int, len(cases))
 	for i, c := range cases {
 		index[c.Key] = i
@@ -387,7 +387,7 @@ func settleShard(cases []Case, execs []*execRows, counted string) (kept []Row, a
 				cases[ci].GPUSeconds += share
 			}
 		} else if a.GPUSeconds > 0 {
-			asks, err := e.asked()
+			asks, err := e.asked(ctx)
 			if err != nil {
 				return nil, nil, nil, err
 			}

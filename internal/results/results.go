@@ -32,7 +32,6 @@ type Run struct {
 	RunID, SourceSHA string
 	Summary          *summary.Report
 	Shards           []Shard // manifest order
-	Rows             []Row   // shard order, then case order (Walk)
 	Ledger           *Ledger // every requested case over all attempts
 }
 
@@ -210,36 +209,20 @@ func Resolve(dir, manifest string) (string, error) {
 	return FindManifest(dir)
 }
 
-// Load reads a run: summarize's choice of shards, then their cells and rows.
-func Load(ctx context.Context, manifest, artifacts string) (*Run, error) {
-	var run *Run
-	err := Walk(ctx, manifest, artifacts, func(r *Run) { run = r }, func(_ *Shard, rows []Row) error {
-		run.Rows = append(run.Rows, rows...)
-		return nil
-	})
-	return run, err
-}
-
-// Walk reads a run one shard at a time: start gets the run (its shards, summary and
-// ledger are filled in as Walk goes), then rows gets each shard's rows: for every
+// Stream reads a run one shard at a time, for readers that need the ledger's totals but
+// not its cases (report, export, compare): start gets the run (its shards, summary and
+// ledger are filled in as Stream goes), then rows gets each shard's rows: for every
 // requested case the best row of any attempt (the case ledger's choice, see Ledger), in
 // case order, then the rows of the newest attempt that are no requested case — in shard
-// order. Every results file is parsed once; what Walk holds is one shard's rows (all its
-// attempts), so a caller that does not keep them reads a run of any size in bounded
-// memory.
-func Walk(ctx context.Context, manifest, artifacts string, start func(*Run), rows func(*Shard, []Row) error) error {
-	return walk(ctx, manifest, artifacts, walker{keep: true}, start, rows)
-}
-
-// Stream is Walk for readers that need the ledger's totals but not its cases (report,
-// export, compare): the run's Ledger has its totals, attempts and first missing cases, not
-// every case, so the memory held is one shard's; missing, when not nil, gets each shard's
-// cases that have no ok or unsupported row.
+// order. Every results file is parsed once, and what Stream holds is one shard's rows
+// (all its attempts), so a run of any size is read in bounded memory: the run's Ledger
+// has its totals, attempts and first missing cases, not every case (Cover keeps them).
+// missing, when not nil, gets each shard's cases that have no ok or unsupported row.
 func Stream(ctx context.Context, manifest, artifacts string, start func(*Run), rows func(*Shard, []Row) error, missing func(*Shard, []Case) error) error {
 	return walk(ctx, manifest, artifacts, walker{missing: missing}, start, rows)
 }
 
-// walk is Walk and Stream (opt says which: keep, missing); lean rows carry their key,
+// walk is Stream and Cover (opt says which: keep, missing); lean rows carry their key,
 // status and message only (no metrics, no label): what the ledger alone needs.
 func walk(ctx context.Context, manifest, artifacts string, opt walker, start func(*Run), rows func(*Shard, []Row) error) error {
 	wk := &opt
@@ -270,12 +253,12 @@ func walk(ctx context.Context, manifest, artifacts string, opt walker, start fun
 	return wk.finish(rep)
 }
 
-// walker is one Walk: the shard being read (all its attempts), and the ledger's parts.
+// walker is one reading of a run: the shard being read (all its attempts), and the ledger's parts.
 type walker struct {
 	ctx      context.Context
 	manifest string
 	lean     bool                       // rows without metrics or label
-	keep     bool                       // the ledger keeps every case (Walk), else only its totals (Stream)
+	keep     bool                       // the ledger keeps every case (Cover), else only its totals (Stream)
 	missing  func(*Shard, []Case) error // Stream: each shard's cases still to measure
 	rows     func(*Shard, []Row) error
 	run      *Run
@@ -325,7 +308,7 @@ func (wk *walker) flush(s *summary.Shard) error {
 	if err != nil {
 		return fmt.Errorf("%s: %v", wk.manifest, err)
 	}
-	kept, attempts, extra, err := settleShard(cases, wk.execs, s.Dir)
+	kept, attempts, extra, err := settleShard(wk.ctx, cases, wk.execs, s.Dir)
 	if err != nil {
 		return err
 	}

@@ -55,3 +55,11 @@ func Markdown(s string) string {
 }
 
 var markdown = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "|", `\|`)
+
+// Trunc is s cut to at most n runes, the last of them "…" when it was cut.
+func Trunc(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

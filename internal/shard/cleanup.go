@@ -1,4 +1,4 @@
-// Package shard owns a shard's life on a Slurm submit host (seed-spec §3.5–§3.8, §6, §9,
+// Package shard owns a shard's life on a Slurm submit host (docs/seed-spec.md §3.5–§3.8, §6, §9,
 // §11): the stage on shared storage, the allocation, the steps run on it, and the cleanup
 // that always follows — cancel the allocation and confirm it is gone, collect every result
 // row, remove the stage — idempotently, from execute, finalize or recover.
@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -176,7 +177,7 @@ func (s *Slurm) jobsByToken(ctx context.Context, root, token string, deadline ti
 // scancel that the controller accepted (a failed scancel is sent again at every poll).
 const resendEvery = 10 * time.Second
 
-// Cleanup is the seed's cleanup (seed-spec §3.7): scancel each allocation, then poll the
+// Cleanup is the seed's cleanup (docs/seed-spec.md §3.7): scancel each allocation, then poll the
 // user's job list until it is gone, logging every poll to cleanup.log. The poll interval
 // starts at 10 ms and grows by half up to 1 s (the seed sleeps a fixed second), bounded by
 // timeout. Then the jobs tagged with token that allocation.log did not name (execute died
@@ -205,7 +206,7 @@ func (s *Slurm) Cleanup(ctx context.Context, root string, timeout int, token str
 		return fmt.Errorf("looking for allocations tagged %s: %v; retaining staged evidence", token, err)
 	}
 	for _, id := range ids {
-		if !contains(jobs, id) {
+		if !slices.Contains(jobs, id) {
 			if err := s.release(ctx, root, id, timeout); err != nil {
 				return err
 			}
@@ -236,7 +237,7 @@ func (s *Slurm) release(ctx context.Context, root, job string, timeout int) erro
 		if err := logLine(fmt.Sprintf("job=%s rc=%d active=%s error=%s\n", job, rc, pyjson.Repr(out), pyjson.Repr(errOut))); err != nil {
 			return err
 		}
-		if rc == 0 && !contains(strings.Fields(out), job) {
+		if rc == 0 && !slices.Contains(strings.Fields(out), job) {
 			return nil
 		}
 		s.sleep(interval)
@@ -260,15 +261,6 @@ func appendFile(path, text string) error {
 		return err
 	}
 	return f.Close()
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // jobStates names how an allocation that ended on its own ended, in the words a user acts on.

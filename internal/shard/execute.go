@@ -10,12 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/files"
 	imagepkg "github.com/semianalysis/opx/internal/image"
 	"github.com/semianalysis/opx/internal/manifest"
@@ -55,12 +55,12 @@ func checkID(what, v string) error {
 	return nil
 }
 
-// Execute runs one shard (seed-spec §6). It returns the process exit code's cause: nil on
+// Execute runs one shard (docs/seed-spec.md §6). It returns the process exit code's cause: nil on
 // success; the finalize error when cleanup failed (status.json is then not written).
 // prepare checks everything that can be known before anything is made; a dry run prints
 // the steps prepare planned, execute performs the same steps.
 func Execute(ctx context.Context, o Options) error {
-	r, err := prepare(o)
+	r, err := prepare(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ type execution struct {
 // prepare turns the options, the manifest and the platform entry into the shard's plan,
 // checking on the way every input that can be known wrong before anything is created or
 // allocated. It reads, and creates nothing.
-func prepare(o Options) (*execution, error) {
+func prepare(ctx context.Context, o Options) (*execution, error) {
 	for _, c := range []struct{ what, v string }{{"run id", o.RunID}, {"attempt", o.Attempt}, {"shard id", o.Shard}} {
 		if err := checkID(c.what, c.v); err != nil {
 			return nil, err
@@ -100,7 +100,7 @@ func prepare(o Options) (*execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	cell, err := loadCell(o)
+	cell, err := loadCell(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -154,8 +154,8 @@ func errExists(root string) error {
 }
 
 // loadCell reads the manifest and returns the shard's cell, checked.
-func loadCell(o Options) (*manifest.Cell, error) {
-	m, err := manifest.Load(context.Background(), o.Manifest)
+func loadCell(ctx context.Context, o Options) (*manifest.Cell, error) {
+	m, err := manifest.Load(ctx, o.Manifest)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +293,7 @@ func (r *execution) reportRelease() {
 }
 
 // checkBase returns the stage base with the symlinks above it resolved, after checking it
-// is ours alone — a real directory, owned by us, no group or other bits (seed-spec §6 step
+// is ours alone — a real directory, owned by us, no group or other bits (docs/seed-spec.md §6 step
 // 7) — and that nobody else could swap it: every directory above it is owned by root or us
 // and, when others may write it, sticky. create makes the base when it is missing (a dry
 // run only checks one that is there).
@@ -500,7 +500,7 @@ func (r *execution) findNCU(ctx context.Context, s Step) string {
 // first. (The stage's own name is run id, attempt and shard id: plain names.)
 func MountableStage(base string) error {
 	if strings.ContainsAny(base, ":,") {
-		return fmt.Errorf("the stage base %s holds ':' or ',', which pyxis cannot mount (--container-mounts); choose a storage root without them", catalog.Show(base))
+		return fmt.Errorf("the stage base %s holds ':' or ',', which pyxis cannot mount (--container-mounts); choose a storage root without them", safe.Text(base))
 	}
 	return nil
 }
@@ -513,14 +513,14 @@ func masterPort(job, id string) string {
 	return strconv.Itoa(manifest.MasterPort(job, id))
 }
 
-func in(s string, list ...string) bool { return contains(list, s) }
+func in(s string, list ...string) bool { return slices.Contains(list, s) }
 
-// NCUSearch is the seed's Nsight Compute search (seed-spec §2.2).
+// NCUSearch is the seed's Nsight Compute search (docs/seed-spec.md §2.2).
 const NCUSearch = "ls -d /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/nsight-compute*/ncu /opt/nvidia/nsight-compute*/ncu $(command -v ncu) 2>/dev/null | xargs -r readlink -f | sort -u"
 
 var digitsRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\d+`) })
 
-// PickNCU is the seed's pick_ncu (seed-spec §3.4).
+// PickNCU is the seed's pick_ncu (docs/seed-spec.md §3.4).
 func PickNCU(paths []string) string {
 	version := func(p string) []int {
 		name := filepath.Base(filepath.Dir(p))

@@ -15,14 +15,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/safe"
 )
 
-// Finalize is the seed's finalize (seed-spec §9): cancel and confirm, copy results out of
+// Finalize is the seed's finalize (docs/seed-spec.md §9): cancel and confirm, copy results out of
 // the stage, remove the stage. A missing root is a no-op. Idempotent.
 func Finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int) error {
 	return finalize(ctx, s, root, cleanupSeconds, true)
@@ -37,7 +37,7 @@ func finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int, by
 	execPath := filepath.Join(root, "execution.json")
 	var ex *manifest.Execution
 	if _, err := os.Stat(execPath); err == nil {
-		if ex, err = manifest.ReadExecution(execPath); err != nil {
+		if ex, err = manifest.ReadExecution(ctx, execPath); err != nil {
 			return err
 		}
 	}
@@ -129,11 +129,11 @@ func checkStage(ex *manifest.Execution) error {
 	stage := ex.Stage
 	base := filepath.Dir(stage)
 	if !filepath.IsAbs(stage) || filepath.Clean(stage) != stage {
-		return fmt.Errorf("stage %s is not a clean absolute path", catalog.Show(stage))
+		return fmt.Errorf("stage %s is not a clean absolute path", safe.Text(stage))
 	}
 	if filepath.Base(base) != fmt.Sprintf(".operatorx-%d", os.Getuid()) ||
 		!strings.HasPrefix(filepath.Base(stage), ex.RunID+"-"+ex.Attempt+"-"+ex.ShardID()+"-") {
-		return fmt.Errorf("stage %s is not a stage of shard %s under .operatorx-%d", catalog.Show(stage), ex.ShardID(), os.Getuid())
+		return fmt.Errorf("stage %s is not a stage of shard %s under .operatorx-%d", safe.Text(stage), ex.ShardID(), os.Getuid())
 	}
 	if up, err := filepath.EvalSymlinks(filepath.Dir(base)); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -205,14 +205,14 @@ func StageBase(profile *pyjson.Object, runner platform.Runner, getenv func(strin
 			tmp = "/tmp"
 		}
 		if !filepath.IsAbs(tmp) {
-			return "", fmt.Errorf("TMPDIR=%s is not an absolute path", catalog.Show(tmp))
+			return "", fmt.Errorf("TMPDIR=%s is not an absolute path", safe.Text(tmp))
 		}
 		return filepath.Join(tmp, fmt.Sprintf(".operatorx-%d", os.Getuid())), nil
 	}
 	return base, err
 }
 
-// SharedBase is the seed's shared_base (seed-spec §3.8): <first usable root>/.operatorx-<uid>.
+// SharedBase is the seed's shared_base (docs/seed-spec.md §3.8): <first usable root>/.operatorx-<uid>.
 func SharedBase(profile *pyjson.Object, runner platform.Runner, getenv func(string) string) (string, error) {
 	var roots []string
 	switch {
@@ -254,16 +254,16 @@ func SharedBase(profile *pyjson.Object, runner platform.Runner, getenv func(stri
 	for _, r := range roots {
 		if !filepath.IsAbs(r) {
 			// a relative root would stage wherever execute, finalize or the node happen to run
-			return "", fmt.Errorf("platform entry for %s: storage root %s is not an absolute path", runner.Label, catalog.Show(r))
+			return "", fmt.Errorf("platform entry for %s: storage root %s is not an absolute path", runner.Label, safe.Text(r))
 		}
 		fi, err := os.Stat(r)
 		switch {
 		case err != nil:
-			why = append(why, catalog.Show(r)+" does not exist")
+			why = append(why, safe.Text(r)+" does not exist")
 		case !fi.IsDir():
-			why = append(why, catalog.Show(r)+" is not a directory")
+			why = append(why, safe.Text(r)+" is not a directory")
 		case !writable(r):
-			why = append(why, catalog.Show(r)+" is not writable by this user")
+			why = append(why, safe.Text(r)+" is not writable by this user")
 		default:
 			return filepath.Join(r, fmt.Sprintf(".operatorx-%d", os.Getuid())), nil
 		}
@@ -282,7 +282,7 @@ func writable(dir string) bool {
 	return syscall.Access(dir, 0o2|0o1) == nil
 }
 
-// Recover is the seed's recover (seed-spec §11): finalize every execution of run_id on this
+// Recover is the seed's recover (docs/seed-spec.md §11): finalize every execution of run_id on this
 // runner found under artifacts, after checking it belongs here. Beyond the seed it also
 // recovers the local runner's executions (their stage base is StageBase's).
 func Recover(ctx context.Context, s *Slurm, artifacts, runID string, runner platform.Runner, profile *pyjson.Object, getenv func(string) string, cleanupSeconds int) (int, error) {
@@ -308,7 +308,7 @@ func Recover(ctx context.Context, s *Slurm, artifacts, runID string, runner plat
 	}
 	n := 0
 	for _, path := range found {
-		ex, err := manifest.ReadExecution(path)
+		ex, err := manifest.ReadExecution(ctx, path)
 		if err != nil {
 			return n, err
 		}

@@ -368,7 +368,7 @@ func TestLocalRanksDieWithTheirParent(t *testing.T) {
 		}
 		var stage string
 		waitFor(t, "a checkpointed row in the stage", 60*time.Second, func() bool {
-			ex, err := manifest.ReadExecution(filepath.Join(out, "execution.json"))
+			ex, err := manifest.ReadExecution(t.Context(), filepath.Join(out, "execution.json"))
 			if err != nil {
 				return false
 			}

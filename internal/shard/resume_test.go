@@ -27,10 +27,10 @@ type ledgerFile struct {
 	Complete bool
 	Totals   struct {
 		Cases, Measured, Missing int
-		GPUSeconds         float64 `json:"gpu_seconds"`
-		Failed             float64 `json:"failed_attempts_gpu_seconds"`
-		Retries            float64 `json:"retries_gpu_seconds"`
-		Superseded         float64 `json:"superseded_gpu_seconds"`
+		GPUSeconds               float64 `json:"gpu_seconds"`
+		Failed                   float64 `json:"failed_attempts_gpu_seconds"`
+		Retries                  float64 `json:"retries_gpu_seconds"`
+		Superseded               float64 `json:"superseded_gpu_seconds"`
 	}
 	Attempts []struct {
 		Shard, Dir, Outcome string
@@ -81,7 +81,7 @@ func TestResumeRunsOnlyTheMissingCasesOnSlurm(t *testing.T) {
 	// kill it, SIGKILL, once the first attempt checkpointed two rows
 	waitFor(t, "two checkpointed rows", 90*time.Second, func() bool {
 		stages, _ := filepath.Glob(filepath.Join(c.stageRoot, ".operatorx-*", "77-1-*", "results"))
-		return len(stages) == 1 && summary.RowsIn(stages[0]) >= 2
+		return len(stages) == 1 && summary.RowsIn(t.Context(), stages[0]) >= 2
 	})
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
@@ -310,7 +310,7 @@ func BenchmarkResumeAgainstWholeRerun(b *testing.B) {
 		deadline := time.Now().Add(120 * time.Second)
 		for time.Now().Before(deadline) {
 			stages, _ := filepath.Glob(filepath.Join(c.stageRoot, ".operatorx-*", "77-1-*", "results"))
-			if len(stages) == 1 && summary.RowsIn(stages[0]) >= n/2 {
+			if len(stages) == 1 && summary.RowsIn(b.Context(), stages[0]) >= n/2 {
 				break
 			}
 			time.Sleep(20 * time.Millisecond)

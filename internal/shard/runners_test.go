@@ -4,7 +4,7 @@ package shard_test
 // flags cannot be accepted by the loopback Slurm, so these tests put RECORDING FAKES of
 // salloc, srun, scancel, squeue and scontrol first on PATH. The fakes log every argv and srun's
 // environment; the tests then check the exact command lines and environment opx execute
-// produces for each runner and mode — against a table written from seed-spec §6 and, when
+// produces for each runner and mode — against a table written from docs/seed-spec.md §6 and, when
 // ../shared is present, against the seed's own execute run on the same fakes.
 
 import (
@@ -127,15 +127,14 @@ var nine = []runnerCase{
 }
 
 type recorded struct {
-	dir          string
-	cfg, toml    string
-	tl           string
-	seedRef      string
-	stageRoot    string
-	fakes        *fakes
-	nvidia, amd  string
-	opxArm64     string
-	testlistJSON string
+	dir         string
+	cfg, toml   string
+	tl          string
+	seedRef     string
+	stageRoot   string
+	fakes       *fakes
+	nvidia, amd string
+	opxArm64    string
 }
 
 func newRecorded(t *testing.T) *recorded {
@@ -200,7 +199,7 @@ func (r *recorded) runOpx(t *testing.T, m, id, out string, env ...string) []call
 
 func normalize(t *testing.T, calls []call, out string) []call {
 	t.Helper()
-	ex, err := manifest.ReadExecution(filepath.Join(out, "execution.json"))
+	ex, err := manifest.ReadExecution(t.Context(), filepath.Join(out, "execution.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,8 +230,6 @@ func find(calls []call, pred func(c call) bool) []call {
 	return out
 }
 
-func isBench(c call) bool { return c.argv[0] == "timeout" || slices.Contains(c.argv, "rank") }
-
 // benchCall is the benchmark srun (run by the real timeout, so it is logged as srun).
 func benchCall(t *testing.T, calls []call) call {
 	t.Helper()
@@ -260,7 +257,7 @@ func TestNineRunnersCommandLines(t *testing.T) {
 				}
 				digest := image[strings.LastIndex(image, "@")+1:]
 				key := planKey(image, digest, plat)
-				ex, err := manifest.ReadExecution(filepath.Join(out, "execution.json"))
+				ex, err := manifest.ReadExecution(t.Context(), filepath.Join(out, "execution.json"))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -429,7 +429,7 @@ func TestRunLocalDefault(t *testing.T) {
 		if code, ok := status(t, filepath.Join(dir, "shards", id)); !ok || code != 0 {
 			t.Errorf("%s status.json exit %d (present %v)", id, code, ok)
 		}
-		ex, err := manifest.ReadExecution(filepath.Join(dir, "shards", id, "execution.json"))
+		ex, err := manifest.ReadExecution(t.Context(), filepath.Join(dir, "shards", id, "execution.json"))
 		if err != nil {
 			t.Fatal(err)
 		}

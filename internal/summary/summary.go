@@ -1,4 +1,4 @@
-// Package summary is `opx summarize`'s shard report (seed-spec §10): the newest attempt of
+// Package summary is `opx summarize`'s shard report (docs/seed-spec.md §10): the newest attempt of
 // each shard found in a run's artifacts, its result rows counted by status, and the
 // coverage report and markdown table the workflow puts in its step summary. Each shard's
 // status and the report's success are the verdict's (internal/verdict), which
@@ -20,7 +20,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/semianalysis/opx/internal/files"
@@ -180,7 +179,7 @@ func walkExecutions(ctx context.Context, artifacts string) (map[string][]found, 
 		if d.IsDir() || d.Name() != "execution.json" {
 			return nil
 		}
-		ex, err := manifest.ReadExecutionHead(path)
+		ex, err := manifest.ReadExecutionHead(ctx, path)
 		if err != nil {
 			return err
 		}
@@ -190,11 +189,11 @@ func walkExecutions(ctx context.Context, artifacts string) (map[string][]found, 
 			mismatch = true
 			return fs.SkipAll
 		}
-		attempt, err := pyInt(ex.Attempt)
+		attempt, err := pyjson.ParseInt(ex.Attempt)
 		if err != nil {
 			return fmt.Errorf("%s: attempt %s is not an integer", path, pyjson.Repr(ex.Attempt))
 		}
-		latest[ex.ShardID()] = append(latest[ex.ShardID()], found{attempt: attempt, dir: filepath.Dir(path), runID: ex.RunID, sha: ex.SourceSHA})
+		latest[ex.ShardID()] = append(latest[ex.ShardID()], found{attempt: int(attempt), dir: filepath.Dir(path), runID: ex.RunID, sha: ex.SourceSHA})
 		return nil
 	})
 	if mismatch {
@@ -215,15 +214,6 @@ func settle(ctx context.Context, s *Shard, each func(string, *pyjson.Object) err
 	var err error
 	s.Ended, s.Exited0, err = exitCode(ctx, filepath.Join(s.Dir, "status.json"))
 	return err
-}
-
-// pyInt is Python's int() of a string: surrounding whitespace, a sign, '_' between digits.
-func pyInt(s string) (int, error) {
-	t := strings.TrimSpace(s)
-	if strings.Contains(t, "__") || strings.HasPrefix(strings.TrimLeft(t, "+-"), "_") || strings.HasSuffix(t, "_") {
-		return 0, errors.New("invalid")
-	}
-	return strconv.Atoi(strings.ReplaceAll(t, "_", ""))
 }
 
 // eachResults hands each results file of an execution that summarize does not count
@@ -381,13 +371,13 @@ func ExitZero(x pyjson.Value) bool {
 // RowsIn counts the result rows in the *.json files under dir, skipping files that are
 // not (yet) results documents: it is the progress count of a running shard, whose rank 0
 // rewrites its results file atomically after every op.
-func RowsIn(dir string) int {
+func RowsIn(ctx context.Context, dir string) int {
 	n := 0
 	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(d.Name(), ".json") {
 			return nil
 		}
-		if st, err := Statuses(context.Background(), path); err == nil {
+		if st, err := Statuses(ctx, path); err == nil {
 			n += len(st)
 		}
 		return nil

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 // phase, shards done of N (and running), cases done of M, elapsed — a few times a second;
 // otherwise (CI logs) it writes plain lines: each shard's start, phases and end.
 type progress struct {
+	ctx         context.Context // the run's: ends the reads a redraw makes
 	mu          sync.Mutex
 	w           io.Writer
 	tty         bool
@@ -39,8 +41,8 @@ type shardProgress struct {
 	stage        string
 }
 
-func newProgress(w io.Writer, tty bool, shards, cases int) *progress {
-	p := &progress{w: w, tty: tty, start: time.Now(), shards: shards, cases: cases, phase: "plan",
+func newProgress(ctx context.Context, w io.Writer, tty bool, shards, cases int) *progress {
+	p := &progress{ctx: ctx, w: w, tty: tty, start: time.Now(), shards: shards, cases: cases, phase: "plan",
 		running: map[string]*shardProgress{}, stop: make(chan struct{}), stopped: make(chan struct{})}
 	if tty {
 		go p.loop()
@@ -74,10 +76,10 @@ func (p *progress) draw() {
 	casesNow := p.doneCases
 	for _, s := range p.running {
 		if s.stage == "" {
-			s.stage = stageOf(s.out)
+			s.stage = p.stageOf(s.out)
 		}
 		if s.stage != "" {
-			casesNow += min(s.cases, summary.RowsIn(filepath.Join(s.stage, "results")))
+			casesNow += min(s.cases, summary.RowsIn(p.ctx, filepath.Join(s.stage, "results")))
 		}
 	}
 	line := fmt.Sprintf("opx run: [%s] shard %d/%d", p.phase, min(p.done+len(p.running), p.shards), p.shards)
@@ -90,8 +92,8 @@ func (p *progress) draw() {
 }
 
 // stageOf reads the stage path execute recorded in out/execution.json ("" until it is there).
-func stageOf(out string) string {
-	ex, err := manifest.ReadExecution(filepath.Join(out, "execution.json"))
+func (p *progress) stageOf(out string) string {
+	ex, err := manifest.ReadExecution(p.ctx, filepath.Join(out, "execution.json"))
 	if err != nil {
 		return ""
 	}

@@ -32,7 +32,7 @@ func TestProgressStatusLine(t *testing.T) {
 	os.WriteFile(filepath.Join(stage, "results", "cpu", "local", "r.json"), []byte(`{"rows": [{"status": "ok"}, {"status": "unsupported"}]}`), 0o644)
 
 	var tty bytes.Buffer
-	p := newProgress(&tty, true, 0, 0)
+	p := newProgress(t.Context(), &tty, true, 0, 0)
 	p.mu.Lock()
 	p.shards, p.cases = 3, 9
 	p.mu.Unlock()
@@ -55,7 +55,7 @@ func TestProgressStatusLine(t *testing.T) {
 	}
 
 	var plain bytes.Buffer
-	p = newProgress(&plain, false, 3, 9)
+	p = newProgress(t.Context(), &plain, false, 3, 9)
 	p.shardStarted("s1", 1, 4, out)
 	p.shardPhase("s1", "allocation")
 	p.shardDone("s1", 4, "done", time.Second)
@@ -69,7 +69,7 @@ func TestProgressStatusLine(t *testing.T) {
 // the status line first and redraws it after: the two never run together.
 func TestOtherOutputClearsTheStatusLine(t *testing.T) {
 	var tty bytes.Buffer
-	p := newProgress(&tty, true, 2, 4)
+	p := newProgress(t.Context(), &tty, true, 2, 4)
 	p.mu.Lock()
 	p.draw()
 	p.mu.Unlock()

@@ -28,7 +28,7 @@ func runResume(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	s := newSweep(o, dir)
+	s := newSweep(ctx, o, dir)
 	defer s.pr.finish()
 	if _, err := os.Stat(s.mpath); err != nil {
 		return fmt.Errorf("--resume %s: no operatorx-manifest.json in it (is it an opx run directory?)", o.Resume)

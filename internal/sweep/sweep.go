@@ -84,7 +84,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	planned := false
 	defer func() { release(planned) }()
-	s := newSweep(o, dir)
+	s := newSweep(ctx, o, dir)
 	defer s.pr.finish()
 	s.p.Out = s.mpath
 	if s.p.SourceSHA == "unknown" { // not given: the commit of the checkout opx runs in, if any
@@ -100,9 +100,9 @@ func Run(ctx context.Context, o Options) error {
 	return s.executeAndFinish(ctx)
 }
 
-func newSweep(o Options, dir string) *sweep {
+func newSweep(ctx context.Context, o Options, dir string) *sweep {
 	s := &sweep{o: o, dir: dir, shards: filepath.Join(dir, "shards"), mpath: filepath.Join(dir, "operatorx-manifest.json"),
-		p: o.Plan, pr: newProgress(o.Stderr, o.Terminal, 0, 0)}
+		p: o.Plan, pr: newProgress(ctx, o.Stderr, o.Terminal, 0, 0)}
 	s.exec = s.mpath
 	return s
 }
@@ -198,7 +198,7 @@ func (s *sweep) shard(ctx context.Context, reg *platform.Registry, cell *manifes
 	if err != nil {
 		state = "failed: " + safe.OneLine(err.Error())
 	}
-	s.pr.shardDone(cell.ID, summary.RowsIn(filepath.Join(out, "results")), state, time.Since(t0))
+	s.pr.shardDone(cell.ID, summary.RowsIn(ctx, filepath.Join(out, "results")), state, time.Since(t0))
 }
 
 // finish writes the summary, the case ledger, the report and run.json, and prints the

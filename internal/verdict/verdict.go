@@ -12,7 +12,6 @@ package verdict
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 )
 
@@ -112,9 +111,6 @@ func (t Tally) Plus(u Tally) Tally {
 // Cases is how many cases were counted.
 func (t Tally) Cases() int { return t.Measured + t.Unsupported + t.Error + t.Missing }
 
-// Answered is how many cases need no rerun: measured or unsupported.
-func (t Tally) Answered() int { return t.Measured + t.Unsupported }
-
 // Settled is whether no case is error or missing.
 func (t Tally) Settled() bool { return t.Error == 0 && t.Missing == 0 }
 
@@ -205,17 +201,6 @@ func (r *Run) Tally() Tally {
 	return t
 }
 
-// Backend is one backend's cases.
-func (r *Run) Backend(b string) Tally {
-	if t := r.by[b]; t != nil {
-		return *t
-	}
-	return Tally{}
-}
-
-// Backends are the run's backends, in the order their first case came.
-func (r *Run) Backends() []string { return slices.Clone(r.backends) }
-
 // Verdict is a run judged.
 type Verdict struct {
 	OK      bool
@@ -304,6 +289,3 @@ func (v Verdict) Line() string {
 	}
 	return "failed: " + strings.Join(parts, "; ")
 }
-
-// Why is the reasons alone, or "" when the run succeeded.
-func (v Verdict) Why() string { return strings.Join(v.Reasons, "; ") }

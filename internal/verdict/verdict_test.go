@@ -2,6 +2,7 @@ package verdict
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -111,13 +112,13 @@ func TestRunVerdict(t *testing.T) {
 		if c.v.OK != c.ok || c.v.Line() != c.line {
 			t.Errorf("%s: %v %q, want %v %q", c.name, c.v.OK, c.v.Line(), c.ok, c.line)
 		}
-		if (c.v.Word() == "success") != c.ok || (c.v.Class() == "good") != c.ok || (c.v.Why() == "") != c.ok {
-			t.Errorf("%s: word %s, class %s, why %q disagree with ok %v", c.name, c.v.Word(), c.v.Class(), c.v.Why(), c.ok)
+		if (c.v.Word() == "success") != c.ok || (c.v.Class() == "good") != c.ok || (len(c.v.Reasons) == 0) != c.ok {
+			t.Errorf("%s: word %s, class %s, reasons %q disagree with ok %v", c.name, c.v.Word(), c.v.Class(), c.v.Reasons, c.ok)
 		}
 	}
 	// the error-or-missing reason is in the reasons, said once in the line (by the tally)
 	v := run(map[string][]Outcome{"cpu": {Measured, Error}}, Failed)
-	if v.Why() != "1 of 2 cases error or missing (1 error, 0 missing); 1 of 1 shards did not succeed (a)" {
-		t.Errorf("why %q", v.Why())
+	if why := strings.Join(v.Reasons, "; "); why != "1 of 2 cases error or missing (1 error, 0 missing); 1 of 1 shards did not succeed (a)" {
+		t.Errorf("why %q", why)
 	}
 }

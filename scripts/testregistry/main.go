@@ -43,12 +43,13 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "address to listen on")
 	busybox := flag.String("busybox", "/bin/busybox", "a static busybox binary for the images' rootfs")
 	flag.Parse()
-	if err := run(*addr, *busybox); err != nil {
-		fmt.Fprintln(os.Stderr, "testregistry:", err)
-		os.Exit(1)
-	}
+	err := run(*addr, *busybox) // serves until killed: it returns only on failure
+	fmt.Fprintln(os.Stderr, "testregistry:", err)
+	os.Exit(1)
 }
 
+// run starts the registry, pushes the test images, prints its address and serves; it
+// returns only the error that stopped it.
 func run(addr, busybox string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
