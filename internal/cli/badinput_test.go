@@ -554,3 +554,41 @@ func TestBadInputCatalogue(t *testing.T) {
 		t.Errorf("the catalogue has %d inputs; keep at least 40", len(cases))
 	}
 }
+
+// An --out that is one of the command's inputs is refused before anything is read or
+// written (issue 30): the run stays readable.
+func TestOutputThatIsAnInputIsRefused(t *testing.T) {
+	dir := craftedRun(t, "300", map[int][3]float64{1: {100, 98, 102}})
+	m := filepath.Join(dir, "operatorx-manifest.json")
+	before, _ := os.ReadFile(m)
+	link := filepath.Join(t.TempDir(), "link.json")
+	os.Symlink(m, link)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"summarize", "--manifest", m, "--artifacts", filepath.Join(dir, "shards"), "--out", m}, "--out " + m + " is the run's manifest, an input"},
+		{[]string{"summarize", "--manifest", m, "--artifacts", filepath.Join(dir, "shards"), "--out", link}, "is the run's manifest, an input"},
+		{[]string{"summarize", "--manifest", m, "--artifacts", filepath.Join(dir, "shards"), "--out", filepath.Join(t.TempDir(), "s.json"), "--cases", m}, "--cases"},
+		{[]string{"export", dir, "--out", m}, "is the run's manifest, an input"},
+		{[]string{"report", dir, "--out", m}, "is the run's manifest, an input"},
+		{[]string{"export", dir, "--out", filepath.Join(dir, "shards", "s1", "status.json")}, "is a file of the run in " + dir + ", an input"},
+		{[]string{"report", dir, "--out", filepath.Join(dir, "shards", "s1", "results", "cpu", "local", "r.json")}, "is a file of the run in " + dir},
+		{[]string{"compare", dir, dir, "--json", m}, "--json " + m + " is the run's manifest"},
+	} {
+		r := runOpx(t, c.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+			t.Errorf("%v: exit %d %q, want 2 and %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+	if after, _ := os.ReadFile(m); string(after) != string(before) {
+		t.Error("the manifest was written over")
+	}
+	if r := runOpx(t, "export", dir, "--format", "csv"); r.code != 0 {
+		t.Errorf("the run is no longer readable: %d %s", r.code, r.stderr)
+	}
+	// a file of one's own beside the run is fine
+	if r := runOpx(t, "compare", dir, dir, "--json", filepath.Join(dir, "compare.json")); r.code != 0 {
+		t.Errorf("compare --json beside the run: %d %s", r.code, r.stderr)
+	}
+}

@@ -98,6 +98,13 @@ func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, 
 	if opt.New, err = compare.ParseFilter("--new-filter", o.newFilter); err != nil {
 		return &UsageError{err}
 	}
+	for i, m := range []string{o.baseManifest, o.newManifest} {
+		if m, err := results.Resolve(args[i], m); err == nil {
+			if err := files.NotAnInput("--json", o.jsonOut, m, args[i]); err != nil {
+				return &UsageError{err}
+			}
+		}
+	}
 	base, err := compare.Read(ctx, args[0], o.baseManifest, opt.Key, opt.Base)
 	if err != nil {
 		return fmt.Errorf("base: %w", err)

@@ -40,6 +40,9 @@ error saying which value it had), and the exit code is 1 when the run measured n
 			if err != nil {
 				return err
 			}
+			if err := files.NotAnInput("--out", out, m, args[0]); err != nil {
+				return &UsageError{err}
+			}
 			var v verdict.Verdict
 			write := func(w io.Writer) (err error) {
 				v, err = export.Write(c.Context(), m, args[0], format, w)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/report"
 	"github.com/semianalysis/opx/internal/results"
 )
@@ -46,6 +47,9 @@ stderr, and the exit code is 1 when the run measured nothing.`,
 			m, err := results.Resolve(dir, manifest)
 			if err != nil {
 				return err
+			}
+			if err := files.NotAnInput("--out", out, m, dir); err != nil {
+				return &UsageError{err}
 			}
 			v, err := report.WriteFile(c.Context(), out, m, dir)
 			if err != nil {

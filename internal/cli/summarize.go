@@ -38,6 +38,14 @@ and every attempt with its allocation's GPU-seconds. The verdict and the ledger'
 go to stderr, one line.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if cases == "" {
+				cases = filepath.Join(filepath.Dir(out), "operatorx-cases.json")
+			}
+			for flag, path := range map[string]string{"--out": out, "--cases": cases} {
+				if err := files.NotAnInput(flag, path, manifest, artifacts); err != nil {
+					return &UsageError{err}
+				}
+			}
 			run, err := results.Cover(c.Context(), manifest, artifacts)
 			if err != nil {
 				return err
@@ -45,9 +53,6 @@ go to stderr, one line.`,
 			rep := run.Summary
 			if err := files.WriteJSON(out, rep.Value()); err != nil {
 				return err
-			}
-			if cases == "" {
-				cases = filepath.Join(filepath.Dir(out), "operatorx-cases.json")
 			}
 			if err := results.WriteLedger(cases, artifacts, run.Ledger); err != nil {
 				return err

@@ -154,7 +154,7 @@ func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) (verdict.V
 		return verdict.Verdict{}, err
 	}
 	cw := csv.NewWriter(w)
-	if err := cw.Write(append(append([]string(nil), columns...), metrics...)); err != nil {
+	if err := cw.Write(neutral(append(append([]string(nil), columns...), metrics...))); err != nil {
 		return verdict.Verdict{}, err
 	}
 	record := make([]string, 0, len(columns)+len(metrics))
@@ -170,7 +170,7 @@ func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) (verdict.V
 					record = append(record, "")
 				}
 			}
-			if err := cw.Write(record); err != nil {
+			if err := cw.Write(neutral(record)); err != nil {
 				return err
 			}
 		}
@@ -181,6 +181,23 @@ func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) (verdict.V
 		return v, err
 	}
 	return v, cw.Error()
+}
+
+// neutral makes each cell of a CSV record safe to open in a spreadsheet (OWASP's rule for
+// CSV injection): a cell that starts with =, +, -, @, a tab or a carriage return and is not
+// a number gets a leading ', so "=cmd|' /C calc'!A0" from a results file is text, not a
+// formula; numbers, negative ones included, stay numbers.
+func neutral(record []string) []string {
+	for i, c := range record {
+		if c == "" || !strings.ContainsRune("=+-@\t\r", rune(c[0])) {
+			continue
+		}
+		if _, err := strconv.ParseFloat(c, 64); err == nil {
+			continue
+		}
+		record[i] = "'" + c
+	}
+	return record
 }
 
 // writeJSONL writes one object a row: the fixed columns (world_size and attempt as

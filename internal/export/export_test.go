@@ -43,3 +43,15 @@ func TestJudgedColumns(t *testing.T) {
 		t.Errorf("local runner: %q", got)
 	}
 }
+
+// A cell that a spreadsheet would run as a formula is made text; numbers stay numbers
+// (issue 30: an op type "=cmd|' /C calc'!A0" was written bare).
+func TestCSVCellsAreNeutral(t *testing.T) {
+	got := neutral([]string{"=cmd|' /C calc'!A0", "+1+1", "-2-3", "@SUM(A1)", "\tx", "\rx", "-3.5", "+2", "1e-3", "gemm", "", "-Infinity"})
+	want := []string{"'=cmd|' /C calc'!A0", "'+1+1", "'-2-3", "'@SUM(A1)", "'\tx", "'\rx", "-3.5", "+2", "1e-3", "gemm", "", "-Infinity"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("cell %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+}

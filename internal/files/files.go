@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/semianalysis/opx/internal/pyjson"
 )
@@ -83,4 +85,60 @@ func WriteAtomicFunc(path string, perm os.FileMode, write func(io.Writer) error)
 	}
 	ok = true
 	return nil
+}
+
+// NotAnInput refuses an output path that would overwrite what the command reads: the
+// run's manifest (the same file, through any link), or, inside one of the run directories
+// it reads, a file the reader of a run opens — an execution.json, status.json,
+// accounting.json, fingerprint-*.json or operatorx-manifest.json, or anything under a
+// results/ directory. flag names the output in the message. It is checked before anything
+// is read or written.
+func NotAnInput(flag, out, manifest string, dirs ...string) error {
+	if out == "" || out == "-" {
+		return nil
+	}
+	o := resolved(out)
+	if manifest != "" {
+		same := o == resolved(manifest)
+		if a, err := os.Stat(out); err == nil {
+			if b, err := os.Stat(manifest); err == nil && os.SameFile(a, b) {
+				same = true
+			}
+		}
+		if same {
+			return fmt.Errorf("%s %s is the run's manifest, an input: write elsewhere", flag, out)
+		}
+	}
+	for _, d := range dirs {
+		rel, err := filepath.Rel(resolved(d), o)
+		if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		base := parts[len(parts)-1]
+		read := slices.Contains(parts[:len(parts)-1], "results") ||
+			slices.Contains([]string{"execution.json", "status.json", "accounting.json", "operatorx-manifest.json"}, base) ||
+			(strings.HasPrefix(base, "fingerprint-") && strings.HasSuffix(base, ".json"))
+		if read {
+			return fmt.Errorf("%s %s is a file of the run in %s, an input: write elsewhere", flag, out, d)
+		}
+	}
+	return nil
+}
+
+// resolved is p absolute, with the links of what exists of it resolved: a link to the
+// manifest is the manifest.
+func resolved(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	if r, err := filepath.EvalSymlinks(a); err == nil {
+		return r
+	}
+	dir, base := filepath.Split(a)
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		return filepath.Join(r, base)
+	}
+	return a
 }

@@ -115,6 +115,7 @@ type Attempt struct {
 	// asked to run: success, unsupported, failed, or unfinished (no status.json: killed,
 	// or still running).
 	Outcome, Failure string
+	Exited0          bool // its status.json says exit 0
 	Cases, Rows      int // the cases it was asked to run, and its rows of requested cases
 	Accounted        bool
 	GPUs             int
@@ -289,6 +290,7 @@ func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*ex
 		e.status = o
 		code, _ := o.Get("exit_code")
 		e.exited0 = summary.ExitZero(code)
+		e.att.Exited0 = e.exited0
 		e.att.Outcome = verdict.Failed // settled over its cases by settleShard
 		if f, ok := o.Object("failure"); ok {
 			ph, _ := f.String("phase")

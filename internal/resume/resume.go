@@ -12,6 +12,7 @@ import (
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/verdict"
 )
 
 // Plan is a resume attempt: its manifest, the cases it reruns and why.
@@ -125,7 +126,7 @@ func rerun(cell *manifest.Cell, ledger []results.Case, attempts []results.Attemp
 
 // why says why a case is run again.
 func why(c results.Case, attempts []results.Attempt) string {
-	if c.Status == "error" {
+	if c.Outcome() == verdict.Error {
 		msg := c.Message
 		if msg == "" {
 			msg = "no message"
@@ -136,11 +137,11 @@ func why(c results.Case, attempts []results.Attempt) string {
 		return "missing: the shard never ran"
 	}
 	last := attempts[len(attempts)-1]
-	switch last.Outcome {
-	case "success":
-		return fmt.Sprintf("missing: attempt %d finished without a row for it", last.Attempt)
-	case "unfinished":
+	switch {
+	case last.Outcome == verdict.Unfinished:
 		return fmt.Sprintf("missing: attempt %d ended before it (killed: no status.json)", last.Attempt)
+	case last.Exited0:
+		return fmt.Sprintf("missing: attempt %d finished without a row for it", last.Attempt)
 	}
 	f := last.Failure
 	if f == "" {
