@@ -116,7 +116,7 @@ type Attempt struct {
 	// or still running).
 	Outcome, Failure string
 	Exited0          bool // its status.json says exit 0
-	Cases, Rows      int // the cases it was asked to run, and its rows of requested cases
+	Cases, Rows      int  // the cases it was asked to run, and its rows of requested cases
 	Accounted        bool
 	GPUs             int
 	Pending, Held    float64 // seconds waiting for the allocation, and holding it
