@@ -7,8 +7,12 @@ import (
 	"strings"
 )
 
-// dryJob stands for the job id salloc will grant.
-const dryJob = "$JOB"
+// dryJob stands for the job id salloc will grant; dryNCU for the Nsight Compute install
+// the search step will find (<root>/<version>/ncu; its root is mounted).
+const (
+	dryJob = "$JOB"
+	dryNCU = "$NCU_ROOT/$NCU_VERSION/ncu"
+)
 
 // dryRun prints what execute would do, step by step — the layout and the steps prepare
 // planned, which perform carries out — with each command line (shell-quoted) and each
@@ -57,13 +61,8 @@ func (r *execution) dryRun() error {
 			fmt.Fprintf(w, "\n%d. find Nsight Compute on the node (log %s)\n   %s\n", n, log, shellJoin(s.Argv))
 			fmt.Fprintf(w, "   the install it picks is added to --container-mounts and set as OPERATORX_NCU\n")
 		case "benchmark":
-			if r.searchesNCU() { // the variable the search sets is kept over the image's too
-				s.Argv = append([]string(nil), s.Argv...)
-				for i, a := range s.Argv {
-					if strings.HasPrefix(a, "--container-env=") {
-						s.Argv[i] = a + ",OPERATORX_NCU"
-					}
-				}
+			if r.searchesNCU() { // built as execute builds it once the search found an install
+				s = r.benchStep(dryJob, dryNCU)
 			}
 			fmt.Fprintf(w, "\n%d. benchmark (log %s)\n   %s\n", n, log, shellJoin(s.Argv))
 			printEnvDiff(w, r.o.Environ, s.Env)

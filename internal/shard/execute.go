@@ -292,45 +292,6 @@ func (r *execution) reportRelease() {
 	}
 }
 
-// checkBase returns the stage base with the symlinks above it resolved, after checking it
-// is ours alone — a real directory, owned by us, no group or other bits (docs/seed-spec.md §6 step
-// 7) — and that nobody else could swap it: every directory above it is owned by root or us
-// and, when others may write it, sticky. create makes the base when it is missing (a dry
-// run only checks one that is there).
-func checkBase(base string, create bool) (string, error) {
-	unsafe := func(err error) error { return fmt.Errorf("unsafe shared OperatorX stage directory %s", err) }
-	if !filepath.IsAbs(base) {
-		return "", fmt.Errorf("the stage base %s is not an absolute path", base)
-	}
-	if create {
-		if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
-			return "", err
-		}
-	}
-	if up, err := filepath.EvalSymlinks(filepath.Dir(base)); err == nil {
-		base = filepath.Join(up, filepath.Base(base))
-	} else if create {
-		return "", err
-	}
-	if err := files.CheckAncestors(base); err != nil && (create || !errors.Is(err, fs.ErrNotExist)) {
-		return "", unsafe(err)
-	}
-	var err error
-	if create {
-		err = files.MkdirPrivate(base)
-	} else if err = files.CheckPrivateDir(base); errors.Is(err, fs.ErrNotExist) {
-		err = nil
-	}
-	if err != nil {
-		var ue *files.UntrustedError
-		if errors.As(err, &ue) {
-			return "", unsafe(err)
-		}
-		return "", err
-	}
-	return base, nil
-}
-
 // command is the seed's command(): announce the phase, log the child's output, and on
 // failure show the log's tail.
 func (r *execution) command(ctx context.Context, argv []string, log string, env []string) error {
@@ -492,17 +453,6 @@ func (r *execution) findNCU(ctx context.Context, s Step) string {
 	found := strings.Fields(out)
 	_ = os.WriteFile(filepath.Join(r.root, s.Log), []byte(strings.Join(found, "\n")+"\n"), 0o644)
 	return PickNCU(found)
-}
-
-// MountableStage checks that pyxis can mount a stage under base (beyond the seed): pyxis
-// splits --container-mounts at ',' and each mount at ':', and rejects such a source at step
-// launch — after the allocation and the import. execute, its dry run and doctor refuse it
-// first. (The stage's own name is run id, attempt and shard id: plain names.)
-func MountableStage(base string) error {
-	if strings.ContainsAny(base, ":,") {
-		return fmt.Errorf("the stage base %s holds ':' or ',', which pyxis cannot mount (--container-mounts); choose a storage root without them", safe.Text(base))
-	}
-	return nil
 }
 
 // masterPort is MASTER_PORT for job; a dry run has no job yet and shows the formula.

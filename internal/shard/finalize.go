@@ -7,19 +7,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/pyjson"
-	"github.com/semianalysis/opx/internal/safe"
 )
 
 // Finalize is the seed's finalize (docs/seed-spec.md §9): cancel and confirm, copy results out of
@@ -121,40 +115,6 @@ func (c *cleanupRecord) done(change func(*manifest.Accounting)) {
 	_ = c.a.Write(c.path) // best effort: the cost's record, never a reason to keep a stage
 }
 
-// checkStage checks, before anything is removed, that an execution's stage is one execute
-// made: <canonical root>/.operatorx-<uid>/<run>-<attempt>-<shard>-XXXXXXXX, under a base
-// that is this user's alone (not a symlink, owned by us, mode 0700), and itself a real
-// directory when it is still there. A stage that fails any of these is kept.
-func checkStage(ex *manifest.Execution) error {
-	stage := ex.Stage
-	base := filepath.Dir(stage)
-	if !filepath.IsAbs(stage) || filepath.Clean(stage) != stage {
-		return fmt.Errorf("stage %s is not a clean absolute path", safe.Text(stage))
-	}
-	if filepath.Base(base) != fmt.Sprintf(".operatorx-%d", os.Getuid()) ||
-		!strings.HasPrefix(filepath.Base(stage), ex.RunID+"-"+ex.Attempt+"-"+ex.ShardID()+"-") {
-		return fmt.Errorf("stage %s is not a stage of shard %s under .operatorx-%d", safe.Text(stage), ex.ShardID(), os.Getuid())
-	}
-	if up, err := filepath.EvalSymlinks(filepath.Dir(base)); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // nothing left to remove
-		}
-		return err
-	} else if up != filepath.Dir(base) {
-		return fmt.Errorf("stage %s lies below a symlink (%s resolves to %s)", stage, filepath.Dir(base), up)
-	}
-	if err := files.CheckPrivateDir(base); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	if fi, err := os.Lstat(stage); err == nil && (!fi.IsDir() || fi.Mode()&fs.ModeSymlink != 0) {
-		return fmt.Errorf("stage %s is not a directory", stage)
-	}
-	return nil
-}
-
 // copyTree merges src into dst, overwriting files; symlinks are not followed or copied.
 func copyTree(src, dst string) error {
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
@@ -193,93 +153,6 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return os.Rename(tmp, dst)
-}
-
-// StageBase is where execute stages a shard: SharedBase, except that the local runner
-// stages under the system temp dir unless its entry says otherwise.
-func StageBase(profile *pyjson.Object, runner platform.Runner, getenv func(string) string) (string, error) {
-	base, err := SharedBase(profile, runner, getenv)
-	if runner.Label == platform.Local && err != nil {
-		tmp := getenv("TMPDIR") // os.TempDir's rule, from the environment opx was given
-		if tmp == "" {
-			tmp = "/tmp"
-		}
-		if !filepath.IsAbs(tmp) {
-			return "", fmt.Errorf("TMPDIR=%s is not an absolute path", safe.Text(tmp))
-		}
-		return filepath.Join(tmp, fmt.Sprintf(".operatorx-%d", os.Getuid())), nil
-	}
-	return base, err
-}
-
-// SharedBase is the seed's shared_base (docs/seed-spec.md §3.8): <first usable root>/.operatorx-<uid>.
-func SharedBase(profile *pyjson.Object, runner platform.Runner, getenv func(string) string) (string, error) {
-	var roots []string
-	switch {
-	case pyjson.Truthy(get(profile, "stage_dir")):
-		s, _ := profile.String("stage_dir")
-		roots = []string{s}
-	case runner.AMD():
-		rt := getenv("RUNNER_TEMP")
-		if rt == "" {
-			return "", errors.New("AMD staging requires the shared runner _work/_temp path (RUNNER_TEMP is not set)")
-		}
-		clean := filepath.Clean(rt)
-		if !filepath.IsAbs(rt) || filepath.Base(clean) != "_temp" || filepath.Base(filepath.Dir(clean)) != "_work" {
-			return "", errors.New("AMD staging requires the shared runner _work/_temp path")
-		}
-		roots = []string{filepath.Dir(filepath.Dir(clean))}
-	case runner.Family == "b300":
-		u, err := user.LookupId(strconv.Itoa(os.Getuid()))
-		if err != nil {
-			return "", fmt.Errorf("looking up this account's home: %w", err)
-		}
-		roots = []string{u.HomeDir}
-	case pyjson.Truthy(get(profile, "squash_dir")):
-		s, _ := profile.String("squash_dir")
-		roots = []string{filepath.Dir(s)}
-	default:
-		v, ok := profile.Get("storage_roots")
-		arr, isArr := v.([]pyjson.Value)
-		if !ok || !isArr {
-			return "", fmt.Errorf("platform entry for %s has no operator.storage_roots, stage_dir or squash_dir", runner.Label)
-		}
-		for _, r := range arr {
-			if s, ok := r.(string); ok {
-				roots = append(roots, s)
-			}
-		}
-	}
-	var why []string
-	for _, r := range roots {
-		if !filepath.IsAbs(r) {
-			// a relative root would stage wherever execute, finalize or the node happen to run
-			return "", fmt.Errorf("platform entry for %s: storage root %s is not an absolute path", runner.Label, safe.Text(r))
-		}
-		fi, err := os.Stat(r)
-		switch {
-		case err != nil:
-			why = append(why, safe.Text(r)+" does not exist")
-		case !fi.IsDir():
-			why = append(why, safe.Text(r)+" is not a directory")
-		case !writable(r):
-			why = append(why, safe.Text(r)+" is not writable by this user")
-		default:
-			return filepath.Join(r, fmt.Sprintf(".operatorx-%d", os.Getuid())), nil
-		}
-	}
-	if len(why) == 0 {
-		return "", errors.New("no writable shared storage root configured for this runner")
-	}
-	return "", fmt.Errorf("no writable shared storage root for this runner: %s", strings.Join(why, "; "))
-}
-
-func get(o *pyjson.Object, k string) pyjson.Value { v, _ := o.Get(k); return v }
-
-// writable is the seed's os.access(W_OK | X_OK): it asks the kernel, creating nothing
-// (execute --dry-run must not touch storage).
-func writable(dir string) bool {
-	return syscall.Access(dir, 0o2|0o1) == nil
 }
 
 // Recover is the seed's recover (docs/seed-spec.md §11): finalize every execution of run_id on this

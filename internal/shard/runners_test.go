@@ -554,6 +554,9 @@ func TestDryRunTouchesNothing(t *testing.T) {
 		"+NCCL_CUMEM_ENABLE=1",
 		"-NCCL_IB_HCA",
 		"copy " + r.opxArm64 + " -> ",
+		// the benchmark step as execute builds it once the search found an install: its
+		// root mounted, OPERATORX_NCU set and kept over the image's
+		`,$NCU_ROOT:$NCU_ROOT'`, ",OPERATORX_NCU --export=ALL", "+OPERATORX_NCU='$NCU_ROOT/$NCU_VERSION/ncu'",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("dry run output lacks %q:\n%s", want, text)
