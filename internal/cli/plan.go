@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -76,6 +77,9 @@ func newPlanCmd(env Env) *cobra.Command {
 			if len(missing) > 0 { // cobra's words; required unless --resume
 				return &UsageError{fmt.Errorf("required flag(s) %s not set", strings.Join(missing, ", "))}
 			}
+			if err := checkSourceSHA(c, o); err != nil {
+				return err
+			}
 			var costs []results.CaseCost
 			if x.estimateFrom != "" { // read before anything is written
 				var err error
@@ -99,6 +103,15 @@ func newPlanCmd(env Env) *cobra.Command {
 	f.StringVar(&x.resume, "resume", "", "a run's artifacts: plan only the cases they are missing (see above)")
 	f.StringVar(&x.manifest, "manifest", "", "with --resume: the run's manifest (default: the one in the artifacts)")
 	return c
+}
+
+// checkSourceSHA refuses an empty --source-sha: the manifest would record no commit, and
+// every shard's execute would have to be given the same nothing.
+func checkSourceSHA(c *cobra.Command, o *planOptions) error {
+	if c.Flags().Changed("source-sha") && strings.TrimSpace(o.SourceSHA) == "" {
+		return &UsageError{errors.New("--source-sha is empty: give the commit the sweep measures (git rev-parse HEAD), or leave the flag out")}
+	}
+	return nil
 }
 
 // planResume is plan --resume: the re-dispatch of what a run is missing.

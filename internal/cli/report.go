@@ -14,7 +14,7 @@ import (
 func newReportCmd(env Env) *cobra.Command {
 	var manifest, out string
 	c := &cobra.Command{
-		Use:   "report [RUN_DIR]",
+		Use:   "report RUN_DIR",
 		Short: "Write one self-contained HTML page of what a run measured",
 		Long: `Read a run's artifacts — the manifest and every shard's execution.json, status.json and
 results — and write one HTML file that needs nothing else (no network; CSS and script
@@ -35,12 +35,14 @@ The page's headline is the run's verdict, as every command words it; it also goe
 stderr, and the exit code is 1 when the run measured nothing.`,
 		Example: `  opx report .opx-run/20261202T124027Z
   opx report artifacts --manifest manifest/operatorx-manifest.json --out operatorx-report.html`,
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			dir := "."
-			if len(args) == 1 {
-				dir = args[0]
+		Args: func(_ *cobra.Command, args []string) error { // never the current directory by default
+			if len(args) != 1 {
+				return fmt.Errorf("report takes one run directory (an 'opx run --out' or downloaded artifacts), got %d arguments", len(args))
 			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			dir := args[0]
 			if out == "" {
 				out = filepath.Join(dir, "report.html")
 			}

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/semianalysis/opx/internal/safe"
@@ -197,7 +198,7 @@ func newRoot(ctx context.Context, env Env) *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &UsageError{err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &UsageError{suggestFlag(c, err)} })
 	cobra.EnableCommandSorting = false // the groups list their commands in the order a user needs them
 	root.Version = version.String()
 	root.SetVersionTemplate("{{.Version}}\n")
@@ -228,4 +229,50 @@ func newVersionCmd(env Env) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// suggestFlag adds "did you mean --NAME?" to an unknown-flag error when one of the
+// command's flags is within two edits of it (or starts with it), as cobra does for
+// commands.
+func suggestFlag(c *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	name, _, _ = strings.Cut(name, "=")
+	best, bestD := "", 3
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		d := editDistance(name, f.Name)
+		if strings.HasPrefix(f.Name, name) && d > 1 {
+			d = 1
+		}
+		if d < bestD {
+			best, bestD = f.Name, d
+		}
+	})
+	if best == "" {
+		return err
+	}
+	return fmt.Errorf("%w; did you mean --%s?", err, best)
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

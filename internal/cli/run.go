@@ -19,6 +19,9 @@ func runRun(ctx context.Context, env Env, c *cobra.Command, o *runOptions) error
 	if o.maxParallel < 1 {
 		return &UsageError{errors.New("--max-parallel must be at least 1")}
 	}
+	if err := checkSourceSHA(c, &o.plan); err != nil {
+		return err
+	}
 	if o.resume != "" {
 		for _, name := range []string{"out", "runner", "backends", "testlists", "world-sizes", "run-id", "attempt", "source-sha", "chunk-size", "mode", "testlist-dir", "containers", "recipes"} {
 			if c.Flags().Changed(name) {

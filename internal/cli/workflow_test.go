@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/semianalysis/opx/internal/platform"
 )
 
 const workflowPath = "../../.github/workflows/operatorx-sweep.yml"
@@ -190,5 +192,39 @@ func TestReleaseBinariesAreStatic(t *testing.T) {
 		if err != nil || strings.TrimSpace(string(out)) != want {
 			t.Errorf("version: %q %v, want %q", out, err, want)
 		}
+	}
+}
+
+// The workflow's runner choices are exactly the built-in cluster runners the planner
+// knows, in its order: a dispatch can never pick a label plan refuses.
+func TestWorkflowRunnerChoicesAreTheRegistry(t *testing.T) {
+	b, err := os.ReadFile(workflowPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var choices []string
+	in := false
+	for _, l := range strings.Split(string(b), "\n") {
+		switch t := strings.TrimSpace(l); {
+		case t == "runner:":
+			in = true
+		case in && strings.HasPrefix(t, "- "):
+			choices = append(choices, strings.TrimPrefix(t, "- "))
+		case in && len(choices) > 0:
+			in = false
+		}
+	}
+	reg, _, err := platform.LoadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, l := range reg.Labels() {
+		if l != platform.Local {
+			labels = append(labels, l)
+		}
+	}
+	if strings.Join(choices, " ") != strings.Join(labels, " ") {
+		t.Errorf("the workflow's runner choices\n  %v\nare not the planner's cluster runners\n  %v", choices, labels)
 	}
 }

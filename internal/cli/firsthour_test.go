@@ -1,0 +1,33 @@
+package cli
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The first hour's rough edges (issue 32), each a usage error (exit 2) with one line that
+// says what to do.
+func TestFirstHourUsageErrors(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "m.json")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--chunk-sise", "3"}, "unknown flag: --chunk-sise; did you mean --chunk-size?"},
+		{[]string{"compare", "a", "b", "--fail-on-regresion", "5"}, "did you mean --fail-on-regression?"},
+		{[]string{"plan", "--runner", "local", "--backends", "cpu", "--testlists", "cpu_smoke", "--world-sizes", "1", "--source-sha", "", "--out", out},
+			"--source-sha is empty: give the commit the sweep measures"},
+		{[]string{"run", "--source-sha", " "}, "--source-sha is empty"},
+		{[]string{"report"}, "report takes one run directory (an 'opx run --out' or downloaded artifacts), got 0 arguments"},
+	} {
+		r := runOpx(t, c.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+			t.Errorf("%v: exit %d %q, want 2 and %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+	// a flag too far from any is not guessed at
+	if r := runOpx(t, "run", "--zzzzzz"); r.code != 2 || strings.Contains(r.stderr, "did you mean") {
+		t.Errorf("--zzzzzz: exit %d %q", r.code, r.stderr)
+	}
+}
