@@ -225,3 +225,27 @@ func (c *Cell) Testlists() (names []string, shapes map[string][]pyjson.Value, er
 	sort.Strings(names)
 	return names, shapes, nil
 }
+
+// LetCasesGo drops the cell's cases' text, keeping how many there are, and gives what
+// else it holds its own copy of the text it was parsed from: a reader holding every
+// execution's head (the run reader holds them from the walk that finds them to the shard's
+// turn) keeps the cells' facts, not their shapes or the files they came from.
+func (c *Cell) LetCasesGo() {
+	for i := range c.Cases {
+		c.Cases[i].Shape = nil
+	}
+	if c.Raw == nil {
+		return
+	}
+	slim := pyjson.NewObject()
+	for _, m := range c.Raw.Members() {
+		if m.Key != "cases" {
+			slim.Set(m.Key, pyjson.Detach(m.Value))
+		}
+	}
+	c.Raw = slim
+	c.EngineArgs, c.Parallel = pyjson.Detach(c.EngineArgs), pyjson.Detach(c.Parallel)
+	for i := range c.Env {
+		c.Env[i].Value = pyjson.Detach(c.Env[i].Value)
+	}
+}

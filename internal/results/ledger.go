@@ -271,9 +271,12 @@ func (e *execRows) asked(ctx context.Context) (map[string]bool, error) {
 // status.json (its outcome), accounting.json (its cost) and fingerprints.
 func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*execRows, error) {
 	e := &execRows{ex: ex, att: Attempt{Shard: shardID, Attempt: ex.Attempt, Dir: ex.Dir, Outcome: "unfinished"}}
-	exe, err := manifest.ReadExecutionHead(ctx, filepath.Join(ex.Dir, "execution.json"))
-	if err != nil {
-		return nil, err
+	exe := ex.Head // summary.Find parsed it
+	if exe == nil {
+		var err error
+		if exe, err = manifest.ReadExecutionHead(ctx, filepath.Join(ex.Dir, "execution.json")); err != nil {
+			return nil, err
+		}
 	}
 	e.exe = exe
 	e.att.Cases = len(exe.Cell.Cases) * len(exe.Cell.Backends) // its distinct keys, unless a shape is listed twice

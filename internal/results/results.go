@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/semianalysis/opx/internal/counters"
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/fingerprint"
+	"github.com/semianalysis/opx/internal/par"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/sol"
@@ -223,37 +225,43 @@ func Stream(ctx context.Context, manifest, artifacts string, start func(*Run), r
 }
 
 // walk is Stream and Cover (opt says which: keep, missing); lean rows carry their key,
-// status and message only (no metrics, no label): what the ledger alone needs.
+// status and message only (no metrics, no label): what the ledger alone needs. The
+// shards are read — every file of every attempt parsed — on every core (par.Ordered),
+// and settled in manifest order: the ledger, the rows handed on and the first error are
+// those of a reading in order, and at most a few shards are held at a time.
 func walk(ctx context.Context, manifest, artifacts string, opt walker, start func(*Run), rows func(*Shard, []Row) error) error {
 	wk := &opt
-	wk.ctx, wk.manifest, wk.rows, wk.cur = ctx, manifest, rows, -1
+	wk.ctx, wk.manifest, wk.rows = ctx, manifest, rows
 	wk.run = &Run{Dir: artifacts, Manifest: manifest, Ledger: &Ledger{}}
 	start(wk.run)
-	var last *summary.Shard
-	rep, err := summary.SummarizeEach(ctx, manifest, artifacts, func(i int, s *summary.Shard, ex summary.Execution, path string, doc *pyjson.Object) error {
-		if i != wk.cur {
-			if last != nil {
-				if err := wk.flush(last); err != nil {
-					return err
-				}
-			}
-			if err := wk.begin(i, s); err != nil {
-				return err
-			}
-			last = s
-		}
-		return wk.file(ex, path, doc)
-	})
-	if err == nil && last != nil {
-		err = wk.flush(last)
-	}
+	rep, err := summary.Find(ctx, manifest, artifacts)
 	if err != nil {
 		return err
 	}
-	return wk.finish(rep)
+	run := wk.run
+	run.Summary = rep
+	run.Shards = make([]Shard, len(rep.Shards))
+	if wk.keep { // the ledger's cases: each shape once per backend (fewer when one is listed twice)
+		n := 0
+		for _, s := range rep.Shards {
+			n += len(s.Cell.Cases) * len(s.Cell.Backends)
+		}
+		run.Ledger.Cases = make([]Case, 0, n)
+	}
+	err = par.Ordered(ctx, len(rep.Shards), runtime.GOMAXPROCS(0), func(ctx context.Context, i int) (*shardRead, error) {
+		return readShard(ctx, &rep.Shards[i], manifest, wk.lean)
+	}, func(i int, r *shardRead) error {
+		return wk.settle(i, &rep.Shards[i], r)
+	})
+	if err != nil {
+		return err
+	}
+	run.Ledger.RunID, run.Ledger.SourceSHA = run.RunID, run.SourceSHA
+	rep.Success = run.Ledger.Verdict().OK
+	return nil
 }
 
-// walker is one reading of a run: the shard being read (all its attempts), and the ledger's parts.
+// walker is one reading of a run: what it keeps, and where it hands the rows.
 type walker struct {
 	ctx      context.Context
 	manifest string
@@ -262,75 +270,91 @@ type walker struct {
 	missing  func(*Shard, []Case) error // Stream: each shard's cases still to measure
 	rows     func(*Shard, []Row) error
 	run      *Run
-	parts    []ledgerPart // by shard index
-	cur      int          // the shard being read
-	w        *walked
-	execs    []*execRows
 }
 
-// begin starts shard i: every attempt's execution.json, status, accounting, fingerprints.
-func (wk *walker) begin(i int, s *summary.Shard) error {
-	wk.cur = i
-	wk.w = &walked{sh: Shard{Shard: *s, Software: map[string]string{}}, hosts: map[string]bool{}, versions: map[string]bool{}}
-	wk.execs = nil
+// shardRead is one shard as read from its files, not yet settled: its facts (those of
+// the execution summarize counts) and every execution with its rows.
+type shardRead struct {
+	w     *walked
+	cases []Case // its requested cases, keyed (CellCases), not yet settled
+	execs []*execRows
+	ended bool // the counted execution has a status.json
+	exit0 bool // which says exit 0
+}
+
+// readShard reads every file of every execution of a shard: execution.json (already
+// parsed by summary.Find), status, accounting, fingerprints and counters, then each
+// execution's results files, oldest attempt first.
+func readShard(ctx context.Context, s *summary.Shard, manifest string, lean bool) (*shardRead, error) {
+	r := &shardRead{w: &walked{sh: Shard{Shard: *s, Software: map[string]string{}}, hosts: map[string]bool{}, versions: map[string]bool{}}}
+	r.w.sh.Cell = nil
+	var err error
+	if r.cases, err = CellCases(s.Cell); err != nil { // keyed here, on every core
+		return nil, fmt.Errorf("%s: %v", manifest, err)
+	}
 	for _, ex := range s.Executions {
-		e, err := readAttempt(wk.ctx, s.ID, ex)
+		e, err := readAttempt(ctx, s.ID, ex)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		wk.execs = append(wk.execs, e)
+		r.execs = append(r.execs, e)
 		if ex.Dir == s.Dir {
-			if err := readMeta(&wk.w.sh, wk.run, e); err != nil {
-				return err
+			if err := readMeta(&r.w.sh, e); err != nil {
+				return nil, err
 			}
 		}
 	}
-	return nil
-}
-
-// file adds a results file's rows to its execution's.
-func (wk *walker) file(ex summary.Execution, path string, doc *pyjson.Object) error {
-	got, err := readResults(path, doc, wk.w, wk.lean)
-	if err != nil {
-		return err
-	}
-	for _, e := range wk.execs {
-		if e.ex.Dir == ex.Dir {
+	for _, e := range r.execs {
+		err := summary.Results(ctx, e.ex.Dir, func(path string, doc *pyjson.Object) error {
+			got, err := readResults(path, doc, r.w, lean)
 			e.rows = append(e.rows, got...)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if e.ex.Dir == s.Dir {
+			if r.ended, r.exit0, err = summary.Ended(ctx, e.ex.Dir); err != nil {
+				return nil, err
+			}
 		}
 	}
-	return nil
+	return r, nil
 }
 
-// flush settles the shard being read and hands its rows on.
-func (wk *walker) flush(s *summary.Shard) error {
-	cases, err := CellCases(s.Cell)
-	if err != nil {
-		return fmt.Errorf("%s: %v", wk.manifest, err)
+// settle decides shard i's cases from what was read, adds them to the ledger and hands
+// its rows on; s is the shard report's.
+func (wk *walker) settle(i int, s *summary.Shard, r *shardRead) error {
+	run := wk.run
+	for _, e := range r.execs {
+		if e.ex.Dir == s.Dir {
+			run.RunID, run.SourceSHA = e.exe.RunID, e.exe.SourceSHA
+		}
 	}
-	kept, attempts, extra, err := settleShard(wk.ctx, cases, wk.execs, s.Dir)
+	s.Ended, s.Exited0 = r.ended, r.exit0
+	cases := r.cases
+	s.Cell = nil // keyed: the cell's shapes are let go as the walk goes
+	kept, attempts, extra, err := settleShard(wk.ctx, cases, r.execs, s.Dir)
 	if err != nil {
 		return err
 	}
-	settleStatus(s, cases, wk.execs)
-	s.Cell, wk.w.sh.Cell = nil, nil // keyed: the cell's shapes are let go as the walk goes
-	for len(wk.parts) <= wk.cur {
-		wk.parts = append(wk.parts, ledgerPart{})
-	}
-	wk.parts[wk.cur] = ledgerPart{attempts: attempts, walked: wk.w, done: true}
-	wk.run.Ledger.Extra += len(extra)
-	if wk.keep {
-		wk.parts[wk.cur].cases = cases // settled in manifest order at the end
-	} else {
-		wk.run.Ledger.add(cases, false)
-	}
+	settleStatus(s, cases, r.execs)
+	sh := &r.w.sh
+	sh.Shard = *s // the counts and status as settled
+	sh.Hosts, sh.Versions = slices.Sorted(maps.Keys(r.w.hosts)), slices.Sorted(maps.Keys(r.w.versions))
+	run.Shards[i] = *sh
+	l := run.Ledger
+	l.Extra += len(extra)
+	l.add(cases, wk.keep)
+	l.Attempts = append(l.Attempts, attempts...)
+	l.tally.judge.Shard(s.ID, s.Status)
 	if len(kept)+len(extra) > 0 {
-		if err := wk.rows(&wk.w.sh, append(kept, extra...)); err != nil {
+		if err := wk.rows(&run.Shards[i], append(kept, extra...)); err != nil {
 			return err
 		}
 	}
 	if !wk.keep {
-		return wk.missingOf(cases)
+		return wk.missingOf(&run.Shards[i], cases)
 	}
 	return nil
 }
@@ -363,7 +387,7 @@ func settleStatus(s *summary.Shard, cases []Case, execs []*execRows) {
 }
 
 // missingOf hands the shard's cases still to measure to the missing callback.
-func (wk *walker) missingOf(cases []Case) error {
+func (wk *walker) missingOf(sh *Shard, cases []Case) error {
 	if wk.missing == nil {
 		return nil
 	}
@@ -376,45 +400,7 @@ func (wk *walker) missingOf(cases []Case) error {
 	if len(out) == 0 {
 		return nil
 	}
-	return wk.missing(&wk.w.sh, out)
-}
-
-// finish settles the shards no results file named and puts the run together.
-func (wk *walker) finish(rep *summary.Report) error {
-	run := wk.run
-	run.Summary = rep
-	run.Shards = make([]Shard, len(rep.Shards))
-	for i := range rep.Shards {
-		s := &rep.Shards[i]
-		if i >= len(wk.parts) || !wk.parts[i].done { // no results file in any attempt
-			if err := wk.begin(i, s); err != nil {
-				return err
-			}
-			if err := wk.flush(s); err != nil {
-				return err
-			}
-		}
-		p := wk.parts[i]
-		p.walked.sh.Shard = *s // the counts as summarize finished them
-		p.walked.sh.Hosts, p.walked.sh.Versions = slices.Sorted(maps.Keys(p.walked.hosts)), slices.Sorted(maps.Keys(p.walked.versions))
-		run.Shards[i] = p.walked.sh
-		if wk.keep {
-			run.Ledger.add(p.cases, true)
-		}
-		run.Ledger.Attempts = append(run.Ledger.Attempts, p.attempts...)
-		run.Ledger.tally.judge.Shard(s.ID, s.Status)
-	}
-	run.Ledger.RunID, run.Ledger.SourceSHA = run.RunID, run.SourceSHA
-	rep.Success = run.Ledger.Verdict().OK
-	return nil
-}
-
-// ledgerPart is one shard's part of the ledger.
-type ledgerPart struct {
-	cases    []Case
-	attempts []Attempt
-	walked   *walked
-	done     bool
+	return wk.missing(sh, out)
 }
 
 // walked is a shard being read: its facts, and the hosts and harness versions its results
@@ -425,9 +411,8 @@ type walked struct {
 }
 
 // readMeta fills in a shard's facts from the execution summarize counts.
-func readMeta(sh *Shard, run *Run, e *execRows) error {
+func readMeta(sh *Shard, e *execRows) error {
 	ex := e.exe
-	run.RunID, run.SourceSHA = ex.RunID, ex.SourceSHA
 	c := ex.Cell
 	sh.Runner, sh.Cluster, sh.Image, sh.Digest = c.Runner, c.Cluster, c.Image, c.Digest
 	sh.Mode, _ = c.Raw.String("mode") // "" when the cell has none, as the report shows it

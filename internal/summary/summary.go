@@ -24,6 +24,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
+	"github.com/semianalysis/opx/internal/par"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/safe"
 )
@@ -51,6 +52,7 @@ type Shard struct {
 type Execution struct {
 	Attempt int
 	Dir     string
+	Head    *manifest.Execution // its execution.json, the cell's cases left as their text
 }
 
 // Report is the coverage report.
@@ -82,19 +84,14 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 }
 
-// EachFile gets every results file of every attempt of each shard, parsed whole, with the
-// shard it belongs to (its index in the report) and the execution it is from: all of one
-// shard's files, its attempts oldest first, before the next shard's. Readers of the rows
-// (the case ledger, report, compare, export) see the files summarize reads, read once;
-// summarize counts the chosen execution's (s.Dir).
-type EachFile func(shard int, s *Shard, ex Execution, path string, doc *pyjson.Object) error
-
-// SummarizeEach reads the manifest and the artifacts tree, handing each results file it
-// counts to each (nil: the files are only counted, and only their tops built). Every file
-// is read with files.ReadJSON (regular files only, bounded, Python's JSON grammar), and
-// ctx ends the walk between files. The shards' statuses and the report's success are left
-// for the caller to settle (internal/results does, from the verdict).
-func SummarizeEach(ctx context.Context, manifestPath, artifacts string, each EachFile) (*Report, error) {
+// Find reads the manifest's outline and finds every execution of its shards under
+// artifacts (the seed's walk: every execution.json must belong to the manifest's run and
+// source SHA). Each shard of the report gets its executions, oldest first, and the one
+// summarize counts (the newest); its rows, how it ended and its status are read and
+// settled by the reader of the run (internal/results: Results, Ended, and the verdict).
+// Every file is read with files.ReadJSON (regular files only, bounded, Python's JSON
+// grammar); the executions' heads are parsed in parallel, and ctx ends the reading.
+func Find(ctx context.Context, manifestPath, artifacts string) (*Report, error) {
 	m, err := manifest.LoadOutline(ctx, manifestPath)
 	if err != nil {
 		return nil, err
@@ -115,35 +112,56 @@ func SummarizeEach(ctx context.Context, manifestPath, artifacts string, each Eac
 			f := newest(all)
 			rep.Shards[i].Attempt, rep.Shards[i].HasAttempt, rep.Shards[i].Dir = f.attempt, true, f.dir
 			for _, e := range all {
-				rep.Shards[i].Executions = append(rep.Shards[i].Executions, Execution{Attempt: e.attempt, Dir: e.dir})
-			}
-		}
-	}
-	for i := range rep.Shards {
-		s := &rep.Shards[i]
-		for _, ex := range s.Executions {
-			var fn func(string, *pyjson.Object) error
-			if each != nil {
-				fn = func(path string, doc *pyjson.Object) error { return each(i, s, ex, path, doc) }
-			}
-			var err error
-			if ex.Dir == s.Dir {
-				err = settle(ctx, s, fn)
-			} else if each != nil {
-				err = eachResults(ctx, ex.Dir, fn)
-			}
-			if err != nil {
-				return nil, err
+				rep.Shards[i].Executions = append(rep.Shards[i].Executions, Execution{Attempt: e.attempt, Dir: e.dir, Head: e.head})
 			}
 		}
 	}
 	return rep, nil
 }
 
+// Results hands each results file of an execution (every *.json under dir/results, in
+// lexical order: the seed's rglob) to each, parsed whole, once it is checked as the seed
+// checks it: an object with a "rows" list of objects, each with a status of ok,
+// unsupported or error.
+func Results(ctx context.Context, dir string, each func(path string, doc *pyjson.Object) error) error {
+	root := filepath.Join(dir, "results")
+	if _, err := os.Stat(root); err != nil {
+		return nil
+	}
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if d.IsDir() || !strings.HasSuffix(d.Name(), ".json") {
+			return nil
+		}
+		doc, statuses, err := statuses(ctx, path, math.MaxInt)
+		if err != nil {
+			return err
+		}
+		for _, st := range statuses {
+			if st != "ok" && st != "unsupported" && st != "error" {
+				return fmt.Errorf("invalid result status: %s", st)
+			}
+		}
+		return each(path, doc)
+	})
+}
+
+// Ended reads how an execution ended: whether it has a status.json, and whether that says
+// exit_code 0.
+func Ended(ctx context.Context, dir string) (ended, exited0 bool, err error) {
+	return exitCode(ctx, filepath.Join(dir, "status.json"))
+}
+
 type found struct {
 	attempt    int
 	dir        string
 	runID, sha string
+	head       *manifest.Execution
 }
 
 // newest is the execution summarize counts: the highest attempt, the first in lexical path
@@ -167,104 +185,52 @@ func walkExecutions(ctx context.Context, artifacts string) (map[string][]found, 
 	if fi, err := os.Stat(artifacts); err != nil || !fi.IsDir() {
 		return nil, nil, fmt.Errorf("artifacts directory %s: not found", artifacts)
 	}
-	var first *found // the first execution seen: every other must share its provenance
-	mismatch := false
-	err := filepath.WalkDir(artifacts, func(path string, d fs.DirEntry, err error) error {
+	var paths []string
+	walkErr := filepath.WalkDir(artifacts, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		if d.IsDir() || d.Name() != "execution.json" {
-			return nil
+		if !d.IsDir() && d.Name() == "execution.json" {
+			paths = append(paths, path)
 		}
-		ex, err := manifest.ReadExecutionHead(ctx, path)
-		if err != nil {
-			return err
+		return nil
+	})
+	var first *found // the first execution seen: every other must share its provenance
+	mismatch := errors.New("artifact provenance does not match the requested run")
+	// parsed on every core, taken in the walk's order: the first problem in that order is
+	// the one reported, as the seed's walk would meet it
+	err := par.Ordered(ctx, len(paths), 0, func(ctx context.Context, i int) (*manifest.Execution, error) {
+		ex, err := manifest.ReadExecutionHead(ctx, paths[i])
+		if err == nil {
+			ex.Cell.LetCasesGo() // held until its shard is read: its facts, not its shapes
 		}
+		return ex, err
+	}, func(i int, ex *manifest.Execution) error {
 		if first == nil {
 			first = &found{runID: ex.RunID, sha: ex.SourceSHA}
 		} else if ex.RunID != first.runID || ex.SourceSHA != first.sha {
-			mismatch = true
-			return fs.SkipAll
+			return mismatch
 		}
 		attempt, err := pyjson.ParseInt(ex.Attempt)
 		if err != nil {
-			return fmt.Errorf("%s: attempt %s is not an integer", path, pyjson.Repr(ex.Attempt))
+			return fmt.Errorf("%s: attempt %s is not an integer", paths[i], pyjson.Repr(ex.Attempt))
 		}
-		latest[ex.ShardID()] = append(latest[ex.ShardID()], found{attempt: int(attempt), dir: filepath.Dir(path), runID: ex.RunID, sha: ex.SourceSHA})
+		latest[ex.ShardID()] = append(latest[ex.ShardID()], found{attempt: int(attempt), dir: filepath.Dir(paths[i]), runID: ex.RunID, sha: ex.SourceSHA, head: ex})
 		return nil
 	})
-	if mismatch {
-		return nil, first, errors.New("artifact provenance does not match the requested run")
+	if errors.Is(err, mismatch) {
+		return nil, first, err
 	}
 	for _, all := range latest {
 		sort.SliceStable(all, func(i, j int) bool { return all[i].attempt < all[j].attempt })
 	}
+	if err == nil {
+		err = walkErr
+	}
 	return latest, first, err
-}
-
-// settle counts a found shard's rows and reads how its execution ended; its status is
-// the verdict's, settled from its cases by the reader of the run (internal/results).
-func settle(ctx context.Context, s *Shard, each func(string, *pyjson.Object) error) error {
-	if err := countRows(ctx, s, filepath.Join(s.Dir, "results"), each); err != nil {
-		return err
-	}
-	var err error
-	s.Ended, s.Exited0, err = exitCode(ctx, filepath.Join(s.Dir, "status.json"))
-	return err
-}
-
-// eachResults hands each results file of an execution that summarize does not count
-// (an older attempt) to each, parsed whole; it is checked as the counted ones are.
-func eachResults(ctx context.Context, dir string, each func(string, *pyjson.Object) error) error {
-	var s Shard
-	return countRows(ctx, &s, filepath.Join(dir, "results"), each)
-}
-
-// countRows counts the rows of every *.json under dir (seed: rglob("*.json")).
-func countRows(ctx context.Context, s *Shard, dir string, each func(string, *pyjson.Object) error) error {
-	if _, err := os.Stat(dir); err != nil {
-		return nil
-	}
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		if d.IsDir() || !strings.HasSuffix(d.Name(), ".json") {
-			return nil
-		}
-		depth := 3 // a row's members are at depth 3: only counting, the rest is checked, not built
-		if each != nil {
-			depth = math.MaxInt
-		}
-		doc, statuses, err := statuses(ctx, path, depth)
-		if err != nil {
-			return err
-		}
-		if each != nil {
-			if err := each(path, doc); err != nil {
-				return err
-			}
-		}
-		for _, st := range statuses {
-			switch st {
-			case "ok":
-				s.OK++
-			case "unsupported":
-				s.Unsupported++
-			case "error":
-				s.Error++
-			default:
-				return fmt.Errorf("invalid result status: %s", st)
-			}
-		}
-		return nil
-	})
 }
 
 // Statuses reads a results file and returns each row's status as the seed's message shows

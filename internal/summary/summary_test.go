@@ -31,42 +31,50 @@ func tree(t *testing.T, execs map[string][4]string) (string, string) {
 	return manifest, filepath.Join(dir, "art")
 }
 
-// Every execution of a shard is found, oldest first; the newest is the one counted (its
-// rows and how it ended); a shard with none is missing.
-func TestSummarizeEachChoosesTheNewestAttempt(t *testing.T) {
+// Every execution of a shard is found, oldest first, each with its execution.json; the
+// newest is the one counted; a shard with none is missing. Results hands on each results
+// file and Ended says how the counted execution ended.
+func TestFindChoosesTheNewestAttempt(t *testing.T) {
 	m, a := tree(t, map[string][4]string{"x1": {"a", "1", "7", `{"exit_code": 1}`}, "x2": {"a", " +2 ", "7", `{"exit_code": 0.0}`}})
-	files := 0
-	rep, err := SummarizeEach(t.Context(), m, a, func(i int, s *Shard, ex Execution, path string, doc *pyjson.Object) error {
-		files++
-		return nil
-	})
+	rep, err := Find(t.Context(), m, a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := rep.Shards[0]
-	if s.Attempt != 2 || !s.Ended || !s.Exited0 || s.OK != 1 || s.Unsupported != 1 || len(s.Executions) != 2 || s.Executions[0].Attempt != 1 || files != 2 {
-		t.Errorf("shard a: %+v (%d files)", s, files)
+	if s.Attempt != 2 || !s.HasAttempt || len(s.Executions) != 2 || s.Executions[0].Attempt != 1 || s.Executions[1].Head == nil || s.Executions[1].Head.RunID != "7" {
+		t.Errorf("shard a: %+v", s)
 	}
 	if b := rep.Shards[1]; b.Status != "missing" || b.HasAttempt {
 		t.Errorf("shard b: %+v", b)
+	}
+	files := 0
+	if err := Results(t.Context(), s.Dir, func(path string, doc *pyjson.Object) error { files++; return nil }); err != nil || files != 1 {
+		t.Errorf("Results: %v, %d files", err, files)
+	}
+	if ended, exit0, err := Ended(t.Context(), s.Dir); !ended || !exit0 || err != nil {
+		t.Errorf("Ended: %v %v %v", ended, exit0, err)
 	}
 	if n := RowsIn(t.Context(), a); n != 4 {
 		t.Errorf("RowsIn: %d, want 4", n)
 	}
 }
 
-func TestSummarizeEachRefusesForeignOrBrokenExecutions(t *testing.T) {
+func TestFindRefusesForeignOrBrokenExecutions(t *testing.T) {
 	for _, c := range []struct {
 		execs map[string][4]string
 		want  string
 	}{
 		{map[string][4]string{"x": {"a", "1", "8", ""}}, "artifact provenance does not match the requested run"},
 		{map[string][4]string{"x": {"a", "one", "7", ""}}, `attempt 'one' is not an integer`},
-		{map[string][4]string{"x": {"a", "1", "7", `[1]`}}, "not a status file"},
+		{map[string][4]string{"x": {"a", "1", "7", ""}, "y": {"b", "1", "9", ""}}, "artifact provenance does not match the requested run"},
 	} {
 		m, a := tree(t, c.execs)
-		if _, err := SummarizeEach(t.Context(), m, a, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := Find(t.Context(), m, a); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.execs, err, c.want)
 		}
+	}
+	m, a := tree(t, map[string][4]string{"x": {"a", "1", "7", `[1]`}})
+	if _, _, err := Ended(t.Context(), filepath.Join(a, "x")); err == nil || !strings.Contains(err.Error(), "not a status file") {
+		t.Errorf("a status.json that is no object: %v (%s)", err, m)
 	}
 }
