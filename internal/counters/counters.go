@@ -10,12 +10,16 @@
 package counters
 
 import (
+	"bytes"
+	"context"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/semianalysis/opx/internal/files"
 )
 
 // Case is one case's counters, its kernels combined. A figure no kernel reported is NaN.
@@ -134,7 +138,7 @@ func number(s string) (float64, bool) {
 // Read reads a shard's results/counters directory: every ncu CSV in it and every
 // rocprofv3 pass under it. A file that cannot be read is a problem, not an error: the
 // cases it would have joined have no counters.
-func Read(dir string) *Result {
+func Read(ctx context.Context, dir string) *Result {
 	res := &Result{Cases: map[int]*Case{}}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -151,19 +155,18 @@ func Read(dir string) *Result {
 			rocprof = true
 		case strings.HasPrefix(e.Name(), "ncu-rank0") && strings.HasSuffix(e.Name(), ".csv"):
 			// rank 0's: the rank that writes the results file, whose rows the indexes name
-			f, err := os.Open(path)
+			b, err := files.ReadRegular(ctx, path, files.MaxInput) // never a FIFO's endless read
 			if err != nil {
 				res.Problems = append(res.Problems, err.Error())
 				continue
 			}
-			if err := ReadNCU(f, res); err != nil {
+			if err := ReadNCU(bytes.NewReader(b), res); err != nil {
 				res.Problems = append(res.Problems, path+": "+err.Error())
 			}
-			f.Close()
 		}
 	}
 	if rocprof {
-		if err := ReadRocprof(dir, res); err != nil {
+		if err := ReadRocprof(ctx, dir, res); err != nil {
 			res.Problems = append(res.Problems, err.Error())
 		}
 	}

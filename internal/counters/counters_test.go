@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
@@ -53,7 +55,7 @@ func TestNCUWithoutAHeaderIsAProblemNotAPanic(t *testing.T) {
 	}
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "ncu-rank0.csv"), []byte("==PROF== Target process 7 terminated before first instrumented API call.\n"), 0o644)
-	r := Read(dir)
+	r := Read(t.Context(), dir)
 	if len(r.Problems) != 1 || len(r.Cases) != 0 {
 		t.Errorf("a broken file: %+v", r)
 	}
@@ -62,7 +64,7 @@ func TestNCUWithoutAHeaderIsAProblemNotAPanic(t *testing.T) {
 // rocprofv3: the same two ops over three passes (fetch, hm, wom); FETCH_SIZE and
 // WRITE_SIZE are kilobytes; a dispatch belongs to the range it started in.
 func TestRocprofv3Passes(t *testing.T) {
-	res := Read("testdata") // the ncu fixtures are not rank 0's, so only rocprofv3 is read
+	res := Read(t.Context(), "testdata") // the ncu fixtures are not rank 0's, so only rocprofv3 is read
 	if len(res.Cases) != 2 || res.Unranged != 1 || len(res.Problems) != 0 {
 		t.Fatalf("%d cases, %d unranged, problems %q", len(res.Cases), res.Unranged, res.Problems)
 	}
@@ -82,8 +84,39 @@ func TestRocprofPassWithoutMarkers(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "fetch"), 0o755)
 	os.WriteFile(filepath.Join(dir, "fetch", "rank0_kernel_trace.csv"), []byte("\"Dispatch_Id\",\"Start_Timestamp\",\"End_Timestamp\"\n\"1\",\"10\",\"20\"\n"), 0o644)
-	r := Read(dir)
+	r := Read(t.Context(), dir)
 	if len(r.Cases) != 0 || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "without its marker or kernel trace") {
 		t.Errorf("%+v", r)
+	}
+}
+
+// A FIFO, a directory or a link to /dev/zero in place of a counters file is a problem
+// said, not a read that never ends (issue 30).
+func TestSpecialFilesAreProblemsNotHangs(t *testing.T) {
+	for _, kind := range []string{"fifo", "devzero", "dir"} {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "ncu-rank0.csv")
+		switch kind {
+		case "fifo":
+			if err := syscall.Mkfifo(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		case "devzero":
+			os.Symlink("/dev/zero", p)
+		case "dir":
+			os.MkdirAll(filepath.Join(dir, "pass_1"), 0o755)
+			os.WriteFile(filepath.Join(dir, "pass_1", "rank0_kernel_trace.csv"), nil, 0o644)
+			syscall.Mkfifo(filepath.Join(dir, "pass_1", "rank0_marker_api_trace.csv"), 0o644)
+		}
+		done := make(chan *Result, 1)
+		go func() { done <- Read(t.Context(), dir) }()
+		select {
+		case r := <-done:
+			if len(r.Problems) == 0 {
+				t.Errorf("%s: no problem said", kind)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: reading the counters hangs", kind)
+		}
 	}
 }

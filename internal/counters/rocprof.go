@@ -1,25 +1,29 @@
 package counters
 
 import (
+	"bytes"
+	"context"
 	"encoding/csv"
 	"fmt"
 	"io"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/semianalysis/opx/internal/files"
 )
 
 // readCSV reads a CSV file with a header row into maps by column name.
-func readCSV(path string) ([]map[string]string, error) {
-	f, err := os.Open(path)
+// It is read as every file from a run is (files.ReadRegular): a FIFO or a device in its
+// place is an error, not a read that never ends.
+func readCSV(ctx context.Context, path string) ([]map[string]string, error) {
+	b, err := files.ReadRegular(ctx, path, files.MaxInput)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	cr := csv.NewReader(f)
+	cr := csv.NewReader(bytes.NewReader(b))
 	cr.FieldsPerRecord = -1
 	cr.LazyQuotes = true
 	header, err := cr.Read()
@@ -103,6 +107,7 @@ type caseAcc struct {
 
 // rocReader gathers every pass of one rocprofv3 run.
 type rocReader struct {
+	ctx   context.Context
 	res   *Result
 	cases map[int]*caseAcc
 }
@@ -120,7 +125,7 @@ func (rr *rocReader) problem(err error) { rr.res.Problems = append(rr.res.Proble
 func (rr *rocReader) rows(files []string) []map[string]string {
 	var out []map[string]string
 	for _, f := range files {
-		rows, err := readCSV(f)
+		rows, err := readCSV(rr.ctx, f)
 		if err != nil {
 			rr.problem(err)
 			continue
@@ -134,7 +139,7 @@ func (rr *rocReader) rows(files []string) []map[string]string {
 // the opx<index> range (marker trace, roctxRangePush) it started in — from the range's
 // start to the next range's; its counters (counter collection, by Dispatch_Id) are summed
 // per case over the passes, its time taken from the first pass's kernel trace.
-func ReadRocprof(root string, res *Result) error {
+func ReadRocprof(ctx context.Context, root string, res *Result) error {
 	passes, err := findPasses(root)
 	if err != nil {
 		return err
@@ -144,7 +149,7 @@ func ReadRocprof(root string, res *Result) error {
 		dirs = append(dirs, d)
 	}
 	sort.Strings(dirs)
-	rr := &rocReader{res: res, cases: map[int]*caseAcc{}}
+	rr := &rocReader{ctx: ctx, res: res, cases: map[int]*caseAcc{}}
 	for n, d := range dirs {
 		p := passes[d]
 		if len(p.markers) == 0 || len(p.kernels) == 0 {

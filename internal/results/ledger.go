@@ -282,7 +282,7 @@ func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*ex
 	e.att.Cases = len(exe.Cell.Cases) * len(exe.Cell.Backends) // its distinct keys, unless a shape is listed twice
 	e.before, e.after = readFingerprint(ctx, ex.Dir, "before"), readFingerprint(ctx, ex.Dir, "after")
 	if exe.Cell.Mode == "counters" {
-		e.counters = counters.Read(filepath.Join(ex.Dir, "results", "counters"))
+		e.counters = counters.Read(ctx, filepath.Join(ex.Dir, "results", "counters"))
 	}
 	e.throttled = fingerprint.Throttled(e.before, e.after, int(exe.Cell.WorldSize)).String()
 	if v, err := files.ReadJSON(ctx, filepath.Join(ex.Dir, "status.json")); err == nil {
