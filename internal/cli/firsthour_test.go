@@ -31,3 +31,14 @@ func TestFirstHourUsageErrors(t *testing.T) {
 		t.Errorf("--zzzzzz: exit %d %q", r.code, r.stderr)
 	}
 }
+
+// The local runner refuses, before anything runs, a backend this machine cannot run.
+func TestLocalRunnerRefusesBackendsItCannotRun(t *testing.T) {
+	r := runOpx(t, "plan", "--runner", "local", "--backends", "vllm", "--testlists", "cpu_smoke", "--world-sizes", "1", "--out", filepath.Join(t.TempDir(), "m.json"))
+	if r.code == 0 {
+		t.Skip("python3 imports operatorx here: vllm can run on the local runner")
+	}
+	if r.code != 1 || !strings.Contains(r.stderr, "the local runner cannot run vllm on this machine:") || !strings.Contains(r.stderr, "it can run cpu (--backends cpu)") {
+		t.Errorf("exit %d %q", r.code, r.stderr)
+	}
+}

@@ -89,6 +89,13 @@ func Run(ctx context.Context, o Options) []Finding {
 	mode := platform.ContainerMode(o.Runner.Label, o.Entry)
 	if local {
 		d.add(Finding{Check: "slurm", Status: Skip, Detail: "the local runner runs ranks as processes on this machine"})
+		// what plan allows on it: the same words (platform.LocalBackends)
+		if can, missing := platform.LocalBackends(ctx, o.Environ); missing != "" {
+			d.add(Finding{Check: "backends", Status: Warn, Detail: "cpu only: " + missing,
+				Fix: "install the OperatorX harness for python3 to run vllm or torch here; --backends cpu needs nothing"})
+		} else {
+			d.add(Finding{Check: "backends", Status: OK, Detail: can})
+		}
 	} else {
 		d.slurm()
 	}

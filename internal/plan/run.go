@@ -35,6 +35,9 @@ func Run(ctx context.Context, o *Request, stdout, stderr io.Writer, tty bool) er
 	if err != nil {
 		return err
 	}
+	if err := localBackends(ctx, o, sel); err != nil {
+		return err
+	}
 	result, err := Plan(sel, in)
 	if err != nil {
 		return err
@@ -188,4 +191,26 @@ func printPlanSummary(w io.Writer, result *pyjson.Object, out string) {
 		fmt.Fprintf(w, "  image: %s @ %s\n", i, images[i])
 	}
 	fmt.Fprintf(w, "manifest: %s\n", out)
+}
+
+// localBackends refuses, on the local runner, a backend this machine cannot run: any but
+// cpu needs the OperatorX harness importable by python3 (the shard would otherwise fail
+// with "No module named operatorx" after it started).
+func localBackends(ctx context.Context, o *Request, sel Selection) error {
+	if o.Runner != platform.Local {
+		return nil
+	}
+	var others []string
+	for _, b := range sel.Backends {
+		if b != CPU {
+			others = append(others, b)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	if can, missing := platform.LocalBackends(ctx, nil); missing != "" {
+		return valueErr("the local runner cannot run %s on this machine: %s; it can run %s (--backends cpu)", strings.Join(others, ", "), missing, can)
+	}
+	return nil
 }

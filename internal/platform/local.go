@@ -61,3 +61,30 @@ func localGPUs() int {
 	}
 	return 1
 }
+
+// LocalBackends is what the local runner can run on this machine, in words for plan and
+// doctor: the cpu backend always (opx's own, in process); any other backend runs the
+// OperatorX harness (python3 -m operatorx), so only where python3 imports it. missing is
+// why it cannot ("" when it can). environ is the environment the ranks get (nil: this
+// process's).
+func LocalBackends(ctx context.Context, environ []string) (can string, missing string) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		return "cpu", "no python3 on PATH"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var stderr strings.Builder
+	_, err = proc.Output(ctx, proc.Cmd{Argv: []string{py, "-c", "import operatorx"}, Env: environ, Stderr: &stderr, Grace: time.Second})
+	if err != nil {
+		why := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndex(why, "\n"); i >= 0 {
+			why = why[i+1:] // the exception's line: "ModuleNotFoundError: No module named 'operatorx'"
+		}
+		if why == "" {
+			why = err.Error()
+		}
+		return "cpu", "python3 cannot import the OperatorX harness (" + why + ")"
+	}
+	return "cpu and the OperatorX harness's backends (vllm, torch, ...)", ""
+}
