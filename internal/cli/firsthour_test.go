@@ -42,3 +42,21 @@ func TestLocalRunnerRefusesBackendsItCannotRun(t *testing.T) {
 		t.Errorf("exit %d %q", r.code, r.stderr)
 	}
 }
+
+// The shell completes runner, backend and testlist names (and the last of a list).
+func TestCompletionOfNames(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"__complete", "run", "--runner", "cluster:h"}, []string{"cluster:h100-dsxe", "cluster:h200-dgxc"}},
+		{[]string{"__complete", "plan", "--testlists", "cpu_smoke,gemm_p"}, []string{"cpu_smoke,gemm_perf", "cpu_smoke,gemm_perf_legacy"}},
+		{[]string{"__complete", "run", "--backends", "c"}, []string{"cpu"}},
+	} {
+		r := runOpx(t, c.args...)
+		got := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(got) == 0 || strings.Join(got[:len(got)-1], " ") != strings.Join(c.want, " ") {
+			t.Errorf("%v: %q, want %q", c.args, got, c.want)
+		}
+	}
+}

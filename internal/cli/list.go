@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
-	"io"
-	"sort"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -15,7 +18,10 @@ import (
 	"github.com/semianalysis/opx/internal/pyjson"
 )
 
-type listOptions struct{ platformConfig, containers, testlistDir string }
+type listOptions struct {
+	platformConfig, containers, testlistDir string
+	json                                    bool
+}
 
 func newListCmd(env Env) *cobra.Command {
 	o := &listOptions{}
@@ -28,7 +34,8 @@ func newListCmd(env Env) *cobra.Command {
   backends   the backends of each vendor (containers.toml) and the built-in cpu backend
   testlists  every testlist: cases and op types
   images     the container image (and pinned digest) of each vendor and backend
-The embedded catalog is listed unless --platform-config, --containers or --testlist-dir
+--json prints the same records as a JSON array of objects. The embedded catalog is
+listed unless --platform-config, --containers or --testlist-dir
 replace a part of it, as they do for plan.`,
 		Example: `  opx list runners
   opx list testlists --testlist-dir ./testlists`,
@@ -40,107 +47,194 @@ replace a part of it, as they do for plan.`,
 	f.StringVar(&o.platformConfig, "platform-config", "", "platform config JSON (default: the embedded one)")
 	f.StringVar(&o.containers, "containers", "", "containers.toml (default: the embedded one)")
 	f.StringVar(&o.testlistDir, "testlist-dir", "", "testlist directory (default: the embedded testlists)")
+	f.BoolVar(&o.json, "json", false, "print the list as a JSON array of objects, for scripts")
 	return c
 }
 
 func runList(env Env, o *listOptions, what string) error {
-	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
-	defer tw.Flush()
+	var rows any
+	var err error
 	switch what {
 	case "runners":
-		return listRunners(tw, env, o)
-	case "backends", "images":
-		return listImages(tw, o, what == "backends")
+		rows, err = listRunners(o)
+	case "backends":
+		rows, err = listBackends(o)
+	case "images":
+		rows, err = listImages(o)
 	case "testlists":
-		return listTestlists(tw, o)
+		rows, err = listTestlists(o)
+	default:
+		return &UsageError{fmt.Errorf("opx list takes runners, backends, testlists or images, not %s", pyjson.Repr(what))}
 	}
-	return &UsageError{fmt.Errorf("opx list takes runners, backends, testlists or images, not %s", pyjson.Repr(what))}
-}
-
-func listRunners(w io.Writer, env Env, o *listOptions) error {
-	reg, _, err := platform.LoadConfig(o.platformConfig)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "RUNNER\tCLUSTER\tFAMILY\tVENDOR\tGPUS/NODE\tPLATFORM\tCONTAINER")
-	for _, label := range reg.Labels() {
-		r, _ := reg.Runner(label)
-		e, _ := reg.Entry(label)
-		gpus, _ := e.Get("gpus_per_node")
-		ip, _ := e.String("image_platform")
-		mode := platform.ContainerMode(label, e)
-		if label == platform.Local {
-			mode = "local (processes on this machine)"
+	if o.json { // the same records, for scripts: an array of objects
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	v := reflect.ValueOf(rows)
+	for i := range v.Len() {
+		r := v.Index(i).Interface().(tableRow)
+		if i == 0 {
+			fmt.Fprintln(tw, strings.Join(r.header(), "\t"))
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%s\t%s\n", label, r.Cluster, r.Family, r.Vendor(), gpus, ip, mode)
+		fmt.Fprintln(tw, strings.Join(r.cells(), "\t"))
 	}
 	return nil
 }
 
-func listImages(w io.Writer, o *listOptions, backendsOnly bool) error {
+// tableRow is one record of a list as its table shows it.
+type tableRow interface {
+	header() []string
+	cells() []string
+}
+
+type runnerRow struct {
+	Runner        string `json:"runner"`
+	Cluster       string `json:"cluster"`
+	Family        string `json:"family"`
+	Vendor        string `json:"vendor"`
+	GPUsPerNode   any    `json:"gpus_per_node"`
+	ImagePlatform string `json:"image_platform"`
+	Container     string `json:"container"`
+}
+
+func (runnerRow) header() []string {
+	return []string{"RUNNER", "CLUSTER", "FAMILY", "VENDOR", "GPUS/NODE", "PLATFORM", "CONTAINER"}
+}
+
+func (r runnerRow) cells() []string {
+	c := r.Container
+	if r.Runner == platform.Local {
+		c = "local (processes on this machine)"
+	}
+	return []string{r.Runner, r.Cluster, r.Family, r.Vendor, fmt.Sprint(r.GPUsPerNode), r.ImagePlatform, c}
+}
+
+func listRunners(o *listOptions) ([]runnerRow, error) {
+	reg, _, err := platform.LoadConfig(o.platformConfig)
+	if err != nil {
+		return nil, err
+	}
+	var out []runnerRow
+	for _, label := range reg.Labels() {
+		r, _ := reg.Runner(label)
+		e, _ := reg.Entry(label)
+		gpus, _ := e.Get("gpus_per_node")
+		if n, ok := gpus.(pyjson.Int); ok {
+			gpus = json.Number(n)
+		}
+		ip, _ := e.String("image_platform")
+		out = append(out, runnerRow{label, r.Cluster, r.Family, r.Vendor(), gpus, ip, platform.ContainerMode(label, e)})
+	}
+	return out, nil
+}
+
+type backendRow struct {
+	Vendor   string   `json:"vendor"`
+	Backends []string `json:"backends"`
+}
+
+func (backendRow) header() []string { return []string{"VENDOR", "BACKENDS"} }
+
+func (r backendRow) cells() []string {
+	bs := slices.Clone(r.Backends)
+	for i, b := range bs {
+		if b == plan.CPU {
+			bs[i] = plan.CPU + " (built in)"
+			if r.Vendor == "local" {
+				bs[i] = plan.CPU + " (built in: fp32/fp64 GEMM on this CPU)"
+			}
+		}
+	}
+	return []string{r.Vendor, strings.Join(bs, ", ")}
+}
+
+func containers(o *listOptions) (catalog.Containers, []string, error) {
 	src := catalog.Embedded("containers.toml")
 	if o.containers != "" {
 		src = catalog.Disk(o.containers)
 	}
 	cs, err := catalog.LoadContainers(src)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	var vendors []string
-	for v := range cs {
-		vendors = append(vendors, v)
-	}
-	sort.Strings(vendors)
-	if backendsOnly {
-		fmt.Fprintln(w, "VENDOR\tBACKENDS")
-		for _, v := range vendors {
-			bs := []string{plan.CPU + " (built in)"}
-			for b := range cs[v] {
-				bs = append(bs, b)
-			}
-			sort.Strings(bs[1:])
-			fmt.Fprintf(w, "%s\t%s\n", v, strings.Join(bs, ", "))
-		}
-		fmt.Fprintln(w, "local\tcpu (built in: fp32/fp64 GEMM on this CPU)")
-		return nil
-	}
-	fmt.Fprintln(w, "VENDOR\tBACKEND\tIMAGE\tDIGEST")
-	for _, v := range vendors {
-		var bs []string
-		for b := range cs[v] {
-			bs = append(bs, b)
-		}
-		sort.Strings(bs)
-		for _, b := range bs {
-			d := cs[v][b].Digest
-			if d == "" {
-				d = "(resolved by plan)"
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", v, b, cs[v][b].Image, d)
-		}
-	}
-	return nil
+	return cs, slices.Sorted(maps.Keys(cs)), nil
 }
 
-func listTestlists(w io.Writer, o *listOptions) error {
+func listBackends(o *listOptions) ([]backendRow, error) {
+	cs, vendors, err := containers(o)
+	if err != nil {
+		return nil, err
+	}
+	var out []backendRow
+	for _, v := range vendors {
+		out = append(out, backendRow{v, append([]string{plan.CPU}, slices.Sorted(maps.Keys(cs[v]))...)})
+	}
+	return append(out, backendRow{"local", []string{plan.CPU}}), nil
+}
+
+type imageRow struct {
+	Vendor  string `json:"vendor"`
+	Backend string `json:"backend"`
+	Image   string `json:"image"`
+	Digest  string `json:"digest,omitempty"` // empty: resolved by plan
+}
+
+func (imageRow) header() []string { return []string{"VENDOR", "BACKEND", "IMAGE", "DIGEST"} }
+
+func (r imageRow) cells() []string {
+	d := r.Digest
+	if d == "" {
+		d = "(resolved by plan)"
+	}
+	return []string{r.Vendor, r.Backend, r.Image, d}
+}
+
+func listImages(o *listOptions) ([]imageRow, error) {
+	cs, vendors, err := containers(o)
+	if err != nil {
+		return nil, err
+	}
+	var out []imageRow
+	for _, v := range vendors {
+		for _, b := range slices.Sorted(maps.Keys(cs[v])) {
+			out = append(out, imageRow{v, b, cs[v][b].Image, cs[v][b].Digest})
+		}
+	}
+	return out, nil
+}
+
+type testlistRow struct {
+	Testlist string   `json:"testlist"`
+	Cases    int      `json:"cases"`
+	OpTypes  []string `json:"op_types"`
+}
+
+func (testlistRow) header() []string { return []string{"TESTLIST", "CASES", "OP TYPES"} }
+
+func (r testlistRow) cells() []string {
+	return []string{r.Testlist, strconv.Itoa(r.Cases), strings.Join(r.OpTypes, ", ")}
+}
+
+func listTestlists(o *listOptions) ([]testlistRow, error) {
 	tls := catalog.NewTestlists(o.testlistDir)
-	fmt.Fprintln(w, "TESTLIST\tCASES\tOP TYPES")
+	var out []testlistRow
 	for _, n := range tls.Names() {
 		shapes, err := tls.Load(n)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		types := map[string]int{}
+		types := map[string]bool{}
 		for _, s := range shapes {
 			t, _ := s.(*pyjson.Object).String("type")
-			types[t]++
+			types[t] = true
 		}
-		var ts []string
-		for t := range types {
-			ts = append(ts, t)
-		}
-		sort.Strings(ts)
-		fmt.Fprintf(w, "%s\t%d\t%s\n", n, len(shapes), strings.Join(ts, ", "))
+		out = append(out, testlistRow{n, len(shapes), slices.Sorted(maps.Keys(types))})
 	}
-	return nil
+	return out, nil
 }

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 // opx list names what a plan can use (issue 20): every runner label with its platform,
@@ -60,7 +63,16 @@ func TestHelpForUsers(t *testing.T) {
 			if strings.Contains(text, "seed-spec") || strings.Contains(text, "§") {
 				t.Errorf("%s help cites the spec: %q", c.Name(), text)
 			}
+			// "the seed" is the developers' word for ci.py; a user knows it as ci.py
+			if strings.Contains(strings.ToLower(text), "seed") {
+				t.Errorf("%s help speaks of the seed: %q", c.Name(), text)
+			}
 		}
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(strings.ToLower(f.Usage), "seed") {
+				t.Errorf("%s --%s speaks of the seed: %q", c.Name(), f.Name, f.Usage)
+			}
+		})
 		if c.Short == "" || (c.Long == "" && c.Name() != "help" && c.Name() != "completion" && c.Name() != "version") {
 			t.Errorf("%s is not described", c.Name())
 		}
@@ -121,5 +133,43 @@ func TestUsageErrorsExit2(t *testing.T) {
 	// an error once the command runs is not a usage error
 	if r := runOpx(t, "report", filepath.Join(t.TempDir(), "nosuch")); r.code != 1 {
 		t.Errorf("report of a missing directory: exit %d %q", r.code, r.stderr)
+	}
+}
+
+// opx list --json gives scripts the same records as the tables.
+func TestListJSON(t *testing.T) {
+	var runners []struct {
+		Runner      string `json:"runner"`
+		GPUsPerNode int    `json:"gpus_per_node"`
+		Container   string `json:"container"`
+	}
+	r := runOpx(t, "list", "runners", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &runners); err != nil || r.code != 0 {
+		t.Fatalf("runners: %v %d %s", err, r.code, r.stderr)
+	}
+	if len(runners) != 10 || runners[0].Runner != "cluster:h100-dsxe" || runners[0].GPUsPerNode != 8 || runners[9].Runner != "local" || runners[9].Container != "none" {
+		t.Errorf("runners %+v", runners)
+	}
+	var tls []struct {
+		Testlist string   `json:"testlist"`
+		Cases    int      `json:"cases"`
+		OpTypes  []string `json:"op_types"`
+	}
+	r = runOpx(t, "list", "testlists", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &tls); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tl := range tls {
+		found = found || (tl.Testlist == "cpu_smoke" && tl.Cases == 6 && len(tl.OpTypes) == 1 && tl.OpTypes[0] == "gemm")
+	}
+	if !found {
+		t.Errorf("testlists %+v", tls)
+	}
+	for _, what := range []string{"backends", "images"} {
+		var rows []map[string]any
+		if r := runOpx(t, "list", what, "--json"); json.Unmarshal([]byte(r.stdout), &rows) != nil || len(rows) == 0 {
+			t.Errorf("%s: %q", what, r.stdout)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/plan"
@@ -36,7 +37,7 @@ config (an entry with "cluster"), and "local" (this machine, no Slurm).
 Shard ids, manifests and messages are exactly those of InferenceX's OperatorX planner
 (ci.py) for the same inputs, so workflows written for it keep working.
 
-Beyond the seed:
+Beyond ci.py:
   --estimate-from LEDGER  prints on stderr what the sweep should cost in GPU-hours, from
                           an earlier run's case ledger (cases.json, operatorx-cases.json):
                           each case it measured at its own cost, the rest at the mean of
@@ -191,4 +192,54 @@ func addPlanFlags(c *cobra.Command, o *planOptions, required bool) {
 	f.StringVar(&o.Containers, "containers", "", "containers.toml (default: embedded)")
 	f.StringVar(&o.Recipes, "recipes", "", "recipes JSON file (default: none)")
 	f.DurationVar(&o.DigestTimeout, "digest-timeout", 10*time.Second, "registry timeout per image")
+	completeNames(c, o)
+}
+
+// completeNames lets the shell complete --runner, --backends and --testlists with the
+// names the catalog (or the flags' own config, testlist dir and containers) holds; a
+// comma-separated list completes its last item.
+func completeNames(c *cobra.Command, o *planOptions) {
+	list := func(names func() []string) cobra.CompletionFunc {
+		return func(_ *cobra.Command, _ []string, typed string) ([]string, cobra.ShellCompDirective) {
+			done, last := "", typed
+			if i := strings.LastIndex(typed, ","); i >= 0 {
+				done, last = typed[:i+1], typed[i+1:]
+			}
+			var out []string
+			for _, n := range names() {
+				if strings.HasPrefix(n, last) {
+					out = append(out, done+n)
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+		}
+	}
+	lo := func() *listOptions {
+		return &listOptions{platformConfig: o.PlatformConfig, containers: o.Containers, testlistDir: o.TestlistDir}
+	}
+	_ = c.RegisterFlagCompletionFunc("runner", list(func() []string {
+		rows, _ := listRunners(lo())
+		var out []string
+		for _, r := range rows {
+			out = append(out, r.Runner)
+		}
+		return out
+	}))
+	_ = c.RegisterFlagCompletionFunc("backends", list(func() []string {
+		rows, _ := listBackends(lo())
+		seen := map[string]bool{}
+		var out []string
+		for _, r := range rows {
+			for _, b := range r.Backends {
+				if !seen[b] {
+					seen[b] = true
+					out = append(out, b)
+				}
+			}
+		}
+		return out
+	}))
+	_ = c.RegisterFlagCompletionFunc("testlists", list(func() []string {
+		return catalog.NewTestlists(o.TestlistDir).Names()
+	}))
 }

@@ -27,10 +27,10 @@ succeeds when status.json says exit 0 and none of its cases is an error or missi
 ("unsupported" when every case was answered but none measured); the run when no shard
 failed, no case is an error or missing, and every backend measured at least one case. An
 ok row whose headline metric is missing, not finite or not positive counts as an error.
-Where the seed's rule (ok > 0 and no error, per shard) agrees, the output is the seed's,
-byte for byte.
+Where ci.py's rule (ok > 0 and no error, per shard) agrees, the output is ci.py's, byte
+for byte.
 
-Beyond the seed, it writes the case ledger to --cases (default operatorx-cases.json beside
+Beyond ci.py, it writes the case ledger to --cases (default operatorx-cases.json beside
 --out): every requested case with the best row of all attempts (a row an older attempt
 wrote is kept when a newer one did not reach the case; an error is replaced by a later
 ok), the attempt that wrote it, its share of the GPU time, and what is still missing —
@@ -73,7 +73,7 @@ go to stderr, one line.`,
 	f.StringVar(&artifacts, "artifacts", "", "directory of downloaded shard artifacts (required)")
 	f.StringVar(&out, "out", "", "where to write the report JSON (required)")
 	f.StringVar(&cases, "cases", "", "where to write the case ledger (default operatorx-cases.json beside --out)")
-	f.BoolVar(&table, "cases-table", false, "after the seed's table, print the ledger's: cases measured and GPU-hours per shard (for $GITHUB_STEP_SUMMARY)")
+	f.BoolVar(&table, "cases-table", false, "after the coverage table, print the ledger's: cases measured and GPU-hours per shard (for $GITHUB_STEP_SUMMARY)")
 	for _, r := range []string{"manifest", "artifacts", "out"} {
 		_ = c.MarkFlagRequired(r)
 	}
