@@ -87,7 +87,7 @@ func (e *ExitError) ExitCode() int { return e.Code }
 // SignalContext is signal.NotifyContext that remembers which signal arrived, so commands
 // can exit 128+n. The handlers are in place when it returns: from then on a signal cancels
 // the context instead of killing the process, before any command has started.
-func SignalContext(parent context.Context, sigs ...os.Signal) (context.Context, context.CancelFunc) {
+func SignalContext(parent context.Context, stderr io.Writer, sigs ...os.Signal) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, sigs...)
@@ -101,6 +101,17 @@ func SignalContext(parent context.Context, sigs ...os.Signal) (context.Context, 
 				cancel(&SignalError{syscall.SIGINT})
 			}
 		case <-stopped:
+			return
+		}
+		// every later signal is answered: opx is already stopping, and what it does now —
+		// cancelling allocations, confirming them gone — must not be cut short
+		for {
+			select {
+			case <-ch:
+				fmt.Fprintln(stderr, "opx: already stopping: the running shards are releasing their allocations and saving their rows; it ends as soon as they have")
+			case <-stopped:
+				return
+			}
 		}
 	}()
 	var once sync.Once

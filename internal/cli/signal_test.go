@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -13,7 +15,8 @@ import (
 // context with the SignalError that gives the exit code (before, they were armed in the
 // background and a signal in the first milliseconds killed opx with its default action).
 func TestSignalContextIsArmedAtOnce(t *testing.T) {
-	ctx, stop := SignalContext(context.Background(), syscall.SIGHUP)
+	var said syncBuffer
+	ctx, stop := SignalContext(context.Background(), &said, syscall.SIGHUP)
 	defer stop()
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
@@ -27,4 +30,30 @@ func TestSignalContextIsArmedAtOnce(t *testing.T) {
 	if !errors.As(context.Cause(ctx), &se) || se.Signal != syscall.SIGHUP {
 		t.Fatalf("cause = %v, want SignalError{SIGHUP}", context.Cause(ctx))
 	}
+	// a second signal is answered, not ignored: opx says it is stopping
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(said.String(), "opx: already stopping: the running shards are releasing their allocations") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a second signal said %q", said.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

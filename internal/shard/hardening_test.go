@@ -308,6 +308,10 @@ func TestRunStartsNoShardAfterSignal(t *testing.T) {
 			t.Errorf("an interrupted run wrote no %s", f)
 		}
 	}
+	// issue 32: the end says how to resume (a second Ctrl-C's answer: TestSignalContextIsArmedAtOnce)
+	if !strings.Contains(res.stderr, "case(s) still missing or in error: opx run --resume "+dir+"\n") {
+		t.Errorf("no resume command: %q", res.stderr)
+	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "run.json")); !strings.Contains(string(b), `"interrupted": "interrupted by SIGINT (Ctrl-C)"`) {
 		t.Errorf("run.json: %s", b)
 	}

@@ -233,6 +233,10 @@ func (s *sweep) finish(ctx context.Context, interrupted error) error {
 	pr.logf("summary: %s", sumPath)
 	pr.logf("case ledger: %s", casesPath)
 	pr.logf("report: %s", reportPath)
+	if t := run.Ledger.Totals(); interrupted != nil || t.Error+t.Missing > 0 {
+		// the exact command that pays only for what is still missing
+		pr.logf("to run only the %d case(s) still missing or in error: opx run --resume %s", t.Error+t.Missing, shellArg(s.dir))
+	}
 	if err := writeRunRecord(s.dir, pr.start, s.p, interrupted, true); err != nil {
 		return err
 	}
@@ -355,4 +359,13 @@ func gitHead(ctx context.Context, dir string) string {
 		return ""
 	}
 	return strings.TrimSpace(out)
+}
+
+// shellArg is s as one POSIX shell word: as it is when it holds only safe characters,
+// else single-quoted.
+func shellArg(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
