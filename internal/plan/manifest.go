@@ -50,7 +50,7 @@ func Finish(ctx context.Context, result *pyjson.Object, images map[string]catalo
 	for _, cell := range cells {
 		img, _ := cell.String("image")
 		if img != "" && d.res[img].Digest == "" {
-			return nil, &RuntimeError{"cannot resolve image digest: " + img}
+			return nil, &DigestError{"cannot resolve image digest: " + img}
 		}
 	}
 	for _, cell := range cells {
@@ -145,10 +145,10 @@ func (d *digests) fallBack(cell *pyjson.Object) error {
 	return nil
 }
 
-// RuntimeError is one of the seed's runtime errors (a Python RuntimeError).
-type RuntimeError struct{ Msg string }
+// DigestError is an image whose digest cannot be resolved (ci.py raises it as a RuntimeError).
+type DigestError struct{ Msg string }
 
-func (e *RuntimeError) Error() string { return e.Msg }
+func (e *DigestError) Error() string { return e.Msg }
 
 // Matrix is the slim matrix printed on stdout: only id, runner, nodes and queue-token.
 func Matrix(result *pyjson.Object) []byte {

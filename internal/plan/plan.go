@@ -56,13 +56,15 @@ type Inputs struct {
 	Config   string                   // platform config name, for messages
 }
 
-// ValueError is one of the seed's planner errors (a Python ValueError): the message is
+// SelectionError is a selection the planner refuses (ci.py raises these as ValueErrors): the message is
 // the contract.
-type ValueError struct{ Msg string }
+type SelectionError struct{ Msg string }
 
-func (e *ValueError) Error() string { return e.Msg }
+func (e *SelectionError) Error() string { return e.Msg }
 
-func valueErr(format string, args ...any) error { return &ValueError{fmt.Sprintf(format, args...)} }
+func selectionErr(format string, args ...any) error {
+	return &SelectionError{fmt.Sprintf(format, args...)}
+}
 
 var amdTypes = map[string]bool{"gemm": true, "moe": true, "mla": true, "mla_dsa": true, "dsv4_attn": true, "gqa": true, "qsa": true, "gdn": true, "kda": true}
 
@@ -101,10 +103,10 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 	}
 	cells := p.cells(p.shards())
 	if len(cells) == 0 {
-		return nil, valueErr("selection contains no runnable shapes")
+		return nil, selectionErr("selection contains no runnable shapes")
 	}
 	if len(cells) > MaxShards {
-		return nil, valueErr("selection exceeds 256 shards; narrow the testlists/backends/world sizes")
+		return nil, selectionErr("selection exceeds 256 shards; narrow the testlists/backends/world sizes")
 	}
 	include := make([]pyjson.Value, len(cells))
 	for i, c := range cells {
@@ -144,10 +146,10 @@ type keptShape struct {
 func check(sel Selection, in Inputs) (*planner, error) {
 	runner, ok := in.Registry.Runner(sel.Runner)
 	if !ok {
-		return nil, valueErr("unsupported runner: %s (runners: %s; see opx list runners)", sel.Runner, strings.Join(in.Registry.Labels(), ", "))
+		return nil, selectionErr("unsupported runner: %s (runners: %s; see opx list runners)", sel.Runner, strings.Join(in.Registry.Labels(), ", "))
 	}
 	if !slices.Contains(Modes, sel.Mode) {
-		return nil, valueErr("mode must be one of timing, counters")
+		return nil, selectionErr("mode must be one of timing, counters")
 	}
 	entry, ok := in.Registry.Entry(sel.Runner)
 	if !ok {
@@ -165,14 +167,14 @@ func check(sel Selection, in Inputs) (*planner, error) {
 	gpus, fits := gpusInt.Int64()
 	if sel.Runner == platform.Local {
 		if !isInt || !fits || gpus < 1 || gpus > 8 {
-			return nil, valueErr("runner must supply one to eight devices on this machine")
+			return nil, selectionErr("runner must supply one to eight devices on this machine")
 		}
 	} else if !isInt || !fits || (gpus != 4 && gpus != 8) {
-		return nil, valueErr("runner must supply four or eight GPUs per physical node")
+		return nil, selectionErr("runner must supply four or eight GPUs per physical node")
 	}
 	imagePlatform, _ := ipV.(string)
 	if imagePlatform != "linux/amd64" && imagePlatform != "linux/arm64" {
-		return nil, valueErr("unsupported image platform")
+		return nil, selectionErr("unsupported image platform")
 	}
 	if err := checkBackends(sel, in, runner, entry); err != nil {
 		return nil, err
@@ -188,16 +190,16 @@ func check(sel Selection, in Inputs) (*planner, error) {
 // the ops and backends it supports.
 func checkBackends(sel Selection, in Inputs, runner platform.Runner, entry *pyjson.Object) error {
 	if len(sel.Backends) == 0 {
-		return valueErr("select at least one registered backend for this GPU platform")
+		return selectionErr("select at least one registered backend for this GPU platform")
 	}
 	for _, b := range sel.Backends {
 		if !registered(in, runner, entry, b) {
-			return valueErr("select at least one registered backend for this GPU platform")
+			return selectionErr("select at least one registered backend for this GPU platform")
 		}
 	}
 	// beyond the seed: a combination that can only fail after allocation is refused here
 	if sel.Mode == "counters" && slices.Contains(sel.Backends, CPU) {
-		return valueErr("counters mode profiles GPU kernels with ncu or rocprofv3; the cpu backend has none (use --mode timing)")
+		return selectionErr("counters mode profiles GPU kernels with ncu or rocprofv3; the cpu backend has none (use --mode timing)")
 	}
 	if !runner.AMD() {
 		return nil
@@ -217,7 +219,7 @@ func checkBackends(sel Selection, in Inputs, runner platform.Runner, entry *pyjs
 		}
 	}
 	if bad {
-		return valueErr("AMD CI supports the torch/vllm GEMM, MoE and attention ops")
+		return selectionErr("AMD CI supports the torch/vllm GEMM, MoE and attention ops")
 	}
 	return nil
 }
@@ -226,23 +228,23 @@ func checkBackends(sel Selection, in Inputs, runner platform.Runner, entry *pyjs
 // 1 to 500.
 func checkSizes(sel Selection, gpus int64) error {
 	if len(sel.WorldSizes) == 0 {
-		return valueErr("world sizes must be selected from 1,2,4,8 (single node)")
+		return selectionErr("world sizes must be selected from 1,2,4,8 (single node)")
 	}
 	for _, ws := range sel.WorldSizes {
 		if ws != 1 && ws != 2 && ws != 4 && ws != 8 {
-			return valueErr("world sizes must be selected from 1,2,4,8 (single node)")
+			return selectionErr("world sizes must be selected from 1,2,4,8 (single node)")
 		}
 	}
 	for _, ws := range sel.WorldSizes {
 		if ws > gpus {
-			return valueErr("world size exceeds the runner's %d-GPU physical node", gpus)
+			return selectionErr("world size exceeds the runner's %d-GPU physical node", gpus)
 		}
 	}
 	if slices.Contains(sel.Backends, "torch") && !(len(sel.WorldSizes) == 1 && sel.WorldSizes[0] == 1) {
-		return valueErr("the torch backend runs single-device GEMM only")
+		return selectionErr("the torch backend runs single-device GEMM only")
 	}
 	if sel.ChunkSize < 1 || sel.ChunkSize > 500 {
-		return valueErr("chunk size must be between 1 and 500")
+		return selectionErr("chunk size must be between 1 and 500")
 	}
 	return nil
 }

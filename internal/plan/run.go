@@ -210,7 +210,7 @@ func localBackends(ctx context.Context, o *Request, sel Selection) error {
 		return nil
 	}
 	if can, missing := platform.LocalBackends(ctx, nil); missing != "" {
-		return valueErr("the local runner cannot run %s on this machine: %s; it can run %s (--backends cpu)", strings.Join(others, ", "), missing, can)
+		return selectionErr("the local runner cannot run %s on this machine: %s; it can run %s (--backends cpu)", strings.Join(others, ", "), missing, can)
 	}
 	return nil
 }
