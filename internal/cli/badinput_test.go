@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -250,17 +251,17 @@ func badInputs() []badCase {
 			sum := writeFile(t, filepath.Join(dir, "out", "summary.json"), `{"mine": true}`)
 			return []string{"run", "--out", filepath.Join(dir, "out")}, []string{rep, sum}
 		}},
-		badCase{name: "run: --out that another run is writing", want: "another opx run is writing to", setup: func(t *testing.T, dir string) ([]string, []string) {
-			lock := writeFile(t, filepath.Join(dir, "out", ".opx-run.lock"), "pid 1\n")
+		badCase{name: "run: --out that another run is writing", want: fmt.Sprintf("another opx run (pid %d) is writing to", os.Getpid()), setup: func(t *testing.T, dir string) ([]string, []string) {
+			lock := heldLock(t, filepath.Join(dir, "out", ".opx-run.lock"))
 			return []string{"run", "--out", filepath.Join(dir, "out")}, []string{lock}
 		}},
 		badCase{name: "run: --resume of a directory that is no opx run", want: "no operatorx-manifest.json in it (is it an opx run directory?)", setup: func(t *testing.T, dir string) ([]string, []string) {
 			mine := writeFile(t, filepath.Join(dir, "notes", "todo.txt"), "mine")
 			return []string{"run", "--resume", filepath.Join(dir, "notes")}, []string{mine}
 		}},
-		badCase{name: "run: --resume of a run another opx run is writing", want: "another opx run is writing to", setup: func(t *testing.T, dir string) ([]string, []string) {
+		badCase{name: "run: --resume of a run another opx run is writing", want: fmt.Sprintf("another opx run (pid %d) is writing to", os.Getpid()), setup: func(t *testing.T, dir string) ([]string, []string) {
 			m := writeFile(t, filepath.Join(dir, "out", "operatorx-manifest.json"), `{"run_id": "1", "source_sha": "a", "include": []}`)
-			lock := writeFile(t, filepath.Join(dir, "out", ".opx-run.lock"), fmt.Sprintf("pid %d\n", os.Getpid())) // alive: this test
+			lock := heldLock(t, filepath.Join(dir, "out", ".opx-run.lock")) // held: by this test
 			return []string{"run", "--resume", filepath.Join(dir, "out")}, []string{m, lock}
 		}},
 		badCase{name: "run: --resume with a selection", want: "--resume reruns the run's own manifest in its own directory: drop --testlists", setup: func(t *testing.T, dir string) ([]string, []string) {
@@ -591,4 +592,20 @@ func TestOutputThatIsAnInputIsRefused(t *testing.T) {
 	if r := runOpx(t, "compare", dir, dir, "--json", filepath.Join(dir, "compare.json")); r.code != 0 {
 		t.Errorf("compare --json beside the run: %d %s", r.code, r.stderr)
 	}
+}
+
+// heldLock is a run lock a live opx run holds: the file, flock(2)ed by this test until it
+// ends.
+func heldLock(t *testing.T, path string) string {
+	t.Helper()
+	writeFile(t, path, fmt.Sprintf("pid %d\n", os.Getpid()))
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return path
 }

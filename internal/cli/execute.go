@@ -60,7 +60,7 @@ touches neither Slurm nor storage.`,
 }
 
 func newSlurm(env Env) *shard.Slurm {
-	return &shard.Slurm{UID: os.Getuid(), Env: env.environ()}
+	return &shard.Slurm{UID: os.Getuid(), Env: env.environ(), Warn: env.Stderr}
 }
 
 func runExecute(ctx context.Context, env Env, o *executeOptions) error {

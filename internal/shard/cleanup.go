@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,31 +31,73 @@ const resendEvery = 10 * time.Second
 // so a controller that comes back within the timeout still gets the cancel; a squeue that
 // fails counts as "unknown", never as "gone". Failed scancels and token lookups are logged
 // to cleanup.log too (the seed's lines are unchanged).
-func (s *Slurm) Cleanup(ctx context.Context, root string, timeout int, token string) error {
+//
+// Only what is provably this execution's is cancelled. Execute's own cleanup (search
+// false) cancels the jobs allocation.log names: its own salloc, in the output directory it
+// just made, wrote them. Every later cleanup — finalize, recover, run --resume, on an
+// artifact that may be stale or tampered — cancels a job only when this user's job list
+// shows it carrying owner, the tag (--comment) the execution's allocation was given: one
+// that carries another is reported on Slurm.Warn and in cleanup.log and left alone, one not
+// listed is already gone (scancel by id could reach another user's job); and it cancels
+// every job carrying owner that allocation.log does not name (execute died before salloc's
+// answer reached the log).
+func (s *Slurm) Cleanup(ctx context.Context, root string, timeout int, owner string, search bool) error {
 	if timeout <= 0 {
 		return errors.New("cleanup timeout must be positive")
 	}
 	jobs := AllocationIDs(root)
-	for _, job := range jobs {
+	ours := jobs
+	if search {
+		var err error
+		if ours, err = s.provablyOurs(ctx, root, jobs, owner, timeout); err != nil {
+			return err
+		}
+	}
+	for _, job := range ours {
 		if err := s.release(ctx, root, job, timeout); err != nil {
 			return err
 		}
 	}
-	if token == "" {
-		return nil
+	return nil
+}
+
+// provablyOurs is the jobs to cancel for an execution tagged owner: those of jobs (from
+// allocation.log) this user's job list shows with that tag, then any other job with it.
+func (s *Slurm) provablyOurs(ctx context.Context, root string, jobs []string, owner string, timeout int) ([]string, error) {
+	if len(jobs) == 0 && owner == "" {
+		return nil, nil
 	}
-	ids, err := s.jobsByToken(ctx, root, token, s.now().Add(time.Duration(timeout)*time.Second))
+	logLine := func(line string) error { return appendFile(filepath.Join(root, "cleanup.log"), line) }
+	listed, err := s.jobComments(ctx, root, s.now().Add(time.Duration(timeout)*time.Second))
 	if err != nil {
-		return fmt.Errorf("looking for allocations tagged %s: %v; retaining staged evidence", token, err)
+		return nil, fmt.Errorf("listing this user's jobs to tell which are this execution's: %v; retaining staged evidence", err)
 	}
-	for _, id := range ids {
-		if !slices.Contains(jobs, id) {
-			if err := s.release(ctx, root, id, timeout); err != nil {
-				return err
+	var ours []string
+	for _, job := range jobs {
+		comment, ok := listed[job]
+		switch {
+		case !ok:
+			if err := logLine(fmt.Sprintf("job=%s not listed: already gone\n", job)); err != nil {
+				return nil, err
+			}
+		case owner != "" && comment == owner:
+			ours = append(ours, job)
+		default:
+			msg := fmt.Sprintf("job %s, named in allocation.log, is not this execution's (its comment is %s, not %s): left alone", job, pyjson.Repr(comment), pyjson.Repr(owner))
+			s.warnf("%s", msg)
+			if err := logLine(msg + "\n"); err != nil {
+				return nil, err
 			}
 		}
 	}
-	return nil
+	if owner != "" {
+		for _, id := range slices.Sorted(maps.Keys(listed)) {
+			if listed[id] == owner && !slices.Contains(ours, id) {
+				ours = append(ours, id)
+			}
+		}
+	}
+	return ours, nil
 }
 
 // release cancels one job and polls until squeue, answering, no longer lists it.

@@ -35,16 +35,16 @@ func finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int, by
 			return err
 		}
 	}
-	token := ""
-	if ex != nil && byToken && ex.Cell.Runner != platform.Local { // the local runner allocates nothing
-		token = ex.Token
-		if token == "" {
-			token = Token(ex.RunID, ex.Attempt, ex.ShardID())
+	owner := ""                                        // the allocation's tag: what is not tagged with it is not ours to cancel
+	if ex != nil && ex.Cell.Runner != platform.Local { // the local runner allocates nothing
+		owner = ex.Token
+		if owner == "" {
+			owner = Token(ex.RunID, ex.Attempt, ex.ShardID())
 		}
 	}
 	acct := beginCleanup(ctx, root)
 	defer acct.done(func(a *manifest.Accounting) { a.End("cleanup", time.Now()) }) // failed or not
-	if err := s.Cleanup(ctx, root, cleanupSeconds, token); err != nil {
+	if err := s.Cleanup(ctx, root, cleanupSeconds, owner, byToken); err != nil {
 		return err
 	}
 	if ex == nil {

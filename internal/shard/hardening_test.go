@@ -100,14 +100,14 @@ func TestFinalizeTokenLookupWithControllerDown(t *testing.T) {
 	cmd := exec.Command(opxBin, "finalize", "--output", out, "--cleanup-seconds", "2")
 	cmd.Env = append(os.Environ(), "SLURM_CONF="+dead)
 	r := run(cmd)
-	if r.code != 1 || !strings.Contains(r.stderr, "looking for allocations tagged "+token) || !strings.Contains(r.stderr, "retaining staged evidence") {
+	if r.code != 1 || !strings.Contains(r.stderr, "listing this user's jobs to tell which are this execution's") || !strings.Contains(r.stderr, "retaining staged evidence") {
 		t.Fatalf("finalize with the controller down: exit %d %q", r.code, r.stderr)
 	}
 	if _, err := os.Stat(filepath.Join(stage, "results", "cpu", "x", "r.json")); err != nil {
 		t.Errorf("the stage was removed although the allocation could not be checked: %v", err)
 	}
 	log, _ := os.ReadFile(filepath.Join(out, "cleanup.log"))
-	if n := strings.Count(string(log), "token="+token+" rc=1"); n < 2 {
+	if n := strings.Count(string(log), "jobs rc=1"); n < 2 {
 		t.Errorf("cleanup.log should record each failed lookup (%d): %q", n, log)
 	}
 	if !c.jobListed(job) {
@@ -126,23 +126,25 @@ func TestFinalizeTokenLookupWithControllerDown(t *testing.T) {
 }
 
 // Finding 10a: with slurmctld down at cleanup, scancel was sent once and never again, and
-// the job held its node for its whole time limit. Now scancel is resent at every poll
-// until one is accepted: the controller comes back a few seconds into cleanup and the job
-// is released within the same finalize.
+// the job held its node for its whole time limit. Now finalize asks again until the
+// controller answers (it must see the job's tag before it cancels anything): the
+// controller comes back a few seconds into cleanup and the job is released within the
+// same finalize. (Resending a refused scancel: TestCleanupResendsARefusedScancel.)
 func TestCleanupResendsScancelWhenControllerReturns(t *testing.T) {
 	c := slurmCluster(t)
-	out, stage, job := c.orphan("out-dead-scancel", "opx-"+strings.Repeat("cd", 12)+"-0000beef", false)
+	out, stage, job := c.orphan("out-dead-scancel", "opx-"+strings.Repeat("cd", 12)+"-0000beef", true)
 	os.WriteFile(filepath.Join(out, "allocation.log"), []byte("salloc: Granted job allocation "+job+"\n"), 0o644)
 	dead, revive := c.deadConf()
 	cmd := exec.Command(opxBin, "finalize", "--output", out, "--cleanup-seconds", "60")
 	cmd.Env = append(os.Environ(), "SLURM_CONF="+dead)
-	// finalize knows the job from allocation.log and cancels it before the token lookup
+	// finalize knows the job from allocation.log; it asks which jobs carry the tag until
+	// the controller answers
 	var res outcome
 	done := make(chan struct{})
 	go func() { res = run(cmd); close(done) }()
-	waitFor(t, "a failed scancel in cleanup.log", 60*time.Second, func() bool {
+	waitFor(t, "a failed listing in cleanup.log", 60*time.Second, func() bool {
 		b, _ := os.ReadFile(filepath.Join(out, "cleanup.log"))
-		return strings.Contains(string(b), "scancel job="+job+" rc=")
+		return strings.Contains(string(b), "jobs rc=")
 	})
 	if !c.jobListed(job) {
 		t.Fatalf("job %s ended before the controller came back", job)

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -76,6 +77,13 @@ type Slurm struct {
 	Sleep func(time.Duration) // nil: time.Sleep
 	Now   func() time.Time    // nil: time.Now
 	Env   []string            // nil: inherit
+	Warn  io.Writer           // where a job left alone is reported (nil: nowhere but cleanup.log)
+}
+
+func (s *Slurm) warnf(format string, args ...any) {
+	if s.Warn != nil {
+		fmt.Fprintf(s.Warn, "opx: "+format+"\n", args...)
+	}
 }
 
 func (s *Slurm) sleep(d time.Duration) {
@@ -143,23 +151,24 @@ func exitStatus(err error, stderr *strings.Builder) int {
 	return 127
 }
 
-// jobsByToken lists the user's jobs whose comment is token. A squeue that fails is asked
-// again until it answers or the deadline passes: "could not ask" is never "no such job".
-func (s *Slurm) jobsByToken(ctx context.Context, root, token string, deadline time.Time) ([]string, error) {
+// jobComments lists this user's jobs with their comments (the tag opx gives each
+// allocation): id -> comment. A squeue that fails is asked again until deadline, each
+// failure logged to cleanup.log.
+func (s *Slurm) jobComments(ctx context.Context, root string, deadline time.Time) (map[string]string, error) {
 	interval := 10 * time.Millisecond
 	for {
 		rc, out, errOut := s.squeue(ctx, "%A %k")
 		if rc == 0 {
-			var ids []string
+			jobs := map[string]string{}
 			for _, line := range strings.Split(out, "\n") {
-				f := strings.Fields(line)
-				if len(f) == 2 && f[1] == token {
-					ids = append(ids, f[0])
+				id, comment, _ := strings.Cut(strings.TrimSpace(line), " ")
+				if id != "" {
+					jobs[id] = strings.TrimSpace(comment)
 				}
 			}
-			return ids, nil
+			return jobs, nil
 		}
-		line := fmt.Sprintf("token=%s rc=%d error=%s\n", token, rc, pyjson.Repr(errOut))
+		line := fmt.Sprintf("jobs rc=%d error=%s\n", rc, pyjson.Repr(errOut))
 		if err := appendFile(filepath.Join(root, "cleanup.log"), line); err != nil {
 			return nil, err
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -464,4 +465,49 @@ func TestRunOnSlurmParallel(t *testing.T) {
 		}
 	}
 	c.assertClean(dir)
+}
+
+// A stale or tampered artifact whose allocation.log names an unrelated job of the same
+// user (issue 30): finalize checks the job carries this execution's tag before scancel,
+// reports it and leaves it alone; the execution's own allocation, found by its tag, is
+// still cancelled.
+func TestFinalizeLeavesAForeignJobAlone(t *testing.T) {
+	c := slurmCluster(t)
+	base := filepath.Join(c.stageRoot, fmt.Sprintf(".operatorx-%d", os.Getuid()))
+	os.MkdirAll(base, 0o700)
+	stage, _ := os.MkdirTemp(base, "78-1-opxtest-loopback-0123456789abcdef-")
+	os.MkdirAll(filepath.Join(stage, "results"), 0o755)
+	token := shard.Token("78", "1", "opxtest-loopback-0123456789abcdef") + "-0a1b2c3d"
+	salloc := func(comment, name string) string {
+		cmd := exec.Command("salloc", "--no-shell", "--time=5", "--comment="+comment, "--job-name="+name)
+		cmd.Env = c.env()
+		b, err := cmd.CombinedOutput()
+		m := regexp.MustCompile(`Granted job allocation (\d+)`).FindSubmatch(b)
+		if err != nil || m == nil {
+			t.Fatalf("salloc: %v %s", err, b)
+		}
+		return string(m[1])
+	}
+	foreign := salloc("not-opx", "someone-elses-work")
+	ours := salloc(token, "ours")
+	out := filepath.Join(c.dir, "out-foreign")
+	os.Mkdir(out, 0o700)
+	os.WriteFile(filepath.Join(out, "execution.json"), []byte(`{"cell": {"id": "opxtest-loopback-0123456789abcdef", "runner": "cluster:opxtest-loopback"},
+	  "source_sha": "abc", "run_id": "78", "attempt": "1", "stage": "`+stage+`", "token": "`+token+`"}`), 0o644)
+	os.WriteFile(filepath.Join(out, "allocation.log"), []byte("salloc: Granted job allocation "+foreign+"\n"), 0o644)
+	r := run(c.opx("finalize", "--output", out, "--cleanup-seconds", "30"))
+	if r.code != 0 || !strings.Contains(r.stderr, "opx: job "+foreign+", named in allocation.log, is not this execution's (its comment is 'not-opx', not '"+token+"'): left alone") {
+		t.Fatalf("finalize: exit %d %q", r.code, r.stderr)
+	}
+	q := c.squeue()
+	if !strings.Contains(q, foreign+" not-opx") {
+		t.Errorf("the foreign job was cancelled: squeue %q", q)
+	}
+	if strings.Contains(q, ours+" ") {
+		t.Errorf("the execution's own allocation is still there: squeue %q", q)
+	}
+	if log, _ := os.ReadFile(filepath.Join(out, "cleanup.log")); !strings.Contains(string(log), "is not this execution's") {
+		t.Errorf("cleanup.log: %q", log)
+	}
+	exec.Command("scancel", foreign).Run()
 }

@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
@@ -47,7 +45,7 @@ func runResume(ctx context.Context, o Options) error {
 	}
 	s.p.RunID, s.p.SourceSHA, s.p.Runner = m.RunID, m.SourceSHA, m.Cells[0].Runner
 	if s.p.PlatformConfig == "" {
-		s.p.PlatformConfig = recordedPlatformConfig(dir)
+		s.p.PlatformConfig = recordedPlatformConfig(ctx, dir)
 	}
 	if err := s.finalizeLeftovers(ctx); err != nil {
 		return err
@@ -93,7 +91,7 @@ func (s *sweep) finalizeLeftovers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sl := &shard.Slurm{UID: os.Getuid(), Env: s.o.Environ}
+	sl := &shard.Slurm{UID: os.Getuid(), Env: s.o.Environ, Warn: s.o.Stderr}
 	for _, out := range open {
 		s.pr.logf("resume: finalizing %s (left unfinished: its allocation is cancelled, its checkpointed rows collected)", out)
 		if err := shard.Finalize(ctx, sl, out, s.o.CleanupSecs); err != nil {
@@ -104,8 +102,8 @@ func (s *sweep) finalizeLeftovers(ctx context.Context) error {
 }
 
 // recordedPlatformConfig is the platform config run.json names ("" when none).
-func recordedPlatformConfig(dir string) string {
-	b, err := os.ReadFile(filepath.Join(dir, "run.json"))
+func recordedPlatformConfig(ctx context.Context, dir string) string {
+	b, err := files.ReadRegular(ctx, filepath.Join(dir, "run.json"), 1<<20) // never a FIFO's endless read
 	if err != nil {
 		return ""
 	}
@@ -116,26 +114,8 @@ func recordedPlatformConfig(dir string) string {
 	return rec.PlatformConfig
 }
 
-// claimForResume takes an existing run directory's lock. A lock left by an opx run that
-// no longer lives (killed) is taken over; a live one refuses.
+// claimForResume takes an existing run directory's lock (lockRun): a lock its opx run
+// held when it was killed is free, a live one refuses, naming its process.
 func claimForResume(dir string) (release func(), err error) {
-	lock := filepath.Join(dir, runLock)
-	for range 2 {
-		err := createLock(lock)
-		if err == nil {
-			return func() { os.Remove(lock) }, nil
-		}
-		if !errors.Is(err, fs.ErrExist) {
-			return nil, err
-		}
-		b, _ := os.ReadFile(lock)
-		pid, perr := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(string(b), "pid ")))
-		if perr != nil || pid <= 0 || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) { // alive, or not known dead
-			return nil, fmt.Errorf("another opx run is writing to %s (%s exists); wait for it, or remove the lock if no opx run lives", dir, lock)
-		}
-		if err := os.Remove(lock); err != nil { // its opx run is gone: the lock is stale
-			return nil, err
-		}
-	}
-	return nil, fmt.Errorf("could not take the lock %s", lock)
+	return lockRun(dir)
 }

@@ -189,7 +189,7 @@ func (s *sweep) shard(ctx context.Context, reg *platform.Registry, cell *manifes
 		Registry: reg, Getenv: s.o.Getenv, Environ: s.o.Environ,
 		Stderr: s.pr.writer(), // execute's own messages, kept apart from the status line
 		Stdout: &phaseWriter{fn: func(ph string) { s.pr.shardPhase(cell.ID, ph) }},
-		Slurm:  &shard.Slurm{UID: os.Getuid(), Env: s.o.Environ},
+		Slurm:  &shard.Slurm{UID: os.Getuid(), Env: s.o.Environ, Warn: s.pr.writer()},
 		BinaryFor: func(imagePlatform string) (string, error) {
 			return shard.StagedBinary(imagePlatform, "", "")
 		},
@@ -253,9 +253,10 @@ func (s *sweep) finish(ctx context.Context, interrupted error) error {
 const runLock = ".opx-run.lock"
 
 // claimRunDir makes dir the output of this run alone: it must be new or empty (a user's
-// files there are never overwritten), and a lock file created exclusively in it keeps a
-// second opx run out while this one lives. release removes the lock, and the directory too
-// when this run created it and planned nothing into it (a failed plan leaves no trace).
+// files there are never overwritten; a lock no opx run holds does not count), and its run
+// lock (lockRun) keeps a second opx run out while this one lives. release lets the lock
+// go, and removes the directory when this run created it and planned nothing into it (a
+// failed plan leaves no trace).
 func claimRunDir(dir string) (release func(planned bool), err error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return nil, err
@@ -274,11 +275,19 @@ func claimRunDir(dir string) (release func(planned bool), err error) {
 		if err != nil {
 			return nil, err
 		}
+		var others []fs.DirEntry
 		for _, e := range ents {
 			if e.Name() == runLock {
-				return nil, fmt.Errorf("another opx run is writing to %s (%s exists); pass a new --out", dir, filepath.Join(dir, runLock))
+				unlock, err := lockRun(dir)
+				if err != nil {
+					return nil, err
+				}
+				unlock()
+				continue
 			}
+			others = append(others, e)
 		}
+		ents = others
 		if len(ents) > 0 {
 			hint := ""
 			if _, err := os.Stat(filepath.Join(dir, "operatorx-manifest.json")); err == nil {
@@ -289,31 +298,54 @@ func claimRunDir(dir string) (release func(planned bool), err error) {
 	} else if err != nil {
 		return nil, err
 	}
-	lock := filepath.Join(dir, runLock)
-	err = createLock(lock)
-	if errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("another opx run is writing to %s (%s exists); pass a new --out", dir, lock)
-	}
+	unlock, err := lockRun(dir)
 	if err != nil {
 		return nil, err
 	}
 	return func(planned bool) {
-		os.Remove(lock)
+		unlock()
 		if created && !planned {
 			os.RemoveAll(dir)
 		}
 	}, nil
 }
 
-// createLock creates the run's lock file, exclusively (fs.ErrExist when it is there), with
-// this process's pid in it.
-func createLock(lock string) error {
-	f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+// lockRun takes dir's run lock: the file .opx-run.lock (made when missing; never a link,
+// FIFO or device, and opened without blocking), held by flock(2) for as long as this
+// process holds it — the kernel lets it go when the process ends, however it ends, so no
+// lock is ever stale and none is removed-then-created: of two opx runs racing for one
+// directory exactly one gets it, and the other names the process that has it. The file
+// stays; unlock lets the lock go.
+func lockRun(dir string) (unlock func(), err error) {
+	path := filepath.Join(dir, runLock)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("the run lock %s: %w", path, err)
 	}
-	fmt.Fprintf(f, "pid %d\n", os.Getpid())
-	return f.Close()
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errors.New("not a regular file")
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("the run lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder := make([]byte, 64)
+		n, _ := f.ReadAt(holder, 0)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			who := strings.TrimSpace(string(holder[:n]))
+			if who == "" {
+				who = "a process"
+			}
+			return nil, fmt.Errorf("another opx run (%s) is writing to %s: it holds %s; wait for it to end", who, dir, path)
+		}
+		return nil, fmt.Errorf("the run lock %s: %w", path, err)
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(fmt.Sprintf("pid %d\n", os.Getpid())), 0)
+	return func() { f.Close() }, nil
 }
 
 // runRecord is <dir>/run.json: when the sweep (or its latest resume) started and ended,
