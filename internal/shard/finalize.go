@@ -35,8 +35,10 @@ func finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int, by
 			return err
 		}
 	}
-	owner := ""                                        // the allocation's tag: what is not tagged with it is not ours to cancel
-	if ex != nil && ex.Cell.Runner != platform.Local { // the local runner allocates nothing
+	// the allocation's tag: what is not tagged with it is not ours to cancel (the local
+	// runner allocates nothing)
+	owner := ""
+	if ex != nil && ex.Cell.Runner != platform.Local {
 		owner = ex.Token
 		if owner == "" {
 			owner = Token(ex.RunID, ex.Attempt, ex.ShardID())
