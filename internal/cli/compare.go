@@ -98,18 +98,22 @@ func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, 
 	if opt.New, err = compare.ParseFilter("--new-filter", o.newFilter); err != nil {
 		return &UsageError{err}
 	}
-	for i, m := range []string{o.baseManifest, o.newManifest} {
-		if m, err := results.Resolve(args[i], m); err == nil {
-			if err := files.NotAnInput("--json", o.jsonOut, m, args[i]); err != nil {
-				return &UsageError{err}
-			}
+	manifests := []string{o.baseManifest, o.newManifest}
+	for i, side := range []string{"base", "new"} {
+		m, err := results.Resolve(args[i], manifests[i], "--"+side+"-manifest")
+		if err != nil {
+			return fmt.Errorf("%s: %w", side, err)
 		}
+		if err := files.NotAnInput("--json", o.jsonOut, m, args[i]); err != nil {
+			return &UsageError{err}
+		}
+		manifests[i] = m
 	}
-	base, err := compare.Read(ctx, args[0], o.baseManifest, opt.Key, opt.Base)
+	base, err := compare.Read(ctx, args[0], manifests[0], opt.Key, opt.Base)
 	if err != nil {
 		return fmt.Errorf("base: %w", err)
 	}
-	nw, err := compare.Read(ctx, args[1], o.newManifest, opt.Key, opt.New)
+	nw, err := compare.Read(ctx, args[1], manifests[1], opt.Key, opt.New)
 	if err != nil {
 		return fmt.Errorf("new: %w", err)
 	}

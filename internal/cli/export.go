@@ -36,7 +36,7 @@ error saying which value it had), and the exit code is 1 when the run measured n
 			if !slices.Contains(export.Formats, format) {
 				return &UsageError{fmt.Errorf("--format %s: one of %s", format, strings.Join(export.Formats, ", "))}
 			}
-			m, err := results.Resolve(args[0], manifest)
+			m, err := results.Resolve(args[0], manifest, "--manifest")
 			if err != nil {
 				return err
 			}

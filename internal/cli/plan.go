@@ -126,7 +126,7 @@ func planResume(c *cobra.Command, env Env, o *planOptions, x *planExtra) error {
 	if !c.Flags().Changed("out") {
 		out = "operatorx-resume-manifest.json"
 	}
-	mpath, err := results.Resolve(x.resume, x.manifest)
+	mpath, err := results.Resolve(x.resume, x.manifest, "--manifest")
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ stderr, and the exit code is 1 when the run measured nothing.`,
 			if out == "" {
 				out = filepath.Join(dir, "report.html")
 			}
-			m, err := results.Resolve(dir, manifest)
+			m, err := results.Resolve(dir, manifest, "--manifest")
 			if err != nil {
 				return err
 			}

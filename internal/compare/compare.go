@@ -214,7 +214,7 @@ func newRun(key []string, keep Filter) *Run {
 // Read streams the run in dir (its manifest given, or the one found in dir) into a Run,
 // a shard at a time: what it holds is the compact rows, not the run's.
 func Read(ctx context.Context, dir, manifest string, key []string, keep Filter) (*Run, error) {
-	manifest, err := results.Resolve(dir, manifest)
+	manifest, err := results.Resolve(dir, manifest, "--manifest")
 	if err != nil {
 		return nil, err
 	}

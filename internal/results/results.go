@@ -179,7 +179,7 @@ func (r *Row) Series() string {
 
 // FindManifest returns dir/operatorx-manifest.json, or the only file of that name under
 // dir (a workflow's downloaded artifacts keep it one level down).
-func FindManifest(dir string) (string, error) {
+func FindManifest(dir, flag string) (string, error) {
 	p := filepath.Join(dir, "operatorx-manifest.json")
 	if _, err := os.Stat(p); err == nil {
 		return p, nil
@@ -196,19 +196,20 @@ func FindManifest(dir string) (string, error) {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			return "", fmt.Errorf("run directory %s: not found", dir)
 		}
-		return "", fmt.Errorf("%s: no operatorx-manifest.json in it; pass --manifest", dir)
+		return "", fmt.Errorf("%s: no operatorx-manifest.json in it; pass %s", dir, flag)
 	case 1:
 		return found[0], nil
 	}
-	return "", fmt.Errorf("%s: %d manifests in it (%s, %s, ...); pass --manifest", dir, len(found), found[0], found[1])
+	return "", fmt.Errorf("%s: %d manifests in it (%s, %s, ...); pass %s", dir, len(found), found[0], found[1], flag)
 }
 
-// Resolve is manifest when given, else the one found in dir.
-func Resolve(dir, manifest string) (string, error) {
+// Resolve is manifest when given, else the one found in dir; flag is the option that names
+// it, for the message when there is none or more than one.
+func Resolve(dir, manifest, flag string) (string, error) {
 	if manifest != "" {
 		return manifest, nil
 	}
-	return FindManifest(dir)
+	return FindManifest(dir, flag)
 }
 
 // Stream reads a run one shard at a time, for readers that need the ledger's totals but
