@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -58,5 +59,26 @@ func TestCompletionOfNames(t *testing.T) {
 		if len(got) == 0 || strings.Join(got[:len(got)-1], " ") != strings.Join(c.want, " ") {
 			t.Errorf("%v: %q, want %q", c.args, got, c.want)
 		}
+	}
+}
+
+// A custom runner missing what execute reads is refused at plan time, in doctor's words,
+// not after its shards start (issue 30: "artifacts directory … not found" at the end).
+func TestPlanRefusesAnIncompleteCustomRunner(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "site.json")
+	os.WriteFile(cfg, []byte(`{"base": "opx:embedded", "platforms": {"cluster:lab-x": {"cluster": "lab", "gpus_per_node": 8,
+	  "image_platform": "linux/amd64", "operator": {"stage_dir": "/tmp"}}}}`), 0o644)
+	out := filepath.Join(dir, "m.json")
+	r := runOpx(t, "plan", "--runner", "cluster:lab-x", "--platform-config", cfg, "--backends", "vllm", "--testlists", "gemm_perf", "--world-sizes", "1", "--out", out)
+	if r.code != 1 || !strings.Contains(r.stderr, "the platform entry for cluster:lab-x lacks operator.partition") {
+		t.Errorf("exit %d %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a manifest was written for a runner that cannot run")
+	}
+	d := runOpx(t, "doctor", "--runner", "cluster:lab-x", "--platform-config", cfg)
+	if !strings.Contains(d.stdout, "cluster:lab-x lacks operator.partition") {
+		t.Errorf("doctor does not agree: %s", d.stdout)
 	}
 }

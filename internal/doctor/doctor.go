@@ -188,38 +188,14 @@ func (d *doc) tool(check, name, why, fix string) bool {
 // entry checks the platform entry has what execute reads.
 func (d *doc) entry() {
 	e := d.o.Entry
-	var missing []string
-	if _, ok := e.Get("gpus_per_node"); !ok {
-		missing = append(missing, "gpus_per_node")
-	} else if v, _ := e.Get("gpus_per_node"); !isInt(v) {
-		missing = append(missing, "gpus_per_node (an integer)")
-	}
-	if s, _ := e.String("image_platform"); s != "linux/amd64" && s != "linux/arm64" {
-		missing = append(missing, "image_platform (linux/amd64 or linux/arm64)")
-	}
-	op := platform.Operator(e)
-	if d.o.Runner.Label != platform.Local {
-		if s, _ := op.String("partition"); s == "" {
-			missing = append(missing, "operator.partition")
-		}
-	}
-	if d.o.Runner.AMD() {
-		// execute's salloc gives AMD shards --cpus-per-task=cpus_per_node/gpus_per_node
-		if v, _ := op.Get("cpus_per_node"); !isInt(v) {
-			missing = append(missing, "operator.cpus_per_node (an integer: AMD shards get --cpus-per-task=cpus_per_node/gpus_per_node)")
-		}
-	}
-	if m := platform.ContainerMode(d.o.Runner.Label, e); m != "pyxis" && m != "none" {
-		missing = append(missing, fmt.Sprintf("operator.container (%q is neither pyxis nor none)", m))
-	}
-	if len(missing) > 0 {
+	if missing := platform.Missing(d.o.Runner, e); len(missing) > 0 {
 		d.add(Finding{Check: "platform entry", Status: Fail, Detail: d.o.Runner.Label + " lacks " + strings.Join(missing, ", "),
 			Fix: "complete the entry in the platform config (--platform-config)"})
 		return
 	}
 	g, _ := e.Get("gpus_per_node")
 	ip, _ := e.String("image_platform")
-	part, _ := op.String("partition")
+	part, _ := platform.Operator(e).String("partition")
 	gpus := fmt.Sprintf("%v GPUs", g)
 	if fmt.Sprint(g) == "1" {
 		gpus = "1 GPU"
@@ -231,8 +207,6 @@ func (d *doc) entry() {
 	}
 	d.add(Finding{Check: "platform entry", Status: OK, Detail: detail})
 }
-
-func isInt(v pyjson.Value) bool { _, ok := v.(pyjson.Int); return ok }
 
 func (d *doc) slurm() {
 	all := true

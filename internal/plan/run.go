@@ -43,6 +43,13 @@ func Run(ctx context.Context, o *Request, stdout, stderr io.Writer, tty bool) er
 		return err
 	}
 	entry, _ := in.Registry.Entry(o.Runner)
+	if r, ok := in.Registry.Runner(o.Runner); ok {
+		// beyond ci.py: what execute will read is checked before any node is allocated
+		if missing := platform.Missing(r, entry); len(missing) > 0 {
+			return selectionErr("the platform entry for %s lacks %s: complete it in the platform config (opx doctor --runner %s says the same)",
+				o.Runner, strings.Join(missing, ", "), o.Runner)
+		}
+	}
 	imagePlatform, _ := entry.String("image_platform")
 	resolver := &registry.Resolver{Timeout: o.DigestTimeout}
 	fallbacks, err := Finish(ctx, result, in.Images, resolver, imagePlatform,

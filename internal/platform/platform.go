@@ -399,3 +399,36 @@ func (g *Registry) Lookup(label string) (e *Entry, ok bool, err error) {
 	}
 	return e, true, nil
 }
+
+// Missing is what a runner's entry lacks that execute will read — plan refuses such a
+// runner and doctor fails it, both in these words, before any node is allocated:
+// gpus_per_node (an integer), image_platform, operator.partition (but for the local
+// runner), operator.cpus_per_node on AMD runners (their salloc gets
+// --cpus-per-task=cpus_per_node/gpus_per_node), and a container mode of pyxis or none.
+func Missing(r Runner, e *pyjson.Object) []string {
+	isInt := func(v pyjson.Value) bool { _, ok := v.(pyjson.Int); return ok }
+	var missing []string
+	if v, ok := e.Get("gpus_per_node"); !ok {
+		missing = append(missing, "gpus_per_node")
+	} else if !isInt(v) {
+		missing = append(missing, "gpus_per_node (an integer)")
+	}
+	if s, _ := e.String("image_platform"); s != "linux/amd64" && s != "linux/arm64" {
+		missing = append(missing, "image_platform (linux/amd64 or linux/arm64)")
+	}
+	op := Operator(e)
+	if r.Label != Local {
+		if s, _ := op.String("partition"); s == "" {
+			missing = append(missing, "operator.partition")
+		}
+	}
+	if r.AMD() {
+		if v, _ := op.Get("cpus_per_node"); !isInt(v) {
+			missing = append(missing, "operator.cpus_per_node (an integer: AMD shards get --cpus-per-task=cpus_per_node/gpus_per_node)")
+		}
+	}
+	if m := ContainerMode(r.Label, e); m != "pyxis" && m != "none" {
+		missing = append(missing, fmt.Sprintf("operator.container (%q is neither pyxis nor none)", m))
+	}
+	return missing
+}
