@@ -82,6 +82,7 @@ type execution struct {
 	token             string               // the allocation's tag (--comment)
 	benchEnd          time.Time            // when the benchmark step returned
 	allocated         bool                 // salloc returned and allocation.log names the one job
+	noJob             bool                 // no job can exist: the controller was unreachable, or salloc gave up before any
 	phase             string               // the step running (or that failed): stage, allocation, import, ncu, benchmark
 	acct              *manifest.Accounting // accounting.json, rewritten at every event
 	acctFailed        bool                 // a write of it failed (said once)
@@ -240,7 +241,8 @@ func (r *execution) perform(ctx context.Context) (err error) {
 	rc := 1
 	defer func() {
 		// finalize with a context of its own: a cancelled execute must still clean up
-		ferr := finalize(context.WithoutCancel(ctx), o.Slurm, r.root, o.CleanupSeconds, !r.allocated && r.runner.Label != platform.Local)
+		search := !r.allocated && !r.noJob && r.runner.Label != platform.Local // look for our tag: a job may exist we were not told of
+		ferr := finalize(context.WithoutCancel(ctx), o.Slurm, r.root, o.CleanupSeconds, search)
 		if ferr != nil {
 			err = ferr
 			return
@@ -341,9 +343,19 @@ func (r *execution) run(ctx context.Context) error {
 	if r.runner.Label == platform.Local {
 		return r.runLocal(ctx)
 	}
+	// an allocation that cannot be made is known in seconds, not after salloc's own
+	// minutes of retries: the controller is asked first
+	r.phase = "allocation"
+	if err := r.o.Slurm.Reachable(ctx); err != nil {
+		r.noJob = true
+		return fmt.Errorf("%v; nothing was allocated (check this host: opx doctor --runner %s)", err, r.runner.Label)
+	}
 	alloc := r.allocStep()
 	if err := r.command(ctx, alloc.Argv, alloc.Log, alloc.Env); err != nil {
-		return err
+		if ctx.Err() == nil && len(AllocationIDs(r.root)) == 0 {
+			r.noJob = true // salloc gave up by itself before any job existed: nothing to look for
+		}
+		return fmt.Errorf("%w (check this host: opx doctor --runner %s)", err, r.runner.Label)
 	}
 	jobs := AllocationIDs(r.root)
 	if len(jobs) != 1 {

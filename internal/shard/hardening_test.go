@@ -489,3 +489,58 @@ func TestTwoRunsAtOnceDoNotCollide(t *testing.T) {
 		t.Errorf("two runs, reports %v", runs)
 	}
 }
+
+// Issue 32: with the controller down or SLURM_CONF wrong, a sweep ended after minutes of
+// salloc's and squeue's retries (199 s here), blamed "cleanup", and could leave its stage.
+// Now the controller is asked first: the shard fails within seconds in phase allocation,
+// in the controller's or the file system's words, pointing at opx doctor; nothing is
+// allocated or left behind, and the summary, ledger and report are written. A setup
+// failure before any output exists (a stage root that is not there) is summarized too.
+func TestRunFailsFastWhenSlurmCannotAllocate(t *testing.T) {
+	c := slurmCluster(t)
+	dead, _ := c.deadConf()
+	missing := filepath.Join(t.TempDir(), "no", "slurm.conf")
+	badRoot := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(badRoot, []byte(`{"platforms": {"cluster:opxtest-loopback": {"cluster": "opxtest_8x", "gpus_per_node": 8,
+	  "image_platform": "linux/amd64", "operator": {"container": "none", "partition": "debug", "stage_dir": "/nonexistent/stage-root"}}}}`), 0o644)
+	for _, tc := range []struct {
+		name, conf, cfg, want string
+	}{
+		{"controller down", dead, c.cfg, "the Slurm controller does not answer (scontrol ping: Slurmctld(primary) at"},
+		{"SLURM_CONF missing", missing, c.cfg, "SLURM_CONF=" + missing + " cannot be read"},
+		{"no stage root", c.conf, badRoot, "no writable shared storage root for this runner: /nonexistent/stage-root does not exist (nothing ran; check this host: opx doctor --runner cluster:opxtest-loopback --platform-config " + badRoot + ")"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "sweep")
+			cmd := exec.Command(opxBin, "run", "--out", dir, "--runner", "cluster:opxtest-loopback", "--testlists", "cpu_smoke",
+				"--platform-config", tc.cfg, "--cleanup-seconds", "30")
+			cmd.Env = append(os.Environ(), "SLURM_CONF="+tc.conf)
+			t0 := time.Now()
+			r := run(cmd)
+			if took := time.Since(t0); r.code != 1 || took > 30*time.Second || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("exit %d after %s: %q", r.code, took, r.stderr)
+			}
+			for _, f := range []string{"summary.json", "cases.json", "report.html"} {
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+					t.Errorf("no %s", f)
+				}
+			}
+			if strings.Contains(r.stderr, "artifacts directory") {
+				t.Errorf("an internal error reached the user: %q", r.stderr)
+			}
+			if tc.conf != c.conf {
+				st, _ := filepath.Glob(filepath.Join(dir, "shards", "*", "status.json"))
+				b, _ := os.ReadFile(st[0])
+				if !strings.Contains(string(b), `"phase": "allocation"`) || !strings.Contains(string(b), "opx doctor --runner cluster:opxtest-loopback") {
+					t.Errorf("status.json: %s", b)
+				}
+				if left, _ := filepath.Glob(filepath.Join(c.stageRoot, ".operatorx-*", "*")); len(left) != 0 {
+					t.Errorf("stages left: %v", left)
+				}
+			}
+			if q := c.squeue(); q != "" {
+				t.Errorf("jobs in squeue: %q", q)
+			}
+		})
+	}
+}

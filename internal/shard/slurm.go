@@ -22,6 +22,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/safe"
 )
 
 var allocationRE = sync.OnceValue(func() *regexp.Regexp {
@@ -156,6 +157,7 @@ func exitStatus(err error, stderr *strings.Builder) int {
 // failure logged to cleanup.log.
 func (s *Slurm) jobComments(ctx context.Context, root string, deadline time.Time) (map[string]string, error) {
 	interval := 10 * time.Millisecond
+	said := s.now() // a wait is said every 10 s: never a silent loop
 	for {
 		rc, out, errOut := s.squeue(ctx, "%A %k")
 		if rc == 0 {
@@ -174,6 +176,11 @@ func (s *Slurm) jobComments(ctx context.Context, root string, deadline time.Time
 		}
 		if !s.now().Before(deadline) || ctx.Err() != nil {
 			return nil, fmt.Errorf("squeue could not list this user's jobs (exit %d: %s)", rc, strings.TrimSpace(errOut))
+		}
+		if now := s.now(); now.Sub(said) >= 10*time.Second {
+			said = now
+			s.warnf("waiting for the Slurm controller to list this user's jobs before cancelling any (squeue: %s); %.0f s left",
+				safe.OneLine(errOut), deadline.Sub(now).Seconds())
 		}
 		s.sleep(interval)
 		interval = min(interval*3/2, time.Second)
@@ -264,4 +271,52 @@ func (s *Slurm) checkRunning(ctx context.Context, job string) error {
 		}
 		s.sleep(time.Duration(failed) * 500 * time.Millisecond)
 	}
+}
+
+// Reachable says, within seconds, whether this host can ask the Slurm controller for an
+// allocation: the SLURM_CONF it is given must be a readable file (Slurm's own clients
+// retry a missing one for a minute), and `scontrol ping` must find the controller up
+// (salloc retries one that does not answer for minutes). Its error is in the words of the
+// file system or the controller.
+func (s *Slurm) Reachable(ctx context.Context) error {
+	env := s.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	for _, kv := range env {
+		if conf, ok := strings.CutPrefix(kv, "SLURM_CONF="); ok && conf != "" {
+			f, err := os.Open(conf)
+			if err == nil {
+				var fi os.FileInfo
+				if fi, err = f.Stat(); err == nil && !fi.Mode().IsRegular() {
+					err = errors.New("not a regular file")
+				}
+				f.Close()
+			}
+			if err != nil {
+				return fmt.Errorf("SLURM_CONF=%s cannot be read: %v", conf, err)
+			}
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var out strings.Builder
+	err := proc.Run(pctx, proc.Cmd{Argv: []string{"scontrol", "ping"}, Env: s.scrubbedEnv(), Stdout: &out, Stderr: &out, Grace: time.Second})
+	said := strings.TrimSpace(firstLines(out.String(), 1))
+	switch {
+	case pctx.Err() != nil && ctx.Err() == nil:
+		return fmt.Errorf("the Slurm controller did not answer scontrol ping within 15 s")
+	case err != nil || strings.Contains(said, "DOWN"):
+		if said == "" && err != nil {
+			said = err.Error()
+		}
+		return fmt.Errorf("the Slurm controller does not answer (scontrol ping: %s)", safe.OneLine(said))
+	}
+	return nil
+}
+
+// firstLines is the first n lines of s.
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
 }

@@ -197,6 +197,13 @@ func (s *sweep) shard(ctx context.Context, reg *platform.Registry, cell *manifes
 	state := "done"
 	if err != nil {
 		state = "failed: " + safe.OneLine(err.Error())
+		if _, serr := os.Stat(out); serr != nil { // it failed before its output existed: a setup failure
+			state += " (nothing ran; check this host: opx doctor --runner " + shellArg(s.p.Runner)
+			if s.p.PlatformConfig != "" {
+				state += " --platform-config " + shellArg(s.p.PlatformConfig)
+			}
+			state += ")"
+		}
 	}
 	s.pr.shardDone(cell.ID, summary.RowsIn(ctx, filepath.Join(out, "results")), state, time.Since(t0))
 }
@@ -206,6 +213,12 @@ func (s *sweep) shard(ctx context.Context, reg *platform.Registry, cell *manifes
 func (s *sweep) finish(ctx context.Context, interrupted error) error {
 	pr := s.pr
 	pr.setPhase("summarize")
+	// a shard that failed before its output existed (a setup failure) left nothing here:
+	// the summary, ledger and report still say every case is missing, and why it failed
+	// was said as it failed
+	if err := os.MkdirAll(s.shards, 0o755); err != nil {
+		return err
+	}
 	run, err := results.Cover(ctx, s.mpath, s.shards)
 	if err != nil {
 		return err
