@@ -384,6 +384,13 @@ func badInputs() []badCase {
 			return []string{"recover", "--artifacts", filepath.Join(dir, "nosuch"), "--run-id", "9", "--runner", "cluster:bad-stage",
 				"--platform-config", stagePlatform(t, dir, filepath.Join(dir, "shared")), "--cleanup-seconds", "5"}, nil
 		}},
+		badCase{name: "recover: another run's artifact, whose layout is broken too", want: "recovery artifact does not match requested run/runner", setup: func(t *testing.T, dir string) ([]string, []string) {
+			// ci.py checks run and runner before the layout: the same words here (issue 32)
+			os.MkdirAll(filepath.Join(dir, "shared"), 0o755)
+			e := writeFile(t, filepath.Join(dir, "art", "s1", "execution.json"), `{"cell": {"runner": "cluster:bad-stage"}, "run_id": "8", "attempt": 1}`)
+			return []string{"recover", "--artifacts", filepath.Join(dir, "art"), "--run-id", "9", "--runner", "cluster:bad-stage",
+				"--platform-config", stagePlatform(t, dir, filepath.Join(dir, "shared")), "--cleanup-seconds", "5"}, []string{e}
+		}},
 		badCase{name: "recover: unknown runner", want: "cluster:nosuch", setup: func(t *testing.T, dir string) ([]string, []string) {
 			return []string{"recover", "--artifacts", dir, "--run-id", "9", "--runner", "cluster:nosuch", "--cleanup-seconds", "5"}, nil
 		}},

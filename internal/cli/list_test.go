@@ -103,7 +103,7 @@ func TestDoctorAgreesWithExecute(t *testing.T) {
 	}
 	r = runOpx(t, "doctor", "--runner", "cluster:h200-dgxc", "--platform-config", writeFile(t, filepath.Join(dir, "h.json"),
 		`{"base": "opx:embedded", "platforms": {"cluster:h200-dgxc": {"operator": {"stage_dir": "`+filepath.Join(dir, "absent")+`"}}}}`))
-	if !strings.Contains(r.stdout, "no writable shared storage root for this runner: "+filepath.Join(dir, "absent")+" does not exist") {
+	if !strings.Contains(r.stdout, "no writable shared storage root configured for this runner ("+filepath.Join(dir, "absent")+" does not exist)") {
 		t.Errorf("doctor does not name the absent root:\n%s", r.stdout)
 	}
 }

@@ -181,3 +181,23 @@ func TestSummarizeBadResults(t *testing.T) {
 		}
 	}
 }
+
+// Where ci.py's tests look (issue 32): summarize accepts an execution.json without
+// "stage", which neither needs, and says the same as ci.py of it.
+func TestSummarizeAcceptsAnExecutionWithoutStage(t *testing.T) {
+	shared := sharedDir(t)
+	manifest, artifacts, ids := artifactTree(t)
+	p := filepath.Join(artifacts, "operatorx-shard-55-2-"+ids[4], "execution.json")
+	var ex map[string]any
+	b, _ := os.ReadFile(p)
+	json.Unmarshal(b, &ex)
+	delete(ex, "stage")
+	b, _ = json.Marshal(ex)
+	os.WriteFile(p, b, 0o644)
+	seedOut := filepath.Join(t.TempDir(), "seed.json")
+	code, stdout, stderr := seedSummarize(t, shared, manifest, artifacts, seedOut)
+	r := runOpx(t, "summarize", "--manifest", manifest, "--artifacts", artifacts, "--out", filepath.Join(t.TempDir(), "opx.json"))
+	if code != 1 || r.code != 1 || r.stdout != stdout {
+		t.Errorf("seed exit %d (%s), opx exit %d (%s)\n opx:\n%s\nseed:\n%s", code, stderr, r.code, r.stderr, r.stdout, stdout)
+	}
+}

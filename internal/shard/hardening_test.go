@@ -508,7 +508,7 @@ func TestRunFailsFastWhenSlurmCannotAllocate(t *testing.T) {
 	}{
 		{"controller down", dead, c.cfg, "the Slurm controller does not answer (scontrol ping: Slurmctld(primary) at"},
 		{"SLURM_CONF missing", missing, c.cfg, "SLURM_CONF=" + missing + " cannot be read"},
-		{"no stage root", c.conf, badRoot, "no writable shared storage root for this runner: /nonexistent/stage-root does not exist (nothing ran; check this host: opx doctor --runner cluster:opxtest-loopback --platform-config " + badRoot + ")"},
+		{"no stage root", c.conf, badRoot, "no writable shared storage root configured for this runner (/nonexistent/stage-root does not exist) (nothing ran; check this host: opx doctor --runner cluster:opxtest-loopback --platform-config " + badRoot + ")"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "sweep")

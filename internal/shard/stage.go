@@ -131,7 +131,7 @@ func SharedBase(profile *pyjson.Object, runner platform.Runner, getenv func(stri
 	if len(why) == 0 {
 		return "", errors.New("no writable shared storage root configured for this runner")
 	}
-	return "", fmt.Errorf("no writable shared storage root for this runner: %s", strings.Join(why, "; "))
+	return "", fmt.Errorf("no writable shared storage root configured for this runner (%s)", strings.Join(why, "; ")) // ci.py's words, and why
 }
 
 func get(o *pyjson.Object, k string) pyjson.Value { v, _ := o.Get(k); return v }
