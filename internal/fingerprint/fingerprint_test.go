@@ -182,3 +182,25 @@ func TestPyxisVersionFromThePlugstack(t *testing.T) {
 		t.Errorf("no plugstack.conf at the default place: %q", v)
 	}
 }
+
+// A GPU's index is its place in nvidia-smi's list (PCI bus order, NVML's and
+// CUDA_VISIBLE_DEVICES' order), never its minor_number: where the two differ (a
+// workstation whose display GPU is /dev/nvidia1 but bus 0; some A100 nodes) the
+// throttling of GPU 0 must be read from the first GPU listed (issue 32). The H100 snapshot
+// here with its two minor numbers exchanged is such a machine.
+func TestNVIDIAIndexIsListOrderNotMinorNumber(t *testing.T) {
+	installFakes(t, "nvidia-smi", "enroot")
+	b, err := os.ReadFile(filepath.Join("testdata", "nvidia-smi-h100-535.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(b), "<minor_number>0</minor_number>", "<minor_number>X</minor_number>", 1)
+	text = strings.Replace(text, "<minor_number>1</minor_number>", "<minor_number>0</minor_number>", 1)
+	text = strings.Replace(text, "<minor_number>X</minor_number>", "<minor_number>1</minor_number>", 1)
+	swapped := filepath.Join(t.TempDir(), "swapped.xml")
+	os.WriteFile(swapped, []byte(text), 0o644)
+	g := Take(t.Context(), "before", Options{Env: []string{"OPX_FAKE_NVIDIA=" + swapped, "PATH=" + os.Getenv("PATH")}})
+	if len(g.GPUs) != 2 || g.GPUs[0].Index != 0 || g.GPUs[1].Index != 1 || g.GPUs[1].Serial != "1654923000001" {
+		t.Errorf("GPUs %+v", g.GPUs)
+	}
+}

@@ -21,7 +21,6 @@ type smiGPU struct {
 	Product  string  `xml:"product_name"`
 	Serial   string  `xml:"serial"`
 	UUID     string  `xml:"uuid"`
-	Minor    string  `xml:"minor_number"`
 	MIG      string  `xml:"mig_mode>current_mig"`
 	ECC      string  `xml:"ecc_mode>current_ecc"`
 	Temp     string  `xml:"temperature>gpu_temp"`
@@ -76,12 +75,12 @@ func readNVIDIA(f *Fingerprint, data []byte) error {
 	if log.CUDA != "" {
 		f.Toolkit = "CUDA " + log.CUDA
 	}
+	// a GPU's index is its place in the list: nvidia-smi lists GPUs in PCI bus order, the
+	// order NVML, CUDA_VISIBLE_DEVICES and Slurm's GPU ids use. Its minor_number (the
+	// /dev/nvidiaN it is) differs from that order on some machines, so it is never the index.
 	for i, g := range log.GPUs {
 		gpu := GPU{Index: i, Model: g.Product, Serial: na(g.Serial), UUID: na(g.UUID), MIG: na(g.MIG), ECC: na(g.ECC),
 			TemperatureC: number(g.Temp), SMClockMHz: number(g.SM), MemClockMHz: number(g.Mem), MaxSMMHz: number(g.MaxSM)}
-		if n, err := strconv.Atoi(g.Minor); err == nil {
-			gpu.Index = n
-		}
 		for _, v := range []string{g.Power.Current, g.OldPower.Enforced, g.OldPower.Limit} {
 			if gpu.PowerLimitW == 0 {
 				gpu.PowerLimitW = number(v)
