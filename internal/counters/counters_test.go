@@ -120,3 +120,31 @@ func TestSpecialFilesAreProblemsNotHangs(t *testing.T) {
 		}
 	}
 }
+
+// Newer Nsight Compute writes times as ns, us, ms (older: nsecond, usecond, msecond) and
+// rates as byte/s: read as the same figures (a us read as ns was 1000x off; issue 32).
+// A unit opx does not know is an error naming it, never a value taken as it is.
+func TestNCUUnits(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "ncu-2024.1-details.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := strings.NewReplacer(`"nsecond"`, `"ns"`, `"usecond"`, `"us"`, `"msecond"`, `"ms"`).Replace(string(b))
+	if short == string(b) {
+		t.Fatal("the fixture has no long time units to shorten")
+	}
+	res := &Result{Cases: map[int]*Case{}}
+	if err := ReadNCU(strings.NewReader(short), res); err != nil {
+		t.Fatal(err)
+	}
+	checkNVIDIA(t, "short units", res)
+	for unit, want := range map[string]float64{"byte/s": 1, "Gbyte/second": 1e9, "Kbyte/usecond": 1e9, "cycle/nsecond": 1e9, "inst/cycle": 1, "Ghz": 1e9, "us": 1e3, "Mbyte": 1e6} {
+		if got, err := scale(unit); err != nil || got != want {
+			t.Errorf("scale(%q) = %v, %v; want %v", unit, got, err, want)
+		}
+	}
+	bad := strings.Replace(string(b), `"usecond"`, `"fortnight"`, 1)
+	if err := ReadNCU(strings.NewReader(bad), &Result{Cases: map[int]*Case{}}); err == nil || !strings.Contains(err.Error(), `unknown unit "fortnight"`) {
+		t.Errorf("an unknown unit: %v", err)
+	}
+}

@@ -8,12 +8,20 @@ import (
 	"strings"
 )
 
-// ncuScale converts a value in ncu's unit to the vocabulary's (bytes, nanoseconds, %).
-var ncuScale = map[string]float64{
-	"byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
-	"nsecond": 1, "usecond": 1e3, "msecond": 1e6, "second": 1e9,
-	"%": 1, "sector": 1, "": 1,
-}
+// ncuSizes and ncuTimes are every unit Nsight Compute writes, in the vocabulary's base
+// units (bytes, nanoseconds): its older CSVs spell times nsecond/usecond/msecond, its
+// newer ns/us/ms — 1000x apart if misread. Counts (%, cycles, sectors, instructions,
+// warps) are as they are; a rate is its size over its time (byte/s, Gbyte/second).
+var (
+	ncuSizes = map[string]float64{"byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
+		"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
+	ncuTimes = map[string]float64{"ns": 1, "nsecond": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6,
+		"s": 1e9, "second": 1e9}
+	ncuCounts = map[string]bool{"": true, "%": true, "cycle": true, "cycles": true, "sector": true, "sectors": true,
+		"inst": true, "instructions": true, "warp": true, "warps": true, "thread": true, "threads": true, "block": true,
+		"request": true, "requests": true}
+	ncuFreqs = map[string]float64{"hz": 1, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
+)
 
 // ReadNCU reads one `ncu --csv` output: the details page (a row per kernel and metric:
 // "ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value"; 2022 and 2023+
@@ -104,7 +112,9 @@ func ncuKernels(r io.Reader) ([]*ncuKernelRows, error) {
 			kernels[id] = k
 			order = append(order, k)
 		}
-		t.add(k, rec)
+		if err := t.add(k, rec); err != nil {
+			return nil, err
+		}
 	}
 	if t == nil {
 		return nil, fmt.Errorf("no ncu CSV header (\"ID\", \"Kernel Name\", ...) in it")
@@ -112,21 +122,32 @@ func ncuKernels(r io.Reader) ([]*ncuKernelRows, error) {
 	return order, nil
 }
 
-// add puts a record's metrics into its kernel's, in base units.
-func (t *ncuTable) add(k *ncuKernelRows, rec []string) {
+// add puts a record's metrics into its kernel's, in base units; a unit it does not know
+// is an error naming it, never a value taken as it is.
+func (t *ncuTable) add(k *ncuKernelRows, rec []string) error {
 	if !t.raw {
 		if v, ok := number(t.field(rec, "Metric Value")); ok {
-			k.metrics[t.field(rec, "Metric Name")] = v * scale(t.field(rec, "Metric Unit"))
+			name, unit := t.field(rec, "Metric Name"), t.field(rec, "Metric Unit")
+			s, err := scale(unit)
+			if err != nil {
+				return fmt.Errorf("metric %s: %v", name, err)
+			}
+			k.metrics[name] = v * s
 		}
-		return
+		return nil
 	}
 	for i, h := range t.header {
-		if strings.Contains(h, "__") {
+		if strings.Contains(h, "__") && i < len(rec) {
 			if v, ok := number(rec[i]); ok {
-				k.metrics[h] = v * scale(t.units[h])
+				s, err := scale(t.units[h])
+				if err != nil {
+					return fmt.Errorf("metric %s: %v", h, err)
+				}
+				k.metrics[h] = v * s
 			}
 		}
 	}
+	return nil
 }
 
 func has(rec []string, name string) bool {
@@ -138,11 +159,35 @@ func has(rec []string, name string) bool {
 	return false
 }
 
-func scale(unit string) float64 {
-	if s, ok := ncuScale[strings.ToLower(strings.TrimSpace(unit))]; ok {
-		return s
+// scale is the factor from ncu's unit to the base unit: bytes, nanoseconds, bytes per
+// second for a rate, counts as they are.
+func scale(unit string) (float64, error) {
+	u := strings.ToLower(strings.TrimSpace(unit))
+	if s, ok := ncuSizes[u]; ok {
+		return s, nil
 	}
-	return 1
+	if s, ok := ncuTimes[u]; ok {
+		return s, nil
+	}
+	if ncuCounts[u] {
+		return 1, nil
+	}
+	if f, ok := ncuFreqs[u]; ok {
+		return f, nil
+	}
+	if num, den, ok := strings.Cut(u, "/"); ok { // a rate: byte/s, Gbyte/second, cycle/nsecond, inst/cycle
+		n, nok := ncuSizes[num]
+		if ncuCounts[num] {
+			n, nok = 1, true
+		}
+		if d, dok := ncuTimes[den]; nok && dok {
+			return n * 1e9 / d, nil // per second
+		}
+		if nok && ncuCounts[den] {
+			return n, nil // per count
+		}
+	}
+	return 0, fmt.Errorf("unknown unit %q", unit)
 }
 
 // ncuKernel maps the seed's ncu metrics to the vocabulary.
