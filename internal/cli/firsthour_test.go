@@ -82,3 +82,28 @@ func TestPlanRefusesAnIncompleteCustomRunner(t *testing.T) {
 		t.Errorf("doctor does not agree: %s", d.stdout)
 	}
 }
+
+// --estimate-from prices a plan without writing over anything (issue 32): no --out, no
+// manifest written here; --out that is the ledger, refused; another machine's ledger,
+// said to be so.
+func TestEstimateFromNeverOverwritesAndSaysTheHardware(t *testing.T) {
+	dir := t.TempDir()
+	ledger := filepath.Join(dir, "cases.json")
+	os.WriteFile(ledger, []byte(`{"schema": "opx-cases/1", "cases": [{"key": "k", "op": "gemm", "cluster": "local", "status": "ok", "gpu_seconds": 2}]}`), 0o644)
+	mine := filepath.Join(dir, "operatorx-manifest.json")
+	os.WriteFile(mine, []byte("my manifest"), 0o644)
+	t.Chdir(dir)
+	r := runOpx(t, "plan", "--runner", "cluster:h200-dgxc", "--backends", "vllm", "--testlists", "gemm_perf", "--world-sizes", "1",
+		"--estimate-from", ledger, "--digest-timeout", "1s")
+	if r.code != 0 || !strings.Contains(r.stderr, "GPU-hours for 11 case(s)") ||
+		!strings.Contains(r.stderr, "warning: the ledger measured on local, this plan runs on h200_dgxc_8x: the estimate is another machine's costs") {
+		t.Errorf("exit %d %q", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(mine); string(b) != "my manifest" {
+		t.Error("an estimate wrote over the manifest in the current directory")
+	}
+	r = runOpx(t, "plan", "--runner", "local", "--backends", "cpu", "--testlists", "cpu_smoke", "--world-sizes", "1", "--estimate-from", ledger, "--out", ledger)
+	if r.code != 2 || !strings.Contains(r.stderr, "is the ledger --estimate-from reads") {
+		t.Errorf("--out the ledger: exit %d %q", r.code, r.stderr)
+	}
+}

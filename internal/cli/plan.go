@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -41,7 +44,8 @@ Beyond ci.py:
   --estimate-from LEDGER  prints on stderr what the sweep should cost in GPU-hours, from
                           an earlier run's case ledger (cases.json, operatorx-cases.json):
                           each case it measured at its own cost, the rest at the mean of
-                          their op.
+                          their op; without --out it writes no manifest (an estimate
+                          alone), and it warns when the ledger is another machine's.
   --resume ARTIFACTS      plans a re-dispatch instead: from the run's manifest (--manifest,
                           else the one in ARTIFACTS) and every attempt's artifacts, a
                           manifest of the same run and shard ids holding only the cases
@@ -83,9 +87,22 @@ func newPlanCmd(env Env) *cobra.Command {
 			}
 			var costs []results.CaseCost
 			if x.estimateFrom != "" { // read before anything is written
+				if files.Same(o.Out, x.estimateFrom) {
+					return &UsageError{fmt.Errorf("--out %s is the ledger --estimate-from reads: write the manifest elsewhere", o.Out)}
+				}
 				var err error
 				if costs, err = results.ReadLedgerCosts(c.Context(), x.estimateFrom); err != nil {
 					return err
+				}
+				if !c.Flags().Changed("out") {
+					// an estimate alone: the plan goes to a file of its own, and no
+					// operatorx-manifest.json here is written over
+					tmp, err := os.MkdirTemp("", "opx-estimate-")
+					if err != nil {
+						return err
+					}
+					defer os.RemoveAll(tmp)
+					o.Out = filepath.Join(tmp, "operatorx-manifest.json")
 				}
 			}
 			if err := plan.Run(c.Context(), o, env.Stdout, env.Stderr, isTerminal(env.Stderr)); err != nil {
@@ -167,6 +184,23 @@ func printEstimate(ctx context.Context, env Env, manifestPath, ledger string, co
 	}
 	fmt.Fprintf(env.Stderr, "opx plan: estimate from %s: %s GPU-hours for %d case(s) (%d at what they cost there, %d at their op's mean, %d at the mean of all)\n",
 		ledger, results.Hours(e.GPUSeconds), e.Cases, e.Known, e.ByOp, e.ByAll)
+	// the ledger's hardware against the plan's: another machine's costs are said to be so
+	measured := map[string]bool{}
+	for _, c := range costs {
+		measured[c.Cluster] = true
+	}
+	for _, cell := range m.Cells {
+		if !measured[cell.Cluster] {
+			var there []string
+			for cl := range measured {
+				there = append(there, cl)
+			}
+			sort.Strings(there)
+			fmt.Fprintf(env.Stderr, "opx plan: warning: the ledger measured on %s, this plan runs on %s: the estimate is another machine's costs\n",
+				strings.Join(there, ", "), cell.Cluster)
+			break
+		}
+	}
 	return nil
 }
 

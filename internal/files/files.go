@@ -98,16 +98,8 @@ func NotAnInput(flag, out, manifest string, dirs ...string) error {
 		return nil
 	}
 	o := resolved(out)
-	if manifest != "" {
-		same := o == resolved(manifest)
-		if a, err := os.Stat(out); err == nil {
-			if b, err := os.Stat(manifest); err == nil && os.SameFile(a, b) {
-				same = true
-			}
-		}
-		if same {
-			return fmt.Errorf("%s %s is the run's manifest, an input: write elsewhere", flag, out)
-		}
+	if manifest != "" && Same(out, manifest) {
+		return fmt.Errorf("%s %s is the run's manifest, an input: write elsewhere", flag, out)
 	}
 	for _, d := range dirs {
 		rel, err := filepath.Rel(resolved(d), o)
@@ -124,6 +116,20 @@ func NotAnInput(flag, out, manifest string, dirs ...string) error {
 		}
 	}
 	return nil
+}
+
+// Same is whether paths a and b name one file: the same path once links are resolved, or
+// the same file.
+func Same(a, b string) bool {
+	if resolved(a) == resolved(b) {
+		return true
+	}
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }
 
 // resolved is p absolute, with the links of what exists of it resolved: a link to the

@@ -168,6 +168,7 @@ func ArgsRaw(s string) json.RawMessage {
 // CaseCost is one case of an earlier run's ledger: its key, and what it cost.
 type CaseCost struct {
 	Key, Op    string
+	Cluster    string // where it was measured
 	GPUSeconds float64
 	Done       bool
 }
@@ -187,7 +188,7 @@ func ReadLedgerCosts(ctx context.Context, path string) ([]CaseCost, error) {
 	}
 	out := make([]CaseCost, 0, len(doc.Cases))
 	for _, c := range doc.Cases {
-		out = append(out, CaseCost{Key: c.Key, Op: c.Op, GPUSeconds: c.GPUSeconds, Done: verdict.OfStatus(c.Status) >= verdict.Unsupported})
+		out = append(out, CaseCost{Key: c.Key, Op: c.Op, Cluster: c.Cluster, GPUSeconds: c.GPUSeconds, Done: verdict.OfStatus(c.Status) >= verdict.Unsupported})
 	}
 	return out, nil
 }
