@@ -4,6 +4,22 @@
 #   usage: scripts/test.sh            (as root, or with the packages already installed)
 #   FUZZTIME=30s scripts/test.sh      (longer fuzzing)
 set -euo pipefail
+case "${1:-}" in
+  -h|--help)
+    cat <<'USAGE'
+scripts/test.sh: the whole test suite, as CI runs it (.ci/run).
+  Installs the Debian packages the tests use (as root), starts a private one-node Slurm on
+  127.0.0.1 (ports OPX_SLURMCTLD_PORT/OPX_SLURMD_PORT, default 16917/16918) and, when
+  ../shared/thirdparty holds their sources, the real pyxis/enroot stack; then gofmt, go vet,
+  staticcheck, deadcode, every test (a line per package as it finishes, then the counts and
+  every skip's reason), compare's A/A test alone, and a short fuzz pass. About 8 minutes
+  on 2 cores once the packages are installed.
+  FUZZTIME=30s scripts/test.sh   fuzz longer
+USAGE
+    exit 0 ;;
+  "") ;;
+  *) echo "test.sh: unknown argument $1 (see scripts/test.sh --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 missing_dev=()
 export PATH="$PATH:/usr/local/go/bin"
@@ -42,7 +58,9 @@ fi
 # the local Slurm the execute tests run against (stopped, with every job, on exit)
 slurm_dir=$(mktemp -d /tmp/opx-test-slurm.XXXXXX)
 trap 'scripts/local-slurm.sh stop "$slurm_dir" >/dev/null 2>&1 || true' EXIT
-OPX_TEST_SLURM_CONF=$(OPX_SLURMCTLD_PORT=${OPX_SLURMCTLD_PORT:-16917} OPX_SLURMD_PORT=${OPX_SLURMD_PORT:-16918} scripts/local-slurm.sh start "$slurm_dir")
+ctld_port=${OPX_SLURMCTLD_PORT:-16917} slurmd_port=${OPX_SLURMD_PORT:-16918}
+echo "test.sh: starting a private Slurm on 127.0.0.1 (slurmctld port $ctld_port, slurmd port $slurmd_port, state in $slurm_dir)"
+OPX_TEST_SLURM_CONF=$(OPX_SLURMCTLD_PORT=$ctld_port OPX_SLURMD_PORT=$slurmd_port scripts/local-slurm.sh start "$slurm_dir")
 export OPX_TEST_SLURM_CONF OPX_REQUIRE_SLURM=1 OPX_REQUIRE_CHROMIUM=1 OPX_REQUIRE_SHELLCHECK=1 SLURM_CONF=$OPX_TEST_SLURM_CONF
 
 # the real pyxis/enroot stack, when its sources are here (its tests skip, saying so, when not)
@@ -71,7 +89,8 @@ dead=$(go tool -modfile=tools/go.mod deadcode -filter '^github.com/semianalysis/
 if [ -n "$dead" ]; then echo "test.sh: code no command reaches (deadcode):" >&2; echo "$dead" >&2; exit 1; fi
 echo "test.sh: go test ./... (the shard package, on the real Slurm and pyxis, takes the longest)"
 aa='^TestCompareAAAndAKnownSlowdown$'
-go test -count=1 -skip "$aa" ./...
+# one line per package as it finishes, then the counts and every skip's reason
+go test -json -count=1 -skip "$aa" ./... | go run ./scripts/testsummary
 # compare's false-positive rate is a measurement: it runs alone, on a quiet machine
 echo "test.sh: compare's A/A test, alone"
 go test -count=1 -run "$aa" -v ./internal/compare
