@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/semianalysis/opx/internal/catalog"
@@ -237,7 +238,13 @@ func checkSizes(sel Selection, gpus int64) error {
 	}
 	for _, ws := range sel.WorldSizes {
 		if ws > gpus {
-			return selectionErr("world size exceeds the runner's %d-GPU physical node", gpus)
+			var offered []string // ci.py's words, then the sizes this runner offers
+			for _, w := range []int64{1, 2, 4, 8} {
+				if w <= gpus {
+					offered = append(offered, strconv.FormatInt(w, 10))
+				}
+			}
+			return selectionErr("world size exceeds the runner's %d-GPU physical node (it offers world sizes %s)", gpus, strings.Join(offered, ", "))
 		}
 	}
 	if slices.Contains(sel.Backends, "torch") && !(len(sel.WorldSizes) == 1 && sel.WorldSizes[0] == 1) {

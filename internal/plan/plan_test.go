@@ -211,7 +211,7 @@ func TestValidationErrors(t *testing.T) {
 		{sel("cluster:mi300x-amd", v, attn, []int64{1}, 1, "timing"), "AMD CI supports the torch/vllm GEMM, MoE and attention ops"},
 		{sel("cluster:h100-dsxe", v, gemm, nil, 1, "timing"), "world sizes must be selected from 1,2,4,8 (single node)"},
 		{sel("cluster:h100-dsxe", v, gemm, []int64{3}, 1, "timing"), "world sizes must be selected from 1,2,4,8 (single node)"},
-		{sel("cluster:gb200-nv", v, gemm, []int64{8}, 1, "timing"), "world size exceeds the runner's 4-GPU physical node"},
+		{sel("cluster:gb200-nv", v, gemm, []int64{8}, 1, "timing"), "world size exceeds the runner's 4-GPU physical node (it offers world sizes 1, 2, 4)"},
 		{sel("cluster:h100-dsxe", []string{"torch"}, gemm, []int64{1, 1}, 1, "timing"), "the torch backend runs single-device GEMM only"},
 		{sel("cluster:h100-dsxe", v, gemm, []int64{1}, 0, "timing"), "chunk size must be between 1 and 500"},
 		{sel("cluster:h100-dsxe", v, gemm, []int64{1}, 501, "timing"), "chunk size must be between 1 and 500"},
