@@ -36,7 +36,7 @@ func runRun(ctx context.Context, env Env, c *cobra.Command, o *runOptions) error
 
 const runLong = `Plan a sweep, execute every shard, and summarize it — in one command. With no flags it
 runs opx's own cpu backend on this machine (runner local, testlist cpu_smoke, world size
-1), so a newcomer gets a real sweep from 'go run ./cmd/opx run'. The same command drives
+1), so a newcomer gets a real sweep from 'go build -o opx ./cmd/opx && ./opx run'. The same command drives
 a Slurm cluster from a login node: pass a cluster runner (or a custom one from
 --platform-config) and --max-parallel to run that many shards at once.
 
