@@ -17,6 +17,7 @@ import (
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/plan"
+	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/resume"
 )
@@ -182,8 +183,14 @@ func printEstimate(ctx context.Context, env Env, manifestPath, ledger string, co
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stderr, "opx plan: estimate from %s: %s GPU-hours for %d case(s) (%d at what they cost there, %d at their op's mean, %d at the mean of all)\n",
-		ledger, results.Hours(e.GPUSeconds), e.Cases, e.Known, e.ByOp, e.ByAll)
+	unit := "CPU" // the local runner's hours are this machine's CPU's
+	for _, cell := range m.Cells {
+		if cell.Runner != platform.Local {
+			unit = "GPU"
+		}
+	}
+	fmt.Fprintf(env.Stderr, "opx plan: estimate from %s: %s %s-hours for %d case(s) (%d at what they cost there, %d at their op's mean, %d at the mean of all)\n",
+		ledger, results.Hours(e.GPUSeconds), unit, e.Cases, e.Known, e.ByOp, e.ByAll)
 	// the ledger's hardware against the plan's: another machine's costs are said to be so
 	measured := map[string]bool{}
 	for _, c := range costs {

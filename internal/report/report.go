@@ -49,6 +49,7 @@ var tmpl = sync.OnceValue(func() *template.Template {
 type page struct {
 	Title, RunID, SourceSHA, Verdict, VerdictClass, Generator string
 	Attempts                                                  string
+	Unit                                                      string // GPU, or CPU for a run of the local runner
 	Tiles                                                     []tile
 	Shards                                                    []shardRow
 	Failures                                                  int
@@ -92,7 +93,7 @@ func (b *builder) write(w io.Writer, run *results.Run) error {
 	if run.Ledger == nil { // a run made, not read (Walk always fills it in)
 		run.Ledger = &results.Ledger{}
 	}
-	p := &page{RunID: run.RunID, SourceSHA: run.SourceSHA, Generator: "opx " + version.Version, Cases: len(b.status),
+	p := &page{RunID: run.RunID, SourceSHA: run.SourceSHA, Generator: "opx " + version.Version, Cases: len(b.status), Unit: run.Ledger.Unit(),
 		Impossible: len(b.impossible)}
 	if p.RunID == "" {
 		p.RunID = "(no shard ran)"
@@ -141,7 +142,7 @@ func headline(run *results.Run) (string, string, []tile) {
 	return v.Line(), v.Class(), []tile{
 		{"Cases measured", fmt.Sprintf("%d / %d", t.Measured, t.Cases), cls(t.Measured > 0 && t.Measured+t.Unsupported == t.Cases)},
 		{"Cases unsupported", strconv.Itoa(t.Unsupported), ""},
-		{"GPU-hours", results.Hours(t.GPUSeconds), ""},
+		{l.Unit() + "-hours", results.Hours(t.GPUSeconds), ""},
 		{"Shards succeeded", fmt.Sprintf("%d / %d", succeeded, len(run.Shards)), cls(succeeded == len(run.Shards) && len(run.Shards) > 0)},
 		{"Shards missing", strconv.Itoa(missing), cls(missing == 0)},
 		{"Cases requested", strconv.Itoa(requested), ""},

@@ -36,7 +36,19 @@ type Ledger struct {
 	// counts the rest.
 	Missing     []Case
 	MoreMissing int
-	tally       tally
+	// CPU is whether every shard ran on the local runner: its "GPUs" are processes on this
+	// machine's CPU, and its hours are said to be CPU-hours.
+	CPU   bool
+	tally tally
+}
+
+// Unit is what the run's hours are of, in the words every command uses: "GPU", or "CPU"
+// for a run of the local runner.
+func (l *Ledger) Unit() string {
+	if l.CPU {
+		return "CPU"
+	}
+	return "GPU"
 }
 
 // MostMissing is how many cases still to measure a ledger lists by itself.

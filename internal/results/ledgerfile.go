@@ -197,7 +197,7 @@ func ReadLedgerCosts(ctx context.Context, path string) ([]CaseCost, error) {
 // reasons, and what it cost.
 func (l *Ledger) Line() string {
 	t := l.Totals()
-	s := fmt.Sprintf("%s; %s GPU-hours", l.Verdict().Line(), Hours(t.GPUSeconds))
+	s := fmt.Sprintf("%s; %s %s-hours", l.Verdict().Line(), Hours(t.GPUSeconds), l.Unit())
 	if t.FailedSeconds > 0 || t.RetrySeconds > 0 || t.SupersededSeconds > 0 {
 		s += fmt.Sprintf(" (%s on failed attempts, %s on retries, %s paid twice)", Hours(t.FailedSeconds), Hours(t.RetrySeconds), Hours(t.SupersededSeconds))
 	}
@@ -283,8 +283,8 @@ func EstimateCost(m *manifest.Manifest, costs []CaseCost) (Estimate, error) {
 // measured and unsupported (never counted as measured), the attempts, and their GPU-hours
 // (all, and on attempts that failed).
 func (l *Ledger) Markdown(w io.Writer) {
-	fmt.Fprintf(w, "\n### Cases and GPU-hours\n\n%s.\n\n", l.Line())
-	fmt.Fprintln(w, "| Shard | Cases measured | Unsupported | Attempts | GPU-hours | on failed attempts | waited (s) |")
+	fmt.Fprintf(w, "\n### Cases and %s-hours\n\n%s.\n\n", l.Unit(), l.Line())
+	fmt.Fprintf(w, "| Shard | Cases measured | Unsupported | Attempts | %s-hours | on failed attempts | waited (s) |\n", l.Unit())
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 	type agg struct {
 		t                 verdict.Tally

@@ -242,6 +242,10 @@ func walk(ctx context.Context, manifest, artifacts string, opt walker, start fun
 	run := wk.run
 	run.Summary = rep
 	run.Shards = make([]Shard, len(rep.Shards))
+	run.Ledger.CPU = len(rep.Shards) > 0
+	for _, s := range rep.Shards {
+		run.Ledger.CPU = run.Ledger.CPU && s.Cell.Runner == "local" // platform.Local: processes on this CPU
+	}
 	if wk.keep { // the ledger's cases: each shape once per backend (fewer when one is listed twice)
 		n := 0
 		for _, s := range rep.Shards {

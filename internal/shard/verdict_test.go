@@ -59,6 +59,10 @@ func TestEveryCommandGivesTheVerdict(t *testing.T) {
 			if !strings.Contains(string(page), `id="verdict">`+c.line+"</p>") {
 				t.Errorf("report.html's headline is not the verdict")
 			}
+			// a local run's hours are this machine's CPU's (issue 32)
+			if !strings.Contains(r.stderr, " CPU-hours") || strings.Contains(r.stderr, "GPU-hours") || !strings.Contains(string(page), "<h2>Cases and CPU-hours</h2>") {
+				t.Errorf("a local run speaks of GPU-hours")
+			}
 			out := filepath.Join(t.TempDir(), "summary.json")
 			s := opx("summarize", "--manifest", filepath.Join(dir, "operatorx-manifest.json"), "--artifacts", filepath.Join(dir, "shards"), "--out", out)
 			if s.code != c.code || !strings.Contains(s.stderr, "opx summarize: "+c.line+";") {
