@@ -129,7 +129,11 @@ func listRunners(o *listOptions) ([]runnerRow, error) {
 			gpus = json.Number(n)
 		}
 		ip, _ := e.String("image_platform")
-		out = append(out, runnerRow{label, r.Cluster, r.Family, r.Vendor(), gpus, ip, platform.ContainerMode(label, e)})
+		vendor := r.Vendor()
+		if label == platform.Local { // processes on this machine's CPU: no GPU vendor
+			vendor = "cpu"
+		}
+		out = append(out, runnerRow{label, r.Cluster, r.Family, vendor, gpus, ip, platform.ContainerMode(label, e)})
 	}
 	return out, nil
 }

@@ -140,6 +140,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 func TestListJSON(t *testing.T) {
 	var runners []struct {
 		Runner      string `json:"runner"`
+		Vendor      string `json:"vendor"`
 		GPUsPerNode int    `json:"gpus_per_node"`
 		Container   string `json:"container"`
 	}
@@ -147,7 +148,7 @@ func TestListJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &runners); err != nil || r.code != 0 {
 		t.Fatalf("runners: %v %d %s", err, r.code, r.stderr)
 	}
-	if len(runners) != 10 || runners[0].Runner != "cluster:h100-dsxe" || runners[0].GPUsPerNode != 8 || runners[9].Runner != "local" || runners[9].Container != "none" {
+	if len(runners) != 10 || runners[0].Runner != "cluster:h100-dsxe" || runners[0].GPUsPerNode != 8 || runners[9].Runner != "local" || runners[9].Container != "none" || runners[9].Vendor != "cpu" {
 		t.Errorf("runners %+v", runners)
 	}
 	var tls []struct {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -202,6 +203,9 @@ func (d *doc) entry() {
 	}
 	detail := fmt.Sprintf("%s: cluster %s, %s per node, %s, container %s", d.o.Runner.Label, d.o.Runner.Cluster, gpus, ip,
 		platform.ContainerMode(d.o.Runner.Label, e))
+	if d.o.Runner.Label == platform.Local {
+		detail = fmt.Sprintf("local: this machine's CPU (%d cores), %s, ranks as processes here (no container)", runtime.NumCPU(), ip)
+	}
 	if part != "" {
 		detail += ", partition " + part
 	}
