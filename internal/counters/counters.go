@@ -69,6 +69,7 @@ type kernel struct {
 	l2HitPct                 float64 // when only a rate is given
 	tensorPct, busyPct       float64
 	hasRead, hasWrite, hasL2 bool
+	hasTime                  bool // its time was measured: an unmeasured time is unknown, never 0
 }
 
 func newCase(source string) *Case {
@@ -82,8 +83,10 @@ func combine(source string, ks []kernel) *Case {
 	c := newCase(source)
 	c.Kernels = len(ks)
 	var t, hit, look, tensorW, busyW, tensorT, busyT, rateW, rateT float64
+	timed := false
 	for _, k := range ks {
 		t += k.timeNS
+		timed = timed || k.hasTime
 		if k.hasRead {
 			c.DRAMRead = nz(c.DRAMRead) + k.read
 		}
@@ -103,6 +106,9 @@ func combine(source string, ks []kernel) *Case {
 		}
 	}
 	c.KernelTimeUS = t / 1e3
+	if !timed {
+		c.KernelTimeUS = math.NaN() // not measured: empty in every export, never 0
+	}
 	switch {
 	case look > 0:
 		c.L2HitPct = 100 * hit / look

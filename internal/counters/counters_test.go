@@ -148,3 +148,45 @@ func TestNCUUnits(t *testing.T) {
 		t.Errorf("an unknown unit: %v", err)
 	}
 }
+
+// Newer Nsight Compute details pages carry rule columns after the metric's (the header
+// longer than a metric's row, and rows of rules with no metric): records are read by the
+// header's names, so no metric row is dropped (the L2 hit rate was lost; issue 32). A
+// kernel time no row gives is unknown (NaN: empty in exports), never 0.
+func TestNCURuleColumnsAndUnmeasuredTime(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "ncu-2024.1-details.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	var withRules []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, `"ID",`) {
+			l += `,"Rule Name","Rule Type","Rule Description","Estimated Speedup Type","Estimated Speedup"`
+		}
+		withRules = append(withRules, l)
+		if strings.Contains(l, `"gpu__time_duration.sum"`) && strings.HasPrefix(l, `"0",`) {
+			// a rule's row after the kernel's metrics: its ids, no metric, the rule's words
+			withRules = append(withRules, `"0","5151","python3.12","127.0.0.1","opx0","1","7","(128, 1, 1)","(132, 1, 1)","0","9.0","SpeedOfLight","","","","SOLBottleneck","OPT","This kernel is memory bound","local","12.5"`)
+		}
+	}
+	res := &Result{Cases: map[int]*Case{}}
+	if err := ReadNCU(strings.NewReader(strings.Join(withRules, "\n")), res); err != nil {
+		t.Fatal(err)
+	}
+	checkNVIDIA(t, "rule columns", res)
+
+	var untimed []string
+	for _, l := range lines {
+		if !strings.Contains(l, `"gpu__time_duration.sum"`) {
+			untimed = append(untimed, l)
+		}
+	}
+	res = &Result{Cases: map[int]*Case{}}
+	if err := ReadNCU(strings.NewReader(strings.Join(untimed, "\n")), res); err != nil {
+		t.Fatal(err)
+	}
+	if c := res.Cases[1]; c == nil || !math.IsNaN(c.KernelTimeUS) || !near(c.DRAMRead, 33.55e6) {
+		t.Errorf("a kernel time no row gives: %+v", c)
+	}
+}

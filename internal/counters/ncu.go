@@ -62,7 +62,7 @@ type ncuTable struct {
 }
 
 func (t *ncuTable) field(rec []string, name string) string {
-	if i, ok := t.col[name]; ok {
+	if i, ok := t.col[name]; ok && i < len(rec) {
 		return rec[i]
 	}
 	return ""
@@ -96,8 +96,11 @@ func ncuKernels(r io.Reader) ([]*ncuKernelRows, error) {
 			}
 			continue
 		}
-		if len(rec) != len(t.header) {
-			continue // a message among the records
+		// records are read by the header's names, whatever columns a version adds after
+		// them (rule names, estimated speed-ups): a record with no kernel id is a message
+		// or a rule's row, not a metric
+		if t.field(rec, "ID") == "" && !t.raw {
+			continue
 		}
 		if t.raw && t.field(rec, "ID") == "" { // the units row
 			for i, u := range rec {
@@ -126,6 +129,9 @@ func ncuKernels(r io.Reader) ([]*ncuKernelRows, error) {
 // is an error naming it, never a value taken as it is.
 func (t *ncuTable) add(k *ncuKernelRows, rec []string) error {
 	if !t.raw {
+		if t.field(rec, "Metric Name") == "" {
+			return nil // a rule's row: no metric in it
+		}
 		if v, ok := number(t.field(rec, "Metric Value")); ok {
 			name, unit := t.field(rec, "Metric Name"), t.field(rec, "Metric Unit")
 			s, err := scale(unit)
@@ -194,7 +200,7 @@ func scale(unit string) (float64, error) {
 func ncuKernel(m map[string]float64) kernel {
 	get := func(name string) (float64, bool) { v, ok := m[name]; return v, ok }
 	k := kernel{tensorPct: math.NaN(), busyPct: math.NaN()}
-	k.timeNS, _ = get("gpu__time_duration.sum")
+	k.timeNS, k.hasTime = get("gpu__time_duration.sum")
 	k.read, k.hasRead = get("dram__bytes_read.sum")
 	k.write, k.hasWrite = get("dram__bytes_write.sum")
 	hit, okH := get("lts__t_sectors_lookup_hit.sum")

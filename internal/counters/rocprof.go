@@ -223,6 +223,7 @@ func (c *caseAcc) vocabulary() *Case {
 	for _, t := range c.timeNS {
 		k.timeNS += t
 	}
+	k.hasTime = len(c.timeNS) > 0
 	if v, ok := c.counters["FETCH_SIZE"]; ok {
 		k.read, k.hasRead = v*1024, true
 	}
