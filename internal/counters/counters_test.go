@@ -190,3 +190,26 @@ func TestNCURuleColumnsAndUnmeasuredTime(t *testing.T) {
 		t.Errorf("a kernel time no row gives: %+v", c)
 	}
 }
+
+// A dispatch belongs to the range whose start and end contain it: one that starts after
+// op 0's range ended (and before op 1's began) is no kernel of op 0 (issue 32: it was
+// credited to the range that started last).
+func TestRocprofJoinsByTheWholeRange(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "rocprofv3"))); err != nil {
+		t.Fatal(err)
+	}
+	// op 0's range now ends (1014050) before its second kernel (1014100-1018100) starts, in every pass
+	marks, _ := filepath.Glob(filepath.Join(dir, "*", "*", "*", "rank0_marker_api_trace.csv"))
+	for _, m := range marks {
+		b, _ := os.ReadFile(m)
+		os.WriteFile(m, []byte(strings.Replace(string(b), `"1001000","1019000"`, `"1001000","1014050"`, 1)), 0o644)
+	}
+	res := &Result{Cases: map[int]*Case{}}
+	if err := ReadRocprof(t.Context(), dir, res); err != nil {
+		t.Fatal(err)
+	}
+	if len(marks) == 0 || res.Cases[0] != nil && res.Cases[0].Kernels != 1 || res.Unranged != 2 {
+		t.Errorf("%d marker files; op 0: %+v; %d unranged", len(marks), res.Cases[0], res.Unranged)
+	}
+}

@@ -93,8 +93,8 @@ func rocPassOf(passes map[string]*rocPass, dir string) *rocPass {
 
 // span is a marker range: its op index and start.
 type span struct {
-	index int
-	start float64
+	index      int
+	start, end float64
 }
 
 // caseAcc is one case's counters over the passes.
@@ -170,18 +170,23 @@ func (rr *rocReader) pass(p *rocPass, first bool) {
 	var spans []span
 	for _, r := range rr.rows(p.markers) {
 		if i := rangeIndex(r["Function"]); i >= 0 {
-			if t, ok := number(r["Start_Timestamp"]); ok {
-				spans = append(spans, span{i, t})
+			start, ok1 := number(r["Start_Timestamp"])
+			end, ok2 := number(r["End_Timestamp"])
+			if ok1 && ok2 {
+				spans = append(spans, span{i, start, end})
 			}
 		}
 	}
 	sort.Slice(spans, func(a, b int) bool { return spans[a].start < spans[b].start })
+	// a dispatch belongs to the range whose start and end contain its start (the
+	// innermost: the latest to start); one that starts between ranges belongs to none
 	which := func(t float64) int {
-		k := sort.Search(len(spans), func(j int) bool { return spans[j].start > t }) - 1
-		if k < 0 {
-			return -1
+		for k := sort.Search(len(spans), func(j int) bool { return spans[j].start > t }) - 1; k >= 0; k-- {
+			if t <= spans[k].end {
+				return spans[k].index
+			}
 		}
-		return spans[k].index
+		return -1
 	}
 	dispatchCase, dispatchTime := map[string]int{}, map[string]float64{}
 	for _, r := range rr.rows(p.kernels) {
