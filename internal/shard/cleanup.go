@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/safe"
 )
 
 // resendEvery is how often scancel is sent again to a job squeue still lists after a
@@ -117,6 +118,7 @@ func (s *Slurm) release(ctx context.Context, root, job string, timeout int) erro
 	}
 	deadline := s.now().Add(time.Duration(timeout) * time.Second)
 	interval := 10 * time.Millisecond
+	said := s.now() // a wait is said every 10 s: never a silent loop
 	for s.now().Before(deadline) {
 		rc, out, errOut := s.squeue(ctx, "%A")
 		if err := logLine(fmt.Sprintf("job=%s rc=%d active=%s error=%s\n", job, rc, pyjson.Repr(out), pyjson.Repr(errOut))); err != nil {
@@ -124,6 +126,14 @@ func (s *Slurm) release(ctx context.Context, root, job string, timeout int) erro
 		}
 		if rc == 0 && !slices.Contains(strings.Fields(out), job) {
 			return nil
+		}
+		if now := s.now(); now.Sub(said) >= 10*time.Second {
+			said = now
+			why := "squeue still lists it"
+			if rc != 0 {
+				why = "squeue does not answer: " + safe.OneLine(errOut)
+			}
+			s.warnf("waiting for allocation %s to end (%s); %.0f s left", job, why, deadline.Sub(now).Seconds())
 		}
 		s.sleep(interval)
 		interval = min(interval*3/2, time.Second)
