@@ -344,21 +344,35 @@ func lockRun(dir string) (unlock func(), err error) {
 		return nil, fmt.Errorf("the run lock %s: %w", path, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		holder := make([]byte, 64)
-		n, _ := f.ReadAt(holder, 0)
-		f.Close()
+		defer f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			who := strings.TrimSpace(string(holder[:n]))
-			if who == "" {
-				who = "a process"
-			}
-			return nil, fmt.Errorf("another opx run (%s) is writing to %s: it holds %s; wait for it to end", who, dir, path)
+			return nil, fmt.Errorf("another opx run (%s) is writing to %s: it holds %s; wait for it to end", holderOf(f), dir, path)
 		}
 		return nil, fmt.Errorf("the run lock %s: %w", path, err)
 	}
-	f.Truncate(0)
-	f.WriteAt([]byte(fmt.Sprintf("pid %d\n", os.Getpid())), 0)
+	line := fmt.Sprintf("pid %d\n", os.Getpid())
+	f.WriteAt([]byte(line), 0) // then cut what a longer earlier line left: never empty
+	f.Truncate(int64(len(line)))
 	return func() { f.Close() }, nil
+}
+
+// holderOf names the process holding a run lock: "pid N" from its first line, once that
+// process is alive — the holder writes its pid just after it takes the lock, so a line
+// that is empty or names a dead process is read again for a moment before it is given up
+// as "a process".
+func holderOf(f *os.File) string {
+	buf := make([]byte, 64)
+	for range 40 {
+		n, _ := f.ReadAt(buf, 0)
+		first, _, _ := strings.Cut(string(buf[:n]), "\n")
+		if pid, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(first), "pid ")); err == nil && pid > 0 {
+			if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
+				return strings.TrimSpace(first)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return "a process"
 }
 
 // runRecord is <dir>/run.json: when the sweep (or its latest resume) started and ended,
