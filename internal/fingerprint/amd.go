@@ -1,28 +1,47 @@
 package fingerprint
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/semianalysis/opx/internal/safe"
 )
 
 // amdList is amd-smi's --json: a list of per-GPU objects, or (ROCm 6.4 and later) an
 // object holding that list as "gpu_data".
+// Numbers are kept as text (json.Number) until read: a reading too large for a float
+// (1e400) is a reading not recorded, not an error in Go's words about the whole output.
+// Output that lists no GPU (amd-smi printing null) is an error: a node with no GPU is no
+// fingerprint.
 func amdList(data []byte) ([]map[string]any, error) {
 	data = jsonStart(data)
+	decode := func(v any) error {
+		d := json.NewDecoder(bytes.NewReader(data))
+		d.UseNumber()
+		return d.Decode(v)
+	}
 	var list []map[string]any
-	if err := json.Unmarshal(data, &list); err == nil {
-		return list, nil
+	err := decode(&list)
+	if err != nil {
+		var wrapped struct {
+			GPUData []map[string]any `json:"gpu_data"`
+		}
+		if werr := decode(&wrapped); werr != nil {
+			return nil, fmt.Errorf("not amd-smi's JSON (%v)", werr)
+		}
+		list = wrapped.GPUData
 	}
-	var wrapped struct {
-		GPUData []map[string]any `json:"gpu_data"`
+	if len(list) == 0 {
+		return nil, fmt.Errorf("it lists no GPU (it printed %s)", safe.OneLine(string(bytes.TrimSpace(data[:min(len(data), 40)]))))
 	}
-	if err := json.Unmarshal(data, &wrapped); err != nil {
-		return nil, err
-	}
-	return wrapped.GPUData, nil
+	return list, nil
 }
 
 // jsonStart skips what amd-smi may print before its JSON (a WARNING line).
@@ -115,11 +134,10 @@ func readAMDMetric(gpu *GPU, m map[string]any) {
 
 func isNumber(v any) bool {
 	switch x := v.(type) {
-	case float64:
+	case float64, json.Number:
 		return true
 	case map[string]any:
-		_, ok := x["value"].(float64)
-		return ok
+		return isNumber(x["value"])
 	}
 	return false
 }
@@ -128,6 +146,12 @@ func isNumber(v any) bool {
 // "2100 MHz"; 0 for "N/A" and anything else.
 func val(v any) float64 {
 	switch x := v.(type) {
+	case json.Number:
+		f, err := strconv.ParseFloat(string(x), 64)
+		if err != nil || math.IsInf(f, 0) {
+			return 0 // out of range (1e400): not recorded
+		}
+		return f
 	case float64:
 		return x
 	case string:

@@ -8,6 +8,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -202,5 +203,27 @@ func TestNVIDIAIndexIsListOrderNotMinorNumber(t *testing.T) {
 	g := Take(t.Context(), "before", Options{Env: []string{"OPX_FAKE_NVIDIA=" + swapped, "PATH=" + os.Getenv("PATH")}})
 	if len(g.GPUs) != 2 || g.GPUs[0].Index != 0 || g.GPUs[1].Index != 1 || g.GPUs[1].Serial != "1654923000001" {
 		t.Errorf("GPUs %+v", g.GPUs)
+	}
+}
+
+// amd-smi output with no GPU in it (null) is a finding, not a node of 0 GPUs with nothing
+// missing; a reading too large for a float (1e400) is that reading not recorded, not an
+// error in Go's words (issue 30).
+func TestAMDNullAndOverflowingReadings(t *testing.T) {
+	f := &Fingerprint{}
+	if err := readAMD(f, []byte("null\n"), nil, ""); err == nil || !strings.Contains(err.Error(), "lists no GPU (it printed null)") {
+		t.Errorf("null: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "amd-smi-mi300x-static.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := regexp.MustCompile(`("max_power": \{"value": )[0-9.]+`).ReplaceAllString(string(b), "${1}1e400")
+	if big == string(b) {
+		big = strings.Replace(string(b), `"gpu": 1`, `"gpu": 1, "huge": 1e400`, 1)
+	}
+	f = &Fingerprint{}
+	if err := readAMD(f, []byte(big), nil, ""); err != nil || len(f.GPUs) != 2 {
+		t.Errorf("1e400: %v, %d GPUs", err, len(f.GPUs))
 	}
 }
