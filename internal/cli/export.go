@@ -56,11 +56,7 @@ error saying which value it had), and the exit code is 1 when the run measured n
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(env.Stderr, "opx export: run %s\n", v.Line())
-			if v.Tally.Measured == 0 { // every row written, but nothing was measured
-				return &ExitError{Code: 1}
-			}
-			return nil
+			return sayVerdict(env, "export", v)
 		},
 	}
 	c.Flags().StringVar(&manifest, "manifest", "", "the run's manifest (default: found in RUN_DIR)")

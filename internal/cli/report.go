@@ -9,7 +9,18 @@ import (
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/report"
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/verdict"
 )
+
+// sayVerdict is how a command that writes a run out (report, export) ends: the run's
+// verdict on stderr, and exit 1 when nothing at all was measured (what it wrote says so).
+func sayVerdict(env Env, cmd string, v verdict.Verdict) error {
+	fmt.Fprintf(env.Stderr, "opx %s: run %s\n", cmd, v.Line())
+	if v.Tally.Measured == 0 {
+		return &ExitError{Code: 1}
+	}
+	return nil
+}
 
 func newReportCmd(env Env) *cobra.Command {
 	var manifest, out string
@@ -58,11 +69,7 @@ stderr, and the exit code is 1 when the run measured nothing.`,
 				return err
 			}
 			fmt.Fprintln(env.Stdout, out)
-			fmt.Fprintf(env.Stderr, "opx report: run %s\n", v.Line())
-			if v.Tally.Measured == 0 { // the page is written, and says so; nothing was measured
-				return &ExitError{Code: 1}
-			}
-			return nil
+			return sayVerdict(env, "report", v)
 		},
 	}
 	c.Flags().StringVar(&manifest, "manifest", "", "the run's manifest (default: found in RUN_DIR)")

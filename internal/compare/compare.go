@@ -29,7 +29,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"unique"
@@ -348,9 +350,9 @@ func (s *Run) nothingMeasured(side string) string {
 		return msg + fmt.Sprintf("; %d unsupported, %d error)", t.Unsupported, t.Error)
 	}
 	var filt, have []string
-	for _, f := range sortedKeys(s.keep) {
+	for _, f := range slices.Sorted(maps.Keys(s.keep)) {
 		filt = append(filt, f+"="+s.keep[f])
-		vals := sortedKeys(s.present[f])
+		vals := slices.Sorted(maps.Keys(s.present[f]))
 		if len(vals) == mostValues {
 			vals = append(vals, "...")
 		}
@@ -358,15 +360,6 @@ func (s *Run) nothingMeasured(side string) string {
 	}
 	return msg + fmt.Sprintf(", %d kept by --%s-filter %s: %d unsupported, %d error; values present: %s)",
 		len(s.rows), side, strings.Join(filt, ","), t.Unsupported, t.Error, strings.Join(have, "; "))
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Empty is whether a side has nothing measured to compare: compare fails then, gate or

@@ -21,7 +21,6 @@ func Ordered[T any](ctx context.Context, n, window int, read func(ctx context.Co
 		window = 2 * workers
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	type result struct {
 		v   T
 		err error

@@ -284,12 +284,6 @@ func (e *execRows) asked(ctx context.Context) (map[string]bool, error) {
 func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*execRows, error) {
 	e := &execRows{ex: ex, att: Attempt{Shard: shardID, Attempt: ex.Attempt, Dir: ex.Dir, Outcome: "unfinished"}}
 	exe := ex.Head // summary.Find parsed it
-	if exe == nil {
-		var err error
-		if exe, err = manifest.ReadExecutionHead(ctx, filepath.Join(ex.Dir, "execution.json")); err != nil {
-			return nil, err
-		}
-	}
 	e.exe = exe
 	e.att.Cases = len(exe.Cell.Cases) * len(exe.Cell.Backends) // its distinct keys, unless a shape is listed twice
 	e.before, e.after = readFingerprint(ctx, ex.Dir, "before"), readFingerprint(ctx, ex.Dir, "after")

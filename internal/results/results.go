@@ -601,7 +601,7 @@ func invalid(ms *pyjson.Object) string {
 	var name string
 	var raw pyjson.Value
 	if ms == nil {
-		return verdict.Invalid("", 0, false)
+		return verdict.Invalid("", 0, "", false)
 	}
 	for _, m := range ms.Members() {
 		if m.Key == "latency_us" {
@@ -613,7 +613,7 @@ func invalid(ms *pyjson.Object) string {
 		}
 	}
 	if name == "" {
-		return verdict.Invalid("", 0, false)
+		return verdict.Invalid("", 0, "", false)
 	}
 	var f float64
 	switch x := raw.(type) {
@@ -624,7 +624,7 @@ func invalid(ms *pyjson.Object) string {
 	default:
 		return fmt.Sprintf("invalid measurement: %s is %s, not a number", name, safe.OneLine(scalar(raw)))
 	}
-	return verdict.Invalid(name, f, true)
+	return verdict.Invalid(name, f, scalar(raw), true)
 }
 
 func number(v pyjson.Value) (float64, bool) {

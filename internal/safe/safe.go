@@ -63,3 +63,12 @@ func Trunc(s string, n int) string {
 	}
 	return s
 }
+
+// ShellWord is s as one POSIX shell word: as it is when it holds only characters a shell
+// leaves alone, else single-quoted (” for an empty s).
+func ShellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

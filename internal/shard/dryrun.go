@@ -5,6 +5,8 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+
+	"github.com/semianalysis/opx/internal/safe"
 )
 
 // dryJob stands for the job id salloc will grant; dryNCU for the Nsight Compute install
@@ -123,21 +125,8 @@ func shellJoin(argv []string) string {
 }
 
 func shellQuote(s string) string {
-	if s == "" {
-		return "''"
-	}
-	if rest := strings.ReplaceAll(s, dryJob, ""); rest != s && (rest == "" || shellQuote(rest) == rest) {
+	if rest := strings.ReplaceAll(s, dryJob, ""); s != "" && rest != s && (rest == "" || safe.ShellWord(rest) == rest) {
 		return `"` + s + `"` // the placeholder expands once JOB is set
 	}
-	plain := true
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_@%+=:,./-", c)) {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return safe.ShellWord(s)
 }

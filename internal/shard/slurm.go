@@ -302,7 +302,7 @@ func (s *Slurm) Reachable(ctx context.Context) error {
 	defer cancel()
 	var out strings.Builder
 	err := proc.Run(pctx, proc.Cmd{Argv: []string{"scontrol", "ping"}, Env: s.scrubbedEnv(), Stdout: &out, Stderr: &out, Grace: time.Second})
-	said := strings.TrimSpace(firstLines(out.String(), 1))
+	said, _, _ := strings.Cut(strings.TrimSpace(out.String()), "\n")
 	switch {
 	case pctx.Err() != nil && ctx.Err() == nil:
 		return fmt.Errorf("the Slurm controller did not answer scontrol ping within 15 s")
@@ -313,10 +313,4 @@ func (s *Slurm) Reachable(ctx context.Context) error {
 		return fmt.Errorf("the Slurm controller does not answer (scontrol ping: %s)", safe.OneLine(said))
 	}
 	return nil
-}
-
-// firstLines is the first n lines of s.
-func firstLines(s string, n int) string {
-	lines := strings.SplitN(s, "\n", n+1)
-	return strings.Join(lines[:min(n, len(lines))], "\n")
 }

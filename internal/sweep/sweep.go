@@ -198,9 +198,9 @@ func (s *sweep) shard(ctx context.Context, reg *platform.Registry, cell *manifes
 	if err != nil {
 		state = "failed: " + safe.OneLine(err.Error())
 		if _, serr := os.Stat(out); serr != nil { // it failed before its output existed: a setup failure
-			state += " (nothing ran; check this host: opx doctor --runner " + shellArg(s.p.Runner)
+			state += " (nothing ran; check this host: opx doctor --runner " + safe.ShellWord(s.p.Runner)
 			if s.p.PlatformConfig != "" {
-				state += " --platform-config " + shellArg(s.p.PlatformConfig)
+				state += " --platform-config " + safe.ShellWord(s.p.PlatformConfig)
 			}
 			state += ")"
 		}
@@ -248,7 +248,7 @@ func (s *sweep) finish(ctx context.Context, interrupted error) error {
 	pr.logf("report: %s", reportPath)
 	if t := run.Ledger.Totals(); interrupted != nil || t.Error+t.Missing > 0 {
 		// the exact command that pays only for what is still missing
-		pr.logf("to run only the %d case(s) still missing or in error: opx run --resume %s", t.Error+t.Missing, shellArg(s.dir))
+		pr.logf("to run only the %d case(s) still missing or in error: opx run --resume %s", t.Error+t.Missing, safe.ShellWord(s.dir))
 	}
 	if err := writeRunRecord(s.dir, pr.start, s.p, interrupted, true); err != nil {
 		return err
@@ -418,13 +418,4 @@ func gitHead(ctx context.Context, dir string) string {
 		return ""
 	}
 	return strings.TrimSpace(out)
-}
-
-// shellArg is s as one POSIX shell word: as it is when it holds only safe characters,
-// else single-quoted.
-func shellArg(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

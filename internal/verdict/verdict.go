@@ -57,31 +57,16 @@ func OfStatus(status string) Outcome {
 func Better(o, than Outcome) bool { return o > than }
 
 // Invalid says why an ok row's headline metric is no measurement ("" when it is one): it
-// must be there, finite and positive. raw is the value as the row wrote it (for the
+// must be there, finite and positive. shown is the value as the row wrote it (for the
 // message), present whether the row has any metric with a direction.
-func Invalid(name string, v float64, present bool) string {
+func Invalid(name string, v float64, shown string, present bool) string {
 	switch {
 	case !present:
 		return "invalid measurement: an ok row without a latency, time or throughput metric"
-	case math.IsNaN(v) || math.IsInf(v, 0):
-		return fmt.Sprintf("invalid measurement: %s is %s (a measured value must be finite and positive)", name, pyFloat(v))
-	case v <= 0:
-		return fmt.Sprintf("invalid measurement: %s is %g (a measured value must be finite and positive)", name, v)
+	case math.IsNaN(v) || math.IsInf(v, 0) || v <= 0:
+		return fmt.Sprintf("invalid measurement: %s is %s (a measured value must be finite and positive)", name, shown)
 	}
 	return ""
-}
-
-// pyFloat is how Python's json writes a float that is not finite.
-func pyFloat(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return "NaN"
-	case math.IsInf(v, 1):
-		return "Infinity"
-	case math.IsInf(v, -1):
-		return "-Infinity"
-	}
-	return fmt.Sprint(v)
 }
 
 // Tally counts cases by outcome.

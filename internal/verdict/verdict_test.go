@@ -21,17 +21,18 @@ func TestOfStatus(t *testing.T) {
 func TestInvalid(t *testing.T) {
 	for _, c := range []struct {
 		v       float64
+		shown   string // as the row wrote it
 		present bool
 		want    string
 	}{
-		{12.5, true, ""},
-		{math.Inf(1), true, "invalid measurement: latency_us is Infinity (a measured value must be finite and positive)"},
-		{math.NaN(), true, "invalid measurement: latency_us is NaN (a measured value must be finite and positive)"},
-		{0, true, "invalid measurement: latency_us is 0 (a measured value must be finite and positive)"},
-		{-3, true, "invalid measurement: latency_us is -3 (a measured value must be finite and positive)"},
-		{0, false, "invalid measurement: an ok row without a latency, time or throughput metric"},
+		{12.5, "12.5", true, ""},
+		{math.Inf(1), "Infinity", true, "invalid measurement: latency_us is Infinity (a measured value must be finite and positive)"},
+		{math.NaN(), "NaN", true, "invalid measurement: latency_us is NaN (a measured value must be finite and positive)"},
+		{0, "0", true, "invalid measurement: latency_us is 0 (a measured value must be finite and positive)"},
+		{-3, "-3", true, "invalid measurement: latency_us is -3 (a measured value must be finite and positive)"},
+		{0, "", false, "invalid measurement: an ok row without a latency, time or throughput metric"},
 	} {
-		if got := Invalid("latency_us", c.v, c.present); got != c.want {
+		if got := Invalid("latency_us", c.v, c.shown, c.present); got != c.want {
 			t.Errorf("Invalid(%v, %v) = %q, want %q", c.v, c.present, got, c.want)
 		}
 	}
