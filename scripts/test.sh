@@ -9,7 +9,8 @@ case "${1:-}" in
     cat <<'USAGE'
 scripts/test.sh: the whole test suite, as CI runs it (.ci/run).
   Installs the Debian packages the tests use (as root), starts a private one-node Slurm on
-  127.0.0.1 (ports OPX_SLURMCTLD_PORT/OPX_SLURMD_PORT, default 16917/16918) and, when
+  127.0.0.1 (ports OPX_SLURMCTLD_PORT/OPX_SLURMD_PORT, default 16917/16918), a private
+  PostgreSQL (port OPX_POSTGRES_PORT, default 16919) for the history store and, when
   ../shared/thirdparty holds their sources, the real pyxis/enroot stack; then gofmt, go vet,
   staticcheck, deadcode, every test (a line per package as it finishes, then the counts and
   every skip's reason), compare's A/A test alone, and a short fuzz pass. About 8 minutes
@@ -31,6 +32,8 @@ command -v go >/dev/null || { echo "test.sh: go is not installed (need go 1.26)"
 # the workflow's scripts.
 declare -A pkg_of=([python3]=python3 [slurmctld]=slurmctld [slurmd]=slurmd [salloc]=slurm-client
                    [munged]=munge [mksquashfs]=squashfs-tools [chromium]=chromium [shellcheck]=shellcheck)
+# PostgreSQL, for the history store's tests (initdb and pg_ctl are not on PATH: looked up below)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing_dev+=(postgresql)
 # the real pyxis/enroot stack (scripts/real-stack.sh) builds enroot and pyxis from
 # ../shared/thirdparty and runs them: a compiler, Slurm's headers, libbsd, and enroot's
 # runtime tools (jq, curl, parallel, pigz, zstd, makeself, setcap, busybox for the images)
@@ -63,11 +66,24 @@ echo "test.sh: starting a private Slurm on 127.0.0.1 (slurmctld port $ctld_port,
 OPX_TEST_SLURM_CONF=$(OPX_SLURMCTLD_PORT=$ctld_port OPX_SLURMD_PORT=$slurmd_port scripts/local-slurm.sh start "$slurm_dir")
 export OPX_TEST_SLURM_CONF OPX_REQUIRE_SLURM=1 OPX_REQUIRE_CHROMIUM=1 OPX_REQUIRE_SHELLCHECK=1 SLURM_CONF=$OPX_TEST_SLURM_CONF
 
+# the private PostgreSQL the history store's tests run against (its own port and socket)
+pg_dir=$(mktemp -d /tmp/opx-test-postgres.XXXXXX)
+pg_port=${OPX_POSTGRES_PORT:-16919}
+real_dir=
+stop_services() {
+  scripts/local-slurm.sh stop "$slurm_dir" >/dev/null 2>&1 || true
+  scripts/local-postgres.sh stop "$pg_dir" >/dev/null 2>&1 || true
+  if [ -n "$real_dir" ]; then scripts/real-stack.sh stop "$real_dir" >/dev/null 2>&1 || true; fi
+}
+trap stop_services EXIT
+echo "test.sh: starting a private PostgreSQL on 127.0.0.1 (port $pg_port, data in $pg_dir)"
+OPX_TEST_POSTGRES=$(OPX_POSTGRES_PORT=$pg_port scripts/local-postgres.sh start "$pg_dir")
+export OPX_TEST_POSTGRES OPX_REQUIRE_POSTGRES=1
+
 # the real pyxis/enroot stack, when its sources are here (its tests skip, saying so, when not)
 if [ -d "$thirdparty" ]; then
   echo "test.sh: building and starting the real pyxis/enroot stack (scripts/real-stack.sh)"
   real_dir=$(mktemp -d /tmp/opx-test-real.XXXXXX)
-  trap 'scripts/local-slurm.sh stop "$slurm_dir" >/dev/null 2>&1 || true; scripts/real-stack.sh stop "$real_dir" >/dev/null 2>&1 || true' EXIT
   OPX_REAL_STACK_ENV=$(OPX_THIRDPARTY=$thirdparty scripts/real-stack.sh start "$real_dir")
   export OPX_REAL_STACK_ENV OPX_REQUIRE_REAL_STACK=1
 else

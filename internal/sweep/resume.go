@@ -103,15 +103,25 @@ func (s *sweep) finalizeLeftovers(ctx context.Context) error {
 
 // recordedPlatformConfig is the platform config run.json names ("" when none).
 func recordedPlatformConfig(ctx context.Context, dir string) string {
-	b, err := files.ReadRegular(ctx, filepath.Join(dir, "run.json"), 1<<20) // never a FIFO's endless read
+	rec, err := ReadRecord(ctx, dir)
 	if err != nil {
 		return ""
 	}
-	var rec runRecord
-	if json.Unmarshal(b, &rec) != nil {
-		return ""
-	}
 	return rec.PlatformConfig
+}
+
+// ReadRecord is dir's run.json (os.ErrNotExist when the directory has none: not an opx
+// run --out directory).
+func ReadRecord(ctx context.Context, dir string) (*Record, error) {
+	b, err := files.ReadRegular(ctx, filepath.Join(dir, "run.json"), 1<<20) // never a FIFO's endless read
+	if err != nil {
+		return nil, err
+	}
+	var rec Record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("%s: %v", filepath.Join(dir, "run.json"), err)
+	}
+	return &rec, nil
 }
 
 // claimForResume takes an existing run directory's lock (lockRun): a lock its opx run

@@ -375,11 +375,11 @@ func holderOf(f *os.File) string {
 	return "a process"
 }
 
-// runRecord is <dir>/run.json: when the sweep (or its latest resume) started and ended,
+// Record is <dir>/run.json: when the sweep (or its latest resume) started and ended,
 // the run's provenance, the attempt it ran, the platform config its shards need (a resume
 // reuses it), and whether a signal cut it short. It is written when the shards start
 // (finished_at null) and again at the end.
-type runRecord struct {
+type Record struct {
 	StartedAt      string  `json:"started_at"`
 	FinishedAt     *string `json:"finished_at"`
 	RunID          string  `json:"run_id"`
@@ -391,7 +391,7 @@ type runRecord struct {
 }
 
 func writeRunRecord(dir string, start time.Time, p plan.Request, interrupted error, finished bool) error {
-	rec := runRecord{StartedAt: start.UTC().Format(time.RFC3339), RunID: p.RunID, Attempt: p.Attempt, SourceSHA: p.SourceSHA,
+	rec := Record{StartedAt: start.UTC().Format(time.RFC3339), RunID: p.RunID, Attempt: p.Attempt, SourceSHA: p.SourceSHA,
 		PlatformConfig: p.PlatformConfig, OpxVersion: version.String()}
 	if p.PlatformConfig != "" {
 		if abs, err := filepath.Abs(p.PlatformConfig); err == nil {

@@ -1,0 +1,463 @@
+package history
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/semianalysis/opx/internal/fingerprint"
+	"github.com/semianalysis/opx/internal/manifest"
+	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/sweep"
+	"github.com/semianalysis/opx/internal/verdict"
+)
+
+// Added is what one add did.
+type Added struct {
+	Dir, RunID string
+	At         time.Time
+	Cases      int  // cases recorded
+	Measured   int  // of which measured
+	Already    bool // the run was in the store: nothing was written
+	Confirms   string
+}
+
+// point is one case of one run, as the store keeps it.
+type point struct {
+	key, testlist, op, args, backend, cluster string
+	ws                                        int
+	metric                                    string
+	lower                                     bool
+	outcome                                   verdict.Outcome
+	value, lo, hi                             float64
+	spread                                    bool
+	n                                         int
+	gpuSeconds                                float64
+	ctx                                       context_
+	cell                                      string // the cell's digest (cells)
+}
+
+// context_ is where and on what a point was measured: what a change is tied to.
+type context_ struct {
+	Node, GPU, Driver, ImageDigest, SMClock, Throttle string
+}
+
+func (c context_) digest() string {
+	h := sha256.Sum256([]byte(strings.Join([]string{c.Node, c.GPU, c.Driver, c.ImageDigest, c.SMClock, c.Throttle}, "\x00")))
+	return hex.EncodeToString(h[:16])
+}
+
+// recorded is a run read for the store.
+type recorded struct {
+	runID, origin, sourceSHA, opxVersion string
+	attempt                              int
+	at                                   time.Time
+	points                               []point
+	cells                                map[string][]byte // digest: the cell, gzipped JSON without its queue token
+	measured                             int
+	confirms                             string // the run a confirmation manifest was made for
+}
+
+// read reads the run in dir (an artifacts tree or opx run --out) with the one reader of a
+// run (results.Stream): every requested case with its verdict, and each measured one's
+// headline metric, spread and provenance.
+func read(ctx context.Context, dir string) (*recorded, error) {
+	manifestPath, err := results.Resolve(dir, "", "--manifest")
+	if err != nil {
+		return nil, err
+	}
+	rec := &recorded{cells: map[string][]byte{}}
+	byKey := map[string]int{}
+	put := func(p point) {
+		if i, ok := byKey[p.key]; ok {
+			rec.points[i] = p
+			return
+		}
+		byKey[p.key] = len(rec.points)
+		rec.points = append(rec.points, p)
+	}
+	m, err := manifest.Load(ctx, manifestPath)
+	if err != nil {
+		return nil, err
+	}
+	cellOf := map[string]string{} // shard id: its cell's digest
+	for _, c := range m.Cells {
+		d, body := cellBody(c.Raw)
+		cellOf[c.ID], rec.cells[d] = d, body
+	}
+	var run *results.Run
+	var first time.Time
+	err = results.Stream(ctx, manifestPath, dir, func(r *results.Run) { run = r }, func(sh *results.Shard, rows []results.Row) error {
+		c := shardContext(sh)
+		for _, f := range []*fingerprint.Fingerprint{sh.Before, sh.After} {
+			if f != nil && !f.TakenAt.IsZero() && (first.IsZero() || f.TakenAt.Before(first)) {
+				first = f.TakenAt
+			}
+		}
+		for i := range rows {
+			r := &rows[i]
+			if r.Mode == "counters" { // a profiled execution: its timing is the profiler's
+				continue
+			}
+			p := point{key: r.Key(), testlist: r.Testlist, op: r.OpType, args: r.ArgsJSON(), backend: r.Backend,
+				cluster: r.Cluster, ws: r.WorldSize, outcome: verdict.OfStatus(r.Status), gpuSeconds: r.GPUSeconds,
+				ctx: c, cell: cellOf[sh.ID]}
+			p.ctx.Throttle = r.Throttled
+			if name, ok := r.Primary(); ok {
+				p.metric, p.lower = name, results.DirectionOf(name) == results.Lower
+				if p.outcome == verdict.Measured {
+					p.value = r.Metrics[name]
+					if lo, hi, _, ok := r.Spread(name); ok {
+						p.lo, p.hi, p.spread = lo, hi, true
+					}
+					p.n = len(r.Samples[name])
+				}
+			}
+			if p.outcome == verdict.Measured && !(p.value > 0 && !math.IsInf(p.value, 0)) {
+				p.outcome = verdict.Error // results.rowOf already says so; never a point of no value
+			}
+			put(p)
+		}
+		return nil
+	}, func(sh *results.Shard, cases []results.Case) error {
+		for i := range cases {
+			c := &cases[i]
+			if c.Status != verdict.Missing.String() {
+				continue // an error row: handed with the rows
+			}
+			put(point{key: c.Key, testlist: c.Testlist, op: c.Op, args: c.ArgsJSON, backend: c.Backend, cluster: c.Cluster,
+				ws: c.WorldSize, outcome: verdict.Missing, gpuSeconds: c.GPUSeconds, ctx: shardContext(sh), cell: cellOf[sh.ID]})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	rec.runID, rec.sourceSHA = run.RunID, run.SourceSHA
+	for _, a := range run.Ledger.Attempts {
+		rec.attempt = max(rec.attempt, a.Attempt)
+		if a.GrantedAt != nil && (rec.at.IsZero() || a.GrantedAt.Before(rec.at)) {
+			rec.at = *a.GrantedAt // when the run measured: its first allocation
+		}
+	}
+	if rec.at.IsZero() {
+		rec.at = first // else its fingerprints' times
+	}
+	if r, err := sweep.ReadRecord(ctx, dir); err == nil {
+		rec.opxVersion = r.OpxVersion
+		if t, err := time.Parse(time.RFC3339, r.StartedAt); err == nil && rec.at.IsZero() {
+			rec.at = t
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	for _, p := range rec.points {
+		if p.outcome == verdict.Measured {
+			rec.measured++
+		}
+	}
+	if !rec.at.IsZero() {
+		rec.origin = rec.at.UTC().Format(time.RFC3339Nano)
+	}
+	return rec, nil
+}
+
+// gz is b gzipped.
+func gz(b []byte) []byte {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	w.Write(b)
+	w.Close()
+	return buf.Bytes()
+}
+
+// cellBody is a cell as the confirmation manifest needs it again: its JSON without the
+// queue token (a new run gets its own), and the token-free digest the store dedupes on.
+func cellBody(raw *pyjson.Object) (string, []byte) {
+	o := pyjson.NewObject()
+	for _, m := range raw.Members() {
+		if m.Key != "queue-token" {
+			o.Set(m.Key, m.Value)
+		}
+	}
+	b := pyjson.MustMarshal(o, pyjson.Identity)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:16]), gz(b)
+}
+
+var errAlready = errors.New("already recorded")
+
+// Add records the run in dir at its own time (at, when not zero, instead: a backfill).
+func (s *Store) Add(ctx context.Context, dir string, at time.Time) (*Added, error) {
+	rec, err := read(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	if !at.IsZero() {
+		rec.at = at
+		if rec.origin == "" {
+			rec.origin = "at " + at.UTC().Format(time.RFC3339Nano)
+		}
+	}
+	if rec.at.IsZero() {
+		return nil, fmt.Errorf("%s: the run records no time it measured (no allocation, fingerprint or run.json): pass --at", dir)
+	}
+	out := &Added{Dir: dir, RunID: rec.runID, At: rec.at, Cases: len(rec.points), Measured: rec.measured}
+	err = s.write(ctx, dir, rec)
+	if errors.Is(err, errAlready) {
+		out.Already = true
+		return out, nil
+	}
+	return out, err
+}
+
+// write stores a read run in one transaction: the run, its new series, contexts and
+// cells, then its points. Parallel adds serialize (SQLite's write lock, PostgreSQL's
+// advisory lock); a run already there (same run id, same time measured) writes nothing.
+func (s *Store) write(ctx context.Context, dir string, rec *recorded) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %v", s.Where, err)
+	}
+	defer tx.Rollback()
+	if s.pg {
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(7243002)"); err != nil {
+			return fmt.Errorf("%s: %v", s.Where, err)
+		}
+	}
+	var exists int
+	err = tx.QueryRowContext(ctx, s.q("SELECT COUNT(*) FROM runs WHERE run_id = ? AND origin = ?"), rec.runID, rec.origin).Scan(&exists)
+	if err != nil {
+		return fmt.Errorf("%s: %v", s.Where, err)
+	}
+	if exists > 0 {
+		return errAlready
+	}
+	var confirms any
+	var runRow int64
+	err = tx.QueryRowContext(ctx, s.q(`INSERT INTO runs (run_id, attempt, origin, at, source_sha, opx_version, dir, added_at, confirms, cases, measured)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`), rec.runID, rec.attempt, rec.origin, rec.at.Unix(), rec.sourceSHA,
+		rec.opxVersion, dir, time.Now().Unix(), confirms, len(rec.points), rec.measured).Scan(&runRow)
+	if err != nil {
+		return fmt.Errorf("%s: recording the run: %v", s.Where, err)
+	}
+	series, err := s.seriesIDs(ctx, tx, rec.points)
+	if err != nil {
+		return err
+	}
+	ctxs, err := s.contextIDs(ctx, tx, rec.points)
+	if err != nil {
+		return err
+	}
+	cells, err := s.cellIDs(ctx, tx, rec.cells)
+	if err != nil {
+		return err
+	}
+	err = s.insertMany(ctx, tx, "points (series, at, run, outcome, value, lo, hi, n, gpu_ms, ctx, cell)", 11, len(rec.points), func(i int, args []any) {
+		p := &rec.points[i]
+		args[0], args[1], args[2], args[3] = series[p.key], rec.at.Unix(), runRow, int(p.outcome)
+		args[4], args[5], args[6], args[7] = nil, nil, nil, nil
+		if p.outcome == verdict.Measured {
+			args[4] = p.value
+			if p.spread {
+				args[5], args[6] = p.lo, p.hi
+			}
+			if p.n > 0 {
+				args[7] = p.n
+			}
+		}
+		args[8] = nil
+		if p.gpuSeconds > 0 {
+			args[8] = int64(math.Round(p.gpuSeconds * 1000))
+		}
+		args[9], args[10] = ctxs[p.ctx.digest()], cells[p.cell]
+	})
+	if err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// insertMany inserts n rows of cols columns, many to a statement.
+func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, into string, cols, n int, row func(i int, args []any)) error {
+	const per = 500
+	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
+	var stmt *sql.Stmt
+	stmtRows := 0
+	args := make([]any, 0, per*cols)
+	for start := 0; start < n; start += per {
+		k := min(per, n-start)
+		if stmt == nil || stmtRows != k {
+			if stmt != nil {
+				stmt.Close()
+			}
+			var err error
+			stmt, err = tx.PrepareContext(ctx, s.q("INSERT INTO "+into+" VALUES "+strings.TrimSuffix(strings.Repeat(one+", ", k), ", ")))
+			if err != nil {
+				return fmt.Errorf("%s: %v", s.Where, err)
+			}
+			stmtRows = k
+		}
+		args = args[:k*cols]
+		for i := range k {
+			row(start+i, args[i*cols:(i+1)*cols])
+		}
+		if _, err := stmt.ExecContext(ctx, args...); err != nil {
+			stmt.Close()
+			return fmt.Errorf("%s: %v", s.Where, err)
+		}
+	}
+	if stmt != nil {
+		stmt.Close()
+	}
+	return nil
+}
+
+// seriesIDs are the store's ids of the points' series, new ones added.
+func (s *Store) seriesIDs(ctx context.Context, tx *sql.Tx, points []point) (map[string]int64, error) {
+	ids := map[string]int64{}
+	noMetric := map[string]bool{}
+	rows, err := tx.QueryContext(ctx, "SELECT id, key, metric FROM series")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", s.Where, err)
+	}
+	for rows.Next() {
+		var id int64
+		var k, m string
+		if err := rows.Scan(&id, &k, &m); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ids[k] = id
+		if m == "" {
+			noMetric[k] = true
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var fresh []int
+	seen := map[string]bool{}
+	for i := range points {
+		p := &points[i]
+		if _, ok := ids[p.key]; !ok && !seen[p.key] {
+			seen[p.key] = true
+			fresh = append(fresh, i)
+		}
+	}
+	err = s.insertMany(ctx, tx, "series (key, testlist, op, args, backend, world_size, cluster, metric, lower_is_better)", 9, len(fresh), func(i int, a []any) {
+		p := &points[fresh[i]]
+		a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8] = p.key, p.testlist, p.op, p.args, p.backend, p.ws, p.cluster, p.metric, boolInt(p.lower)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(fresh) > 0 {
+		return s.seriesIDs(ctx, tx, nil)
+	}
+	// a series first recorded unmeasured has no metric yet: it takes its first measured one
+	for i := range points {
+		p := &points[i]
+		if p.metric == "" || !noMetric[p.key] {
+			continue
+		}
+		noMetric[p.key] = false
+		if _, err := tx.ExecContext(ctx, s.q("UPDATE series SET metric = ?, lower_is_better = ? WHERE id = ? AND metric = ''"), p.metric, boolInt(p.lower), ids[p.key]); err != nil {
+			return nil, fmt.Errorf("%s: %v", s.Where, err)
+		}
+	}
+	return ids, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// contextIDs are the store's ids of the points' contexts, new ones added.
+func (s *Store) contextIDs(ctx context.Context, tx *sql.Tx, points []point) (map[string]int64, error) {
+	want := map[string]context_{}
+	for i := range points {
+		c := points[i].ctx
+		want[c.digest()] = c
+	}
+	return dedupe(ctx, s, tx, "contexts", "(digest, node, gpu, driver, image_digest, sm_clock, throttle)", 7, want, func(d string, c context_, a []any) {
+		a[0], a[1], a[2], a[3], a[4], a[5], a[6] = d, c.Node, c.GPU, c.Driver, c.ImageDigest, c.SMClock, c.Throttle
+	})
+}
+
+// cellIDs are the store's ids of the run's cells, new ones added.
+func (s *Store) cellIDs(ctx context.Context, tx *sql.Tx, cells map[string][]byte) (map[string]int64, error) {
+	return dedupe(ctx, s, tx, "cells", "(digest, body)", 2, cells, func(d string, body []byte, a []any) { a[0], a[1] = d, body })
+}
+
+// dedupe is the ids of rows keyed by digest in table, those not there yet inserted.
+func dedupe[T any](ctx context.Context, s *Store, tx *sql.Tx, table, cols string, n int, want map[string]T, row func(string, T, []any)) (map[string]int64, error) {
+	ids := map[string]int64{}
+	lookup := func() error {
+		rows, err := tx.QueryContext(ctx, "SELECT id, digest FROM "+table)
+		if err != nil {
+			return fmt.Errorf("%s: %v", s.Where, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			var d string
+			if err := rows.Scan(&id, &d); err != nil {
+				return err
+			}
+			if _, ok := want[d]; ok {
+				ids[d] = id
+			}
+		}
+		return rows.Err()
+	}
+	if err := lookup(); err != nil {
+		return nil, err
+	}
+	var fresh []string
+	for d := range want {
+		if _, ok := ids[d]; !ok {
+			fresh = append(fresh, d)
+		}
+	}
+	if len(fresh) == 0 {
+		return ids, nil
+	}
+	err := s.insertMany(ctx, tx, table+" "+cols, n, len(fresh), func(i int, a []any) { row(fresh[i], want[fresh[i]], a) })
+	if err != nil {
+		return nil, err
+	}
+	return ids, lookup()
+}
+
+// shardContext is the shard's provenance as a point keeps it: its node (the fingerprint's,
+// else the hosts its results name), GPU model, driver, image digest and clocks.
+func shardContext(sh *results.Shard) context_ {
+	c := context_{ImageDigest: sh.Digest, Node: strings.Join(sh.Hosts, ",")}
+	f := sh.Before
+	if f == nil {
+		f = sh.After
+	}
+	if f != nil {
+		if f.Node != "" {
+			c.Node = f.Node
+		}
+		n := f.Summary()
+		c.GPU, c.Driver, c.SMClock = n.Models, f.Driver, n.MaxSMClock
+	}
+	return c
+}

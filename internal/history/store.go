@@ -1,0 +1,280 @@
+// Package history keeps every case of every run it is given, and finds where each case's
+// level moved: the store (SQLite through modernc.org/sqlite, or PostgreSQL through
+// jackc/pgx; one schema, versioned migrations), `opx history add`, `check` (change points
+// with false-discovery control, the gate, the confirmation manifest) and `report` (the
+// page). docs/history.md says how it decides and what its figures are.
+package history
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // the "sqlite" driver: pure Go, the binary stays static
+)
+
+// Schema is the store's schema version this opx writes; a store of a newer one is refused.
+const Schema = 1
+
+// Store is an open history store.
+type Store struct {
+	db *sql.DB
+	pg bool
+	// Where names the store in messages: the file, or the server's host and database.
+	Where string
+}
+
+// DSN is the store a command uses: the flag's, else $OPX_HISTORY, else opx-history.db.
+func DSN(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if s := os.Getenv("OPX_HISTORY"); s != "" {
+		return s
+	}
+	return "opx-history.db"
+}
+
+// Open opens (creating, or migrating to Schema) the store at dsn: a postgres:// or
+// postgresql:// URL, else a SQLite file. It refuses, leaving it untouched, a file that is
+// not an opx store and a store written by a newer opx; an unreachable server fails within
+// seconds, naming its host.
+//
+// create is whether a SQLite file that does not exist is made (add); a reader (check,
+// report) is told instead that there is no store there.
+func Open(ctx context.Context, dsn string, create bool) (*Store, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		return openPG(ctx, dsn)
+	}
+	return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"), create)
+}
+
+// sqliteMagic is how every SQLite database file begins.
+const sqliteMagic = "SQLite format 3\x00"
+
+func openSQLite(ctx context.Context, path string, create bool) (*Store, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	where := path
+	st, err := os.Stat(abs)
+	switch {
+	case err == nil && !st.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is not an opx history store: not a regular file", where)
+	case err == nil && st.Size() > 0:
+		f, err := os.Open(abs)
+		if err != nil {
+			return nil, err
+		}
+		head := make([]byte, len(sqliteMagic))
+		_, err = io.ReadFull(f, head)
+		f.Close()
+		if err != nil || string(head) != sqliteMagic {
+			return nil, fmt.Errorf("%s is not an opx history store: not a SQLite database (left untouched)", where)
+		}
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return nil, err
+	case err != nil && !create:
+		return nil, fmt.Errorf("no history store at %s: record a run first (opx history add RUN_DIR --db %s)", where, path)
+	case err != nil:
+		if d, err := os.Stat(filepath.Dir(abs)); err != nil || !d.IsDir() {
+			return nil, fmt.Errorf("%s: its directory %s does not exist", where, filepath.Dir(abs))
+		}
+	}
+	// a writer waits for another (parallel adds) instead of failing; a transaction that
+	// will write takes the write lock when it begins
+	u := url.URL{Scheme: "file", Opaque: (&url.URL{Path: abs}).EscapedPath(),
+		RawQuery: "_pragma=busy_timeout(60000)&_pragma=foreign_keys(0)&_txlock=immediate"}
+	db, err := sql.Open("sqlite", u.String())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1) // one writer; reads are in the same process
+	s := &Store{db: db, Where: where}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	// WAL once the file is known to be ours: readers do not wait for a writer
+	if _, err := db.ExecContext(ctx, "PRAGMA journal_mode=WAL"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s: %v", where, err)
+	}
+	return s, nil
+}
+
+func openPG(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("history store %s: %v", redact(dsn), err)
+	}
+	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > 10*time.Second {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	where := fmt.Sprintf("PostgreSQL at %s/%s", net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), cfg.Database)
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(4)
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s cannot be reached: %v", where, err)
+	}
+	s := &Store{db: db, pg: true, Where: where}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// redact is a DSN without its password, for messages.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(a postgres URL that does not parse)"
+	}
+	return u.Redacted()
+}
+
+// Close closes the store.
+func (s *Store) Close() error { return s.db.Close() }
+
+// q is a statement in the store's dialect: SQLite's ? placeholders become $1, $2, … on
+// PostgreSQL, and the types the two name differently are named.
+func (s *Store) q(query string) string {
+	if !s.pg {
+		return strings.NewReplacer("{id}", "INTEGER PRIMARY KEY", "{real}", "REAL", "{blob}", "BLOB", "{norowid}", " WITHOUT ROWID").Replace(query)
+	}
+	query = strings.NewReplacer("{id}", "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY", "{real}", "DOUBLE PRECISION",
+		"{blob}", "BYTEA", "{norowid}", "").Replace(query)
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// migrations are the schema's versions: migrations[i] takes a store from version i to i+1.
+// Times are Unix seconds; a point's GPU time is in milliseconds (an integer: a few bytes).
+var migrations = [][]string{{
+	`CREATE TABLE opx_history (name TEXT PRIMARY KEY, value TEXT NOT NULL)`,
+	`CREATE TABLE runs (
+		id {id}, run_id TEXT NOT NULL, attempt INTEGER NOT NULL, origin TEXT NOT NULL, at BIGINT NOT NULL,
+		source_sha TEXT NOT NULL, opx_version TEXT NOT NULL, dir TEXT NOT NULL, added_at BIGINT NOT NULL,
+		confirms BIGINT, cases INTEGER NOT NULL, measured INTEGER NOT NULL, UNIQUE (run_id, origin))`,
+	`CREATE TABLE series (
+		id {id}, key TEXT NOT NULL UNIQUE, testlist TEXT NOT NULL, op TEXT NOT NULL, args TEXT NOT NULL,
+		backend TEXT NOT NULL, world_size INTEGER NOT NULL, cluster TEXT NOT NULL, metric TEXT NOT NULL,
+		lower_is_better INTEGER NOT NULL)`,
+	`CREATE TABLE contexts (
+		id {id}, digest TEXT NOT NULL UNIQUE, node TEXT NOT NULL, gpu TEXT NOT NULL, driver TEXT NOT NULL,
+		image_digest TEXT NOT NULL, sm_clock TEXT NOT NULL, throttle TEXT NOT NULL)`,
+	`CREATE TABLE cells (id {id}, digest TEXT NOT NULL UNIQUE, body {blob} NOT NULL)`,
+	`CREATE TABLE points (
+		series BIGINT NOT NULL, at BIGINT NOT NULL, run BIGINT NOT NULL, outcome SMALLINT NOT NULL,
+		value {real}, lo {real}, hi {real}, n INTEGER, gpu_ms BIGINT, ctx BIGINT NOT NULL, cell BIGINT NOT NULL,
+		PRIMARY KEY (series, at, run)){norowid}`,
+	`CREATE INDEX points_run ON points (run, series)`,
+	`CREATE TABLE verdicts (
+		series BIGINT NOT NULL, run BIGINT NOT NULL, confirm_run BIGINT NOT NULL, status TEXT NOT NULL, node TEXT NOT NULL,
+		PRIMARY KEY (series, run, confirm_run))`,
+}}
+
+// migrate brings the store to Schema. An empty database is created; one with tables but
+// no opx_history table is someone else's and is left alone; a newer schema is refused.
+func (s *Store) migrate(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.opening(err)
+	}
+	defer tx.Rollback()
+	if s.pg {
+		// parallel first adds: one creates the schema, the others then see it
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(7243001)"); err != nil {
+			return s.opening(err)
+		}
+	}
+	tables, err := s.tables(ctx, tx)
+	if err != nil {
+		return s.opening(err)
+	}
+	version := 0
+	if tables["opx_history"] {
+		var v string
+		if err := tx.QueryRowContext(ctx, s.q("SELECT value FROM opx_history WHERE name = 'schema'")).Scan(&v); err != nil {
+			return fmt.Errorf("%s is not an opx history store: it has no schema version (%v)", s.Where, err)
+		}
+		if version, err = strconv.Atoi(v); err != nil || version < 1 {
+			return fmt.Errorf("%s is not an opx history store: its schema version is %q", s.Where, v)
+		}
+	} else if len(tables) > 0 {
+		return fmt.Errorf("%s is not an opx history store: it holds other tables (left untouched)", s.Where)
+	}
+	if version > Schema {
+		return fmt.Errorf("%s was written by a newer opx (history schema %d; this opx knows up to %d): upgrade opx", s.Where, version, Schema)
+	}
+	if version == Schema {
+		return tx.Commit()
+	}
+	for v := version; v < Schema; v++ {
+		for _, stmt := range migrations[v] {
+			if _, err := tx.ExecContext(ctx, s.q(stmt)); err != nil {
+				return fmt.Errorf("%s: migrating to history schema %d: %v", s.Where, v+1, err)
+			}
+		}
+	}
+	up := "INSERT INTO opx_history (name, value) VALUES ('schema', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+	if _, err := tx.ExecContext(ctx, s.q(up), strconv.Itoa(Schema)); err != nil {
+		return fmt.Errorf("%s: %v", s.Where, err)
+	}
+	return tx.Commit()
+}
+
+// opening is an error met while opening the store, said as what it means.
+func (s *Store) opening(err error) error {
+	if !s.pg && strings.Contains(err.Error(), "not a database") {
+		return fmt.Errorf("%s is not an opx history store: not a SQLite database (left untouched)", s.Where)
+	}
+	return fmt.Errorf("%s: %v", s.Where, err)
+}
+
+// tables are the user tables in the database.
+func (s *Store) tables(ctx context.Context, tx *sql.Tx) (map[string]bool, error) {
+	query := "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+	if s.pg {
+		query = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+	}
+	rows, err := tx.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out[n] = true
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,35 @@
+package history
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/semianalysis/opx/internal/testenv"
+)
+
+// eachStore runs the test on a fresh SQLite file and on a fresh PostgreSQL database.
+func eachStore(t *testing.T, test func(t *testing.T, dsn string)) {
+	t.Run("sqlite", func(t *testing.T) { test(t, filepath.Join(t.TempDir(), "h.db")) })
+	t.Run("postgres", func(t *testing.T) { test(t, testenv.Postgres(t)) })
+}
+
+func TestOpenRefusesWhatIsNotAStore(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "notes.txt")
+	os.WriteFile(junk, []byte("these are my notes, not a database\n"), 0o644)
+	_, err := Open(t.Context(), junk, true)
+	if err == nil || !strings.Contains(err.Error(), "not an opx history store") {
+		t.Fatalf("a text file: %v", err)
+	}
+	if b, _ := os.ReadFile(junk); string(b) != "these are my notes, not a database\n" {
+		t.Fatalf("the file was changed: %q", b)
+	}
+	if _, err := Open(t.Context(), filepath.Join(dir, "none.db"), false); err == nil || !strings.Contains(err.Error(), "no history store at") {
+		t.Fatalf("a reader of a store that does not exist: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "none.db")); err == nil {
+		t.Fatal("a reader created the store")
+	}
+}
