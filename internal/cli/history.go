@@ -2,11 +2,17 @@ package cli
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/semianalysis/opx/internal/compare"
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/history"
+	"github.com/semianalysis/opx/internal/history/changes"
+	"github.com/semianalysis/opx/internal/safe"
 )
 
 func newHistoryCmd(env Env) *cobra.Command {
@@ -25,8 +31,97 @@ PostgreSQL database (--db postgres://user@host:port/db). Parallel adds are safe.
   opx history check --fail-on-regression 5 >> "$GITHUB_STEP_SUMMARY"
   opx history report --out history.html`,
 	}
-	c.AddCommand(newHistoryAddCmd(env))
+	c.AddCommand(newHistoryAddCmd(env), newHistoryCheckCmd(env))
 	return c
+}
+
+func newHistoryCheckCmd(env Env) *cobra.Command {
+	var db, jsonOut, filter string
+	var failPct float64
+	var window int
+	var all bool
+	o := history.CheckOptions{Options: changes.Defaults}
+	c := &cobra.Command{
+		Use:   "check",
+		Short: "Find where each case's level shifted; gate on new regressions",
+		Long: `Find, in every series the newest run touched (--all: every series), the runs where its
+level shifted. Each series' newest --lookback runs are read. A shift is called when a rank
+test over every split (robust to outliers) clears one Benjamini–Hochberg threshold set over
+the tests of all series (--fdr), it is at least --min-change, and the new level is outside
+the old runs' own recorded spread. A shift at the newest runs, with fewer than 3 runs
+after it, is "suspected"; one or two newest runs must also lie beyond every deviation the
+series has shown before: noise the history has seen never makes a change. Each change
+names its first run, the ratio of the new level to the old, what changed under it
+(source SHA, image digest, driver, GPU, nodes, opx version) and, when it shows on some
+nodes only, which. docs/history.md gives the method and its measured error rates.
+
+Markdown for $GITHUB_STEP_SUMMARY goes to stdout, worst first; --json writes every change.
+--fail-on-regression PCT exits 1 when a slower change of at least PCT percent starts
+within the newest --window runs.`,
+		Example: `  opx history check
+  opx history check --fail-on-regression 5 --json changes.json >> "$GITHUB_STEP_SUMMARY"
+  opx history check --all --filter backend=vllm,cluster=h200-dgxc`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			f, err := parseHistoryFilter(filter)
+			if err != nil {
+				return &UsageError{err}
+			}
+			o.Filter, o.All = f, all
+			if o.MinChange < 0 || o.FDR <= 0 || o.FDR >= 1 {
+				return &UsageError{fmt.Errorf("--min-change must be >= 0 and --fdr between 0 and 1")}
+			}
+			s, err := history.Open(c.Context(), history.DSN(db), false)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			found, err := s.Check(c.Context(), o)
+			if err != nil {
+				return err
+			}
+			if jsonOut != "" {
+				if err := files.WriteIndented(jsonOut, found); err != nil {
+					return err
+				}
+			}
+			found.Markdown(env.Stdout)
+			if c.Flags().Changed("fail-on-regression") {
+				if bad := found.Regressions(failPct, window); len(bad) > 0 {
+					fmt.Fprintf(env.Stderr, "opx history check: %d slower change(s) of at least %g%% start in the newest %d run(s); worst: %s %s from run %s\n",
+						len(bad), failPct, max(1, window), safe.Text(bad[0].Key), compare.Words(bad[0].Speedup), safe.Text(bad[0].RunID))
+					return &ExitError{Code: 1}
+				}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
+	c.Flags().StringVar(&jsonOut, "json", "", "write every change here (JSON)")
+	c.Flags().Float64Var(&failPct, "fail-on-regression", 0, "exit 1 when a slower change of at least PCT percent starts within the newest --window runs")
+	c.Flags().IntVar(&window, "window", 1, "how many newest runs --fail-on-regression looks at")
+	c.Flags().IntVar(&o.Lookback, "lookback", history.DefaultLookback, "how many newest runs of each series are read")
+	c.Flags().BoolVar(&all, "all", false, "check every series, not only those the newest run touched")
+	c.Flags().StringVar(&filter, "filter", "", "FIELD=VALUE,... keep these series (fields: "+strings.Join(history.FilterFields, ", ")+")")
+	c.Flags().Float64Var(&o.MinChange, "min-change", changes.Defaults.MinChange, "the smallest shift called, as a fraction (0.02: 2%)")
+	c.Flags().Float64Var(&o.FDR, "fdr", changes.Defaults.FDR, "the false discovery rate allowed over all series")
+	return c
+}
+
+// parseHistoryFilter parses check's --filter FIELD=VALUE[,...].
+func parseHistoryFilter(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !slices.Contains(history.FilterFields, k) {
+			return nil, fmt.Errorf("--filter: %s is not FIELD=VALUE with a field of %s", safe.Text(kv), strings.Join(history.FilterFields, ", "))
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 func newHistoryAddCmd(env Env) *cobra.Command {

@@ -29,7 +29,6 @@ type Added struct {
 	Cases      int  // cases recorded
 	Measured   int  // of which measured
 	Already    bool // the run was in the store: nothing was written
-	Confirms   string
 }
 
 // point is one case of one run, as the store keeps it.
@@ -65,7 +64,6 @@ type recorded struct {
 	points                               []point
 	cells                                map[string][]byte // digest: the cell, gzipped JSON without its queue token
 	measured                             int
-	confirms                             string // the run a confirmation manifest was made for
 }
 
 // read reads the run in dir (an artifacts tree or opx run --out) with the one reader of a

@@ -1,0 +1,474 @@
+package history
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/semianalysis/opx/internal/history/changes"
+	"github.com/semianalysis/opx/internal/verdict"
+)
+
+// CheckOptions say what check reads and how it judges.
+type CheckOptions struct {
+	changes.Options
+	// Lookback is how many of each series' newest points are read (a bounded window).
+	Lookback int
+	// All checks every series; otherwise only those the newest run touched.
+	All bool
+	// Filter keeps the series whose fields (testlist, op, args, backend, world_size,
+	// cluster) have these values.
+	Filter map[string]string
+}
+
+// DefaultLookback is how many runs of each series check reads by default.
+const DefaultLookback = 60
+
+// Found is what check found.
+type Found struct {
+	Series  int       `json:"series"`
+	Points  int       `json:"points"`
+	Newest  *RunRef   `json:"newest_run"`
+	Changes []Change  `json:"changes"`
+	Stopped []Stopped `json:"stopped"`
+	// OddNodes counts, per node, the changes confined to it: a node that is repeatedly
+	// the odd one out.
+	OddNodes map[string]int `json:"odd_nodes"`
+	runs     []RunRef       // every run, newest first
+}
+
+// RunRef names a run in the store.
+type RunRef struct {
+	RunID string    `json:"run_id"`
+	At    time.Time `json:"at"`
+	id    int64
+}
+
+// Change is one shift found in a series.
+type Change struct {
+	Key       string  `json:"key"`
+	Metric    string  `json:"metric"`
+	RunID     string  `json:"run_id"` // the first run of the new level
+	At        string  `json:"at"`
+	Direction string  `json:"direction"` // slower | faster
+	Ratio     float64 `json:"ratio"`     // new level / old level of the metric
+	Speedup   float64 `json:"speedup"`   // above 1 is faster, as compare says it
+	P         float64 `json:"p"`
+	Status    string  `json:"status"` // confirmed | suspected
+	Before    float64 `json:"before"` // the old and new levels (medians)
+	After     float64 `json:"after"`
+	Runs      int     `json:"runs_after"` // runs of the new level so far
+	// Provenance is what differs between the runs just before and just after the shift.
+	Provenance map[string]Diff `json:"provenance"`
+	// Nodes are where the shift shows, when it is confined to some of the nodes that
+	// measured the new level.
+	Nodes []string `json:"nodes"`
+	at    time.Time
+	run   int64
+}
+
+// Diff is one field's values before and after a shift.
+type Diff struct {
+	Before string `json:"before"`
+	After  string `json:"after"`
+}
+
+// Stopped is a series whose newest run did not measure it, though the one before did.
+type Stopped struct {
+	Key     string `json:"key"`
+	RunID   string `json:"run_id"`
+	Outcome string `json:"outcome"`
+}
+
+// seriesRow is a series as check reads it.
+type seriesRow struct {
+	id                               int64
+	key, testlist, op, args, backend string
+	cluster, metric                  string
+	ws                               int
+	lower                            bool
+	points                           []stored // newest last
+	obs                              []changes.Obs
+	measured                         []int // indexes in points of obs
+}
+
+type stored struct {
+	at, run       int64
+	outcome       verdict.Outcome
+	value, lo, hi sql.NullFloat64
+	ctx           int64
+}
+
+// Check reads the series to judge (those the newest run touched, or all), a bounded window
+// of each, and finds their changes.
+func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
+	if o.Lookback <= 0 {
+		o.Lookback = DefaultLookback
+	}
+	f := &Found{OddNodes: map[string]int{}, Changes: []Change{}, Stopped: []Stopped{}}
+	runs, err := s.runs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f.runs = runs
+	byID := map[int64]RunRef{}
+	for _, r := range runs {
+		byID[r.id] = r
+	}
+	if len(runs) == 0 {
+		return f, nil
+	}
+	f.Newest = &runs[0]
+	series, err := s.seriesToCheck(ctx, o, runs[0].id)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.window(ctx, series, o.Lookback); err != nil {
+		return nil, err
+	}
+	ctxs, err := s.contexts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := s.runMeta(ctx)
+	if err != nil {
+		return nil, err
+	}
+	all := make([][]changes.Obs, len(series))
+	for i, se := range series {
+		f.Points += len(se.points)
+		for j, p := range se.points {
+			if p.outcome == verdict.Measured && p.value.Valid {
+				x := changes.Obs{V: p.value.Float64, Node: ctxs[p.ctx].Node}
+				if p.lo.Valid && p.hi.Valid {
+					x.Lo, x.Hi, x.Spread = p.lo.Float64, p.hi.Float64, true
+				}
+				se.obs = append(se.obs, x)
+				se.measured = append(se.measured, j)
+			}
+		}
+		all[i] = se.obs
+		if n := len(se.points); n >= 2 && se.points[n-1].run == runs[0].id && se.points[n-1].outcome != verdict.Measured && se.points[n-2].outcome == verdict.Measured {
+			f.Stopped = append(f.Stopped, Stopped{Key: se.key, RunID: runs[0].RunID, Outcome: se.points[n-1].outcome.String()})
+		}
+	}
+	f.Series = len(series)
+	found := changes.Detect(all, o.Options)
+	for i, se := range series {
+		prev := 0
+		for _, c := range found[i] {
+			p := se.points[se.measured[c.At]]
+			r := byID[p.run]
+			before := changes.Level(se.obs, max(prev, c.At-30), c.At)
+			ch := Change{Key: se.key, Metric: se.metric, RunID: r.RunID, At: r.At.UTC().Format(time.RFC3339), Ratio: c.Ratio, P: c.P,
+				Before: math.Exp(before), After: math.Exp(changes.Level(se.obs, c.At, min(len(se.obs), c.At+30))), Runs: c.After,
+				at: r.At, run: p.run, Status: "confirmed"}
+			if c.After < o.ConfirmAfter {
+				ch.Status = "suspected"
+			}
+			ch.Speedup = 1 / c.Ratio
+			if !se.lower {
+				ch.Speedup = c.Ratio
+			}
+			ch.Direction = "faster"
+			if ch.Speedup < 1 {
+				ch.Direction = "slower"
+			}
+			ch.Provenance = provenance(se, c.At, ctxs, meta)
+			ch.Nodes = changes.Confined(se.obs, c.At, before, c.Ratio)
+			if c.Node != "" {
+				ch.Nodes = []string{c.Node}
+				ch.Before = math.Exp(nodeLevel(se.obs, c.Node, c.At, -30))
+				ch.After = math.Exp(nodeLevel(se.obs, c.Node, c.At, 30))
+			}
+			if ch.Nodes == nil {
+				ch.Nodes = []string{}
+			}
+			for _, n := range ch.Nodes {
+				f.OddNodes[n]++
+			}
+			f.Changes = append(f.Changes, ch)
+			prev = c.At
+		}
+	}
+	sort.SliceStable(f.Changes, func(i, j int) bool { return worse(f.Changes[i], f.Changes[j]) })
+	return f, nil
+}
+
+// worse orders changes worst first: slower before faster, then by size.
+func worse(a, b Change) bool {
+	if (a.Direction == "slower") != (b.Direction == "slower") {
+		return a.Direction == "slower"
+	}
+	return math.Abs(math.Log(a.Speedup)) > math.Abs(math.Log(b.Speedup))
+}
+
+// Regressions are the slower changes of at least pct percent that start within the newest
+// window runs.
+func (f *Found) Regressions(pct float64, window int) []Change {
+	recent := map[int64]bool{}
+	for i, r := range f.runs {
+		if i < max(1, window) {
+			recent[r.id] = true
+		}
+	}
+	var out []Change
+	for _, c := range f.Changes {
+		if c.Direction == "slower" && 1/c.Speedup-1 >= pct/100 && recent[c.run] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// provenanceFields are the fields a change is tied to, in the order they are said.
+var provenanceFields = []string{"source_sha", "image_digest", "driver", "gpu", "nodes", "opx_version"}
+
+// provenance is what differs between the three runs before the shift at obs index at and
+// the three from it: for the source SHA the last before and first after (the commits in
+// between are the suspects), for the others their sets of values.
+func provenance(se *seriesRow, at int, ctxs map[int64]context_, meta map[int64]runMeta) map[string]Diff {
+	get := func(j int, field string) string {
+		p := se.points[se.measured[j]]
+		c, m := ctxs[p.ctx], meta[p.run]
+		switch field {
+		case "source_sha":
+			return m.sourceSHA
+		case "image_digest":
+			return c.ImageDigest
+		case "driver":
+			return c.Driver
+		case "gpu":
+			return c.GPU
+		case "nodes":
+			return c.Node
+		}
+		return m.opxVersion
+	}
+	set := func(a, b int, field string) string {
+		seen := map[string]bool{}
+		for j := max(0, a); j < min(b, len(se.measured)); j++ {
+			if v := get(j, field); v != "" {
+				seen[v] = true
+			}
+		}
+		return strings.Join(slices.Sorted(maps.Keys(seen)), ", ")
+	}
+	out := map[string]Diff{}
+	for _, field := range provenanceFields {
+		var d Diff
+		if field == "source_sha" {
+			d = Diff{Before: get(at-1, field), After: get(at, field)}
+		} else {
+			d = Diff{Before: set(at-3, at, field), After: set(at, at+3, field)}
+		}
+		if d.Before != d.After {
+			out[field] = d
+		}
+	}
+	return out
+}
+
+// runs are the store's runs, newest first (confirmation runs are not in a series' time).
+func (s *Store) runs(ctx context.Context) ([]RunRef, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT id, run_id, at FROM runs WHERE confirms IS NULL ORDER BY at DESC, id DESC")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", s.Where, err)
+	}
+	defer rows.Close()
+	var out []RunRef
+	for rows.Next() {
+		var r RunRef
+		var at int64
+		if err := rows.Scan(&r.id, &r.RunID, &at); err != nil {
+			return nil, err
+		}
+		r.At = time.Unix(at, 0).UTC()
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+type runMeta struct{ sourceSHA, opxVersion string }
+
+func (s *Store) runMeta(ctx context.Context) (map[int64]runMeta, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT id, source_sha, opx_version FROM runs")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", s.Where, err)
+	}
+	defer rows.Close()
+	out := map[int64]runMeta{}
+	for rows.Next() {
+		var id int64
+		var m runMeta
+		if err := rows.Scan(&id, &m.sourceSHA, &m.opxVersion); err != nil {
+			return nil, err
+		}
+		out[id] = m
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) contexts(ctx context.Context) (map[int64]context_, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT id, node, gpu, driver, image_digest, sm_clock, throttle FROM contexts")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", s.Where, err)
+	}
+	defer rows.Close()
+	out := map[int64]context_{}
+	for rows.Next() {
+		var id int64
+		var c context_
+		if err := rows.Scan(&id, &c.Node, &c.GPU, &c.Driver, &c.ImageDigest, &c.SMClock, &c.Throttle); err != nil {
+			return nil, err
+		}
+		out[id] = c
+	}
+	return out, rows.Err()
+}
+
+// seriesToCheck are the series the newest run touched (or all), filtered.
+func (s *Store) seriesToCheck(ctx context.Context, o CheckOptions, newest int64) ([]*seriesRow, error) {
+	query := "SELECT id, key, testlist, op, args, backend, world_size, cluster, metric, lower_is_better FROM series"
+	var args []any
+	if !o.All {
+		query += " WHERE id IN (SELECT series FROM points WHERE run = ?)"
+		args = append(args, newest)
+	}
+	rows, err := s.db.QueryContext(ctx, s.q(query+" ORDER BY id"), args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", s.Where, err)
+	}
+	defer rows.Close()
+	var out []*seriesRow
+	for rows.Next() {
+		se := &seriesRow{}
+		var lower int
+		if err := rows.Scan(&se.id, &se.key, &se.testlist, &se.op, &se.args, &se.backend, &se.ws, &se.cluster, &se.metric, &lower); err != nil {
+			return nil, err
+		}
+		se.lower = lower == 1
+		if keeps(o.Filter, se) {
+			out = append(out, se)
+		}
+	}
+	return out, rows.Err()
+}
+
+// FilterFields are the series fields --filter takes.
+var FilterFields = []string{"testlist", "op", "args", "backend", "world_size", "cluster"}
+
+func keeps(f map[string]string, se *seriesRow) bool {
+	for k, v := range f {
+		var have string
+		switch k {
+		case "testlist":
+			have = se.testlist
+		case "op":
+			have = se.op
+		case "args":
+			have = se.args
+		case "backend":
+			have = se.backend
+		case "world_size":
+			have = strconv.Itoa(se.ws)
+		case "cluster":
+			have = se.cluster
+		}
+		if have != v {
+			return false
+		}
+	}
+	return true
+}
+
+// window reads each series' newest lookback points (oldest first): an index range per
+// series, never its whole history.
+func (s *Store) window(ctx context.Context, series []*seriesRow, lookback int) error {
+	const cols = "at, run, outcome, value, lo, hi, ctx"
+	scan := func(rows *sql.Rows, into func(id int64) *seriesRow, withID bool) error {
+		defer rows.Close()
+		for rows.Next() {
+			var p stored
+			var id int64
+			var outcome int
+			dest := []any{&p.at, &p.run, &outcome, &p.value, &p.lo, &p.hi, &p.ctx}
+			if withID {
+				dest = append([]any{&id}, dest...)
+			}
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			p.outcome = verdict.Outcome(outcome)
+			se := into(id)
+			se.points = append(se.points, p)
+		}
+		return rows.Err()
+	}
+	if s.pg {
+		byID := map[int64]*seriesRow{}
+		for _, se := range series {
+			byID[se.id] = se
+		}
+		for start := 0; start < len(series); start += 5000 {
+			ids := make([]int64, 0, 5000)
+			for _, se := range series[start:min(len(series), start+5000)] {
+				ids = append(ids, se.id)
+			}
+			rows, err := s.db.QueryContext(ctx, `SELECT s.id, `+cols+` FROM unnest($1::bigint[]) AS s(id)
+				CROSS JOIN LATERAL (SELECT `+cols+` FROM points WHERE series = s.id ORDER BY at DESC, run DESC LIMIT $2) p`, ids, lookback)
+			if err != nil {
+				return fmt.Errorf("%s: %v", s.Where, err)
+			}
+			if err := scan(rows, func(id int64) *seriesRow { return byID[id] }, true); err != nil {
+				return err
+			}
+		}
+	} else {
+		stmt, err := s.db.PrepareContext(ctx, "SELECT "+cols+" FROM points WHERE series = ? ORDER BY at DESC, run DESC LIMIT ?")
+		if err != nil {
+			return fmt.Errorf("%s: %v", s.Where, err)
+		}
+		defer stmt.Close()
+		for _, se := range series {
+			rows, err := stmt.QueryContext(ctx, se.id, lookback)
+			if err != nil {
+				return fmt.Errorf("%s: %v", s.Where, err)
+			}
+			if err := scan(rows, func(int64) *seriesRow { return se }, false); err != nil {
+				return err
+			}
+		}
+	}
+	for _, se := range series {
+		slices.Reverse(se.points)
+	}
+	return nil
+}
+
+// nodeLevel is the log median of up to n of the node's points from at (n > 0) or before it
+// (n < 0).
+func nodeLevel(obs []changes.Obs, node string, at, n int) float64 {
+	var v []changes.Obs
+	if n > 0 {
+		for i := at; i < len(obs) && len(v) < n; i++ {
+			if obs[i].Node == node {
+				v = append(v, obs[i])
+			}
+		}
+	} else {
+		for i := at - 1; i >= 0 && len(v) < -n; i-- {
+			if obs[i].Node == node {
+				v = append(v, obs[i])
+			}
+		}
+	}
+	return changes.Level(v, 0, len(v))
+}

@@ -1,0 +1,112 @@
+package history
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/semianalysis/opx/internal/compare"
+	"github.com/semianalysis/opx/internal/safe"
+)
+
+// mostRows is how many changes (and stopped series) the Markdown lists: a step summary
+// stays readable, and the JSON has them all.
+const mostRows = 50
+
+// Markdown writes what check found for $GITHUB_STEP_SUMMARY, worst first.
+func (f *Found) Markdown(w io.Writer) {
+	fmt.Fprintln(w, "## opx history check")
+	fmt.Fprintln(w)
+	if f.Newest == nil {
+		fmt.Fprintln(w, "The store holds no run yet.")
+		return
+	}
+	slower, suspected := 0, 0
+	for _, c := range f.Changes {
+		if c.Direction == "slower" {
+			slower++
+		}
+		if c.Status == "suspected" {
+			suspected++
+		}
+	}
+	fmt.Fprintf(w, "%d series (%d points) checked after run %s of %s: %d changes (%d slower, %d faster; %d suspected), %d series no longer measured.\n\n",
+		f.Series, f.Points, cell(f.Newest.RunID), f.Newest.At.Format("2006-01-02 15:04 UTC"), len(f.Changes), slower, len(f.Changes)-slower, suspected, len(f.Stopped))
+	if len(f.Changes) > 0 {
+		fmt.Fprintln(w, "| Case | Metric | Change | From run | At | Status | Runs since | What changed | Nodes |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---:|---|---|")
+		for i, c := range f.Changes {
+			if i == mostRows {
+				fmt.Fprintf(w, "\n… and %d more (the JSON has them all)\n", len(f.Changes)-mostRows)
+				break
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", cell(c.Key), cell(c.Metric), compare.Words(c.Speedup), cell(c.RunID),
+				c.At, c.Status, c.Runs, cell(c.provenanceText()), cell(strings.Join(c.Nodes, ", ")))
+		}
+		fmt.Fprintln(w)
+	}
+	if len(f.Stopped) > 0 {
+		fmt.Fprintln(w, "**No longer measured** (measured before the newest run, not by it):")
+		fmt.Fprintln(w)
+		for i, s := range f.Stopped {
+			if i == mostRows {
+				fmt.Fprintf(w, "- … and %d more\n", len(f.Stopped)-mostRows)
+				break
+			}
+			fmt.Fprintf(w, "- %s: %s\n", cell(s.Key), s.Outcome)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(f.OddNodes) > 0 {
+		nodes := make([]string, 0, len(f.OddNodes))
+		for n := range f.OddNodes {
+			nodes = append(nodes, n)
+		}
+		sort.SliceStable(nodes, func(i, j int) bool {
+			if f.OddNodes[nodes[i]] != f.OddNodes[nodes[j]] {
+				return f.OddNodes[nodes[i]] > f.OddNodes[nodes[j]]
+			}
+			return nodes[i] < nodes[j]
+		})
+		var parts []string
+		for _, n := range nodes {
+			parts = append(parts, fmt.Sprintf("%s (%d)", cell(n), f.OddNodes[n]))
+		}
+		fmt.Fprintf(w, "**Nodes that were the odd one out** (changes confined to them): %s\n", strings.Join(parts, ", "))
+	}
+}
+
+// provenanceText is what changed under the shift, in one line: "driver 550.54 → 555.42".
+func (c *Change) provenanceText() string {
+	var parts []string
+	for _, f := range provenanceFields {
+		d, ok := c.Provenance[f]
+		if !ok {
+			continue
+		}
+		before, after := d.Before, d.After
+		if f == "source_sha" {
+			before, after = short(before), short(after)
+		}
+		parts = append(parts, fmt.Sprintf("%s %s → %s", strings.ReplaceAll(f, "_", " "), orNone(before), orNone(after)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func short(sha string) string {
+	if len(sha) > 12 && !slices.Contains([]byte(sha), ' ') {
+		return sha[:12]
+	}
+	return sha
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func cell(s string) string { return safe.Markdown(s) }
