@@ -31,7 +31,7 @@ PostgreSQL database (--db postgres://user@host:port/db). Parallel adds are safe.
   opx history check --fail-on-regression 5 >> "$GITHUB_STEP_SUMMARY"
   opx history report --out history.html`,
 	}
-	c.AddCommand(newHistoryAddCmd(env), newHistoryCheckCmd(env))
+	c.AddCommand(newHistoryAddCmd(env), newHistoryCheckCmd(env), newHistoryReportCmd(env))
 	return c
 }
 
@@ -169,5 +169,42 @@ already there (same run id, same time) writes nothing and says so.`,
 	}
 	c.Flags().StringVar(&db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
 	c.Flags().StringVar(&at, "at", "", "the runs' time, RFC 3339 (default: when each measured)")
+	return c
+}
+
+func newHistoryReportCmd(env Env) *cobra.Command {
+	var db, out string
+	o := history.CheckOptions{Options: changes.Defaults, All: true}
+	c := &cobra.Command{
+		Use:   "report",
+		Short: "Write the history as one self-contained HTML page",
+		Long: `Write one HTML page (no script, nothing fetched) of every series in the store: the
+changed series first, worst first, each a plot of its metric over its newest --lookback
+runs with the recorded spread, the change points marked and what changed under them
+(source SHA, image digest, driver, GPU, nodes, opx version); then every series with its
+latest value and its trend over the window. Its size is bounded (60 plots, 5,000 rows; the
+rest counted) so that it opens at once at any history size.`,
+		Example: `  opx history report --out history.html`,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			s, err := history.Open(c.Context(), history.DSN(db), false)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			found, err := s.Check(c.Context(), o)
+			if err != nil {
+				return err
+			}
+			if err := files.WriteAtomicFunc(out, 0o644, found.Page); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stderr, "opx history report: %s: %d series, %d changes\n", out, found.Series, len(found.Changes))
+			return nil
+		},
+	}
+	c.Flags().StringVar(&db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
+	c.Flags().StringVarP(&out, "out", "o", "opx-history.html", "write the page here, atomically")
+	c.Flags().IntVar(&o.Lookback, "lookback", history.DefaultLookback, "how many newest runs of each series are read")
 	return c
 }

@@ -42,6 +42,9 @@ type Found struct {
 	// the odd one out.
 	OddNodes map[string]int `json:"odd_nodes"`
 	runs     []RunRef       // every run, newest first
+	series   []*seriesRow   // what was read, for the page
+	found    [][]changes.Change
+	byID     map[int64]RunRef
 }
 
 // RunRef names a run in the store.
@@ -96,7 +99,8 @@ type seriesRow struct {
 	lower                            bool
 	points                           []stored // newest last
 	obs                              []changes.Obs
-	measured                         []int // indexes in points of obs
+	measured                         []int    // indexes in points of obs
+	changes                          []Change // what check found in it
 }
 
 type stored struct {
@@ -161,6 +165,7 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 	}
 	f.Series = len(series)
 	found := changes.Detect(all, o.Options)
+	f.series, f.found, f.byID = series, found, byID
 	for i, se := range series {
 		prev := 0
 		for _, c := range found[i] {
@@ -195,6 +200,7 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 				f.OddNodes[n]++
 			}
 			f.Changes = append(f.Changes, ch)
+			se.changes = append(se.changes, ch)
 			prev = c.At
 		}
 	}

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/semianalysis/opx/internal/history/changes"
+	"github.com/semianalysis/opx/internal/testenv"
 	"github.com/semianalysis/opx/internal/verdict"
 )
 
@@ -161,4 +164,40 @@ func TestGateOnTheNewestRun(t *testing.T) {
 			t.Errorf("a 10%% step at the newest run: %+v (all: %+v)", bad, f.Changes)
 		}
 	})
+}
+
+// The page opens in headless Chromium with no console message, draws the changed series
+// first with their change points and what changed under them, and stays small.
+func TestPageInHeadlessChromium(t *testing.T) {
+	bin := testenv.Chromium(t)
+	hist := genHistory(40, 30, 1)
+	for i := 25; i < 40; i++ {
+		hist[i].driver["s7"] = "555.42"
+		hist[i].values["s7"] *= 1.12
+	}
+	s := storeOf(t, filepath.Join(t.TempDir(), "h.db"), hist)
+	o := defaultsForTest()
+	o.All = true
+	f, err := s.Check(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	page := filepath.Join(dir, "history.html")
+	var b bytes.Buffer
+	if err := f.Page(&b); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(page, b.Bytes(), 0o644)
+	dom, console := testenv.OpenInChromium(t, bin, page, filepath.Join(dir, "shot.png"))
+	if len(console) > 0 {
+		t.Errorf("console: %v", console)
+	}
+	first := strings.Index(dom, `<div class="plot"><h3>s7</h3>`)
+	if first < 0 || !strings.Contains(dom, "driver 550.54 → 555.42") || !strings.Contains(dom, `class="cp"`) || strings.Count(dom, "<tr><td") != 30 {
+		t.Errorf("the page lacks the changed series, its change point or a row per series:\n%.3000s", dom)
+	}
+	if b.Len() > 200_000 {
+		t.Errorf("the page is %d bytes for 30 series", b.Len())
+	}
 }

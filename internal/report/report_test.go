@@ -13,7 +13,6 @@ import (
 	"image/png"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/summary"
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/report.golden.html")
@@ -192,57 +192,15 @@ func TestReportContent(t *testing.T) {
 	}
 }
 
-// chromium finds Debian's headless browser; scripts/test.sh installs it and sets
-// OPX_REQUIRE_CHROMIUM so a CI run cannot skip these tests silently.
-func chromium(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("OPX_REQUIRE_CHROMIUM") != "" {
-		t.Fatal("chromium not found and OPX_REQUIRE_CHROMIUM is set")
-	}
-	t.Skip("chromium not installed (scripts/test.sh installs it)")
-	return ""
-}
-
-// openInChromium loads page in headless Chromium, returns the DOM after scripts ran and
-// the console lines it logged, and leaves a screenshot at shot.
-func openInChromium(t *testing.T, bin, page, shot string) (dom string, console []string) {
-	t.Helper()
-	// the page inflates its data asynchronously: the virtual-time budget lets its tasks
-	// run to the end before the DOM is dumped or the screenshot taken
-	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0", "--hide-scrollbars", "--virtual-time-budget=10000"}
-	run := func(extra ...string) (string, string) {
-		cmd := exec.Command(bin, append(append(append([]string(nil), base...), extra...), "file://"+page)...)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("chromium %v: %v\n%s", extra, err, errb.String())
-		}
-		return out.String(), errb.String()
-	}
-	dom, log1 := run("--dump-dom")
-	_, log2 := run("--screenshot="+shot, "--window-size=1280,3000")
-	for _, l := range strings.Split(log1+"\n"+log2, "\n") {
-		if strings.Contains(l, ":CONSOLE") {
-			console = append(console, l)
-		}
-	}
-	return dom, console
-}
-
 func TestReportInHeadlessChromium(t *testing.T) {
-	bin := chromium(t)
+	bin := testenv.Chromium(t)
 	dir := fixture(t)
 	page := filepath.Join(dir, "report.html")
 	if err := os.WriteFile(page, render(t, dir), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	shot := filepath.Join(dir, "report.png")
-	dom, console := openInChromium(t, bin, page, shot)
+	dom, console := testenv.OpenInChromium(t, bin, page, shot)
 	if len(console) > 0 {
 		t.Errorf("console messages:\n%s", strings.Join(console, "\n"))
 	}
@@ -289,12 +247,12 @@ func TestReportInHeadlessChromium(t *testing.T) {
 
 // The console check can fail: a page with a script error is caught.
 func TestHeadlessChromiumCatchesConsoleErrors(t *testing.T) {
-	bin := chromium(t)
+	bin := testenv.Chromium(t)
 	page := filepath.Join(t.TempDir(), "broken.html")
 	if err := os.WriteFile(page, []byte(`<!doctype html><title>x</title><p>x</p><script>nosuchfunction();</script>`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, console := openInChromium(t, bin, page, filepath.Join(t.TempDir(), "x.png"))
+	_, console := testenv.OpenInChromium(t, bin, page, filepath.Join(t.TempDir(), "x.png"))
 	if len(console) == 0 || !strings.Contains(strings.Join(console, "\n"), "nosuchfunction") {
 		t.Fatalf("a script error went unnoticed: %q", console)
 	}

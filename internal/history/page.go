@@ -1,0 +1,219 @@
+package history
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/semianalysis/opx/internal/compare"
+	"github.com/semianalysis/opx/internal/history/changes"
+	"github.com/semianalysis/opx/internal/verdict"
+	"github.com/semianalysis/opx/internal/version"
+)
+
+// The page's bounds: a plot for each of the most changed series, a row for each of the
+// first series listed; the rest are counted (check's JSON has them all). They keep the
+// page under 5 MB, and quick to open, at any history size.
+const (
+	mostPlots = 60
+	mostPage  = 5000
+)
+
+type pagePlot struct {
+	Key   string
+	SVG   template.HTML
+	Notes []string
+}
+
+type pageRow struct {
+	Key, Metric, Latest, Trend, Changes string
+	Points                              int
+}
+
+type pageData struct {
+	Generator, Newest string
+	Series, Points    int
+	Changes, Slower   int
+	Plots             []pagePlot
+	MorePlots         int
+	Rows              []pageRow
+	MoreRows          int
+	OddNodes          string
+}
+
+// Page writes what check found as one self-contained HTML page (no script, nothing
+// fetched): the changed series first, worst first, each a plot of its metric over time
+// with its spread, its change points marked and what changed under them; then every
+// series with its latest level and trend.
+func (f *Found) Page(w io.Writer) error {
+	d := pageData{Generator: "opx " + version.Version, Series: f.Series, Points: f.Points, Changes: len(f.Changes)}
+	if f.Newest != nil {
+		d.Newest = f.Newest.RunID + " of " + f.Newest.At.Format("2006-01-02 15:04 UTC")
+	}
+	for _, c := range f.Changes {
+		if c.Direction == "slower" {
+			d.Slower++
+		}
+	}
+	bySeries := map[string]*seriesRow{}
+	for _, se := range f.series {
+		bySeries[se.key] = se
+	}
+	plotted := map[string]bool{}
+	for _, c := range f.Changes { // worst first
+		if plotted[c.Key] {
+			continue
+		}
+		plotted[c.Key] = true
+		if len(d.Plots) == mostPlots {
+			d.MorePlots++
+			continue
+		}
+		se := bySeries[c.Key]
+		p := pagePlot{Key: c.Key, SVG: template.HTML(plot(se))}
+		for _, ch := range se.changes {
+			note := fmt.Sprintf("%s from run %s (%s), %s", compare.Words(ch.Speedup), ch.RunID, ch.At, ch.Status)
+			if t := ch.provenanceText(); t != "" {
+				note += "; " + t
+			}
+			if len(ch.Nodes) > 0 {
+				note += "; on " + strings.Join(ch.Nodes, ", ") + " only"
+			}
+			p.Notes = append(p.Notes, note)
+		}
+		d.Plots = append(d.Plots, p)
+	}
+	rows := append([]*seriesRow(nil), f.series...)
+	sort.SliceStable(rows, func(i, j int) bool { // changed first, then by how far the level moved
+		ci, cj := len(rows[i].changes) > 0, len(rows[j].changes) > 0
+		if ci != cj {
+			return ci
+		}
+		return math.Abs(math.Log(trend(rows[i]))) > math.Abs(math.Log(trend(rows[j])))
+	})
+	for i, se := range rows {
+		if i == mostPage {
+			d.MoreRows = len(rows) - mostPage
+			break
+		}
+		r := pageRow{Key: se.key, Metric: se.metric, Points: len(se.points), Latest: "–", Trend: "–"}
+		if n := len(se.points); n > 0 {
+			last := se.points[n-1]
+			if last.outcome == verdict.Measured && last.value.Valid {
+				r.Latest = fmt.Sprintf("%.4g", last.value.Float64)
+			} else {
+				r.Latest = last.outcome.String()
+			}
+		}
+		if t := trend(se); t != 1 {
+			r.Trend = fmt.Sprintf("%+.1f%%", (t-1)*100)
+		}
+		var cs []string
+		for _, c := range se.changes {
+			cs = append(cs, compare.Words(c.Speedup)+" from "+c.RunID)
+		}
+		r.Changes = strings.Join(cs, "; ")
+		d.Rows = append(d.Rows, r)
+	}
+	var odd []string
+	for n, k := range f.OddNodes {
+		odd = append(odd, fmt.Sprintf("%s (%d)", n, k))
+	}
+	sort.Strings(odd)
+	d.OddNodes = strings.Join(odd, ", ")
+	return pageTmpl.Execute(w, d)
+}
+
+// trend is the series' newest level (the median of its newest 5 measured points) over its
+// oldest in the window (its first 5); 1 when it has fewer than 10.
+func trend(se *seriesRow) float64 {
+	n := len(se.obs)
+	if n < 10 {
+		return 1
+	}
+	return math.Exp(changes.Level(se.obs, n-5, n) - changes.Level(se.obs, 0, 5))
+}
+
+// plot is the series as an inline SVG: time across, the metric up (log scale), each run a
+// dot with its spread as a line, each change a dashed line at its first run.
+func plot(se *seriesRow) string {
+	const w, h, pad = 900.0, 220.0, 40.0
+	if len(se.obs) == 0 {
+		return ""
+	}
+	t0, t1 := math.Inf(1), math.Inf(-1)
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for j, o := range se.obs {
+		at := float64(se.points[se.measured[j]].at)
+		t0, t1 = math.Min(t0, at), math.Max(t1, at)
+		a, b := o.V, o.V
+		if o.Spread && o.Lo > 0 {
+			a, b = math.Min(a, o.Lo), math.Max(b, o.Hi)
+		}
+		lo, hi = math.Min(lo, a), math.Max(hi, b)
+	}
+	if t1 == t0 {
+		t1 = t0 + 1
+	}
+	lo, hi = math.Log(lo), math.Log(hi)
+	if hi-lo < 1e-3 {
+		lo, hi = lo-0.01, hi+0.01
+	}
+	x := func(at float64) float64 { return pad + (at-t0)/(t1-t0)*(w-2*pad) }
+	y := func(v float64) float64 { return h - pad/2 - (math.Log(v)-lo)/(hi-lo)*(h-pad) }
+	esc := template.HTMLEscapeString
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg viewBox="0 0 %g %g" width="100%%" role="img" aria-label="%s over time">`, w, h, esc(se.metric))
+	fmt.Fprintf(&b, `<text x="4" y="14" class="ax">%s, %.4g – %.4g (log scale)</text>`, esc(se.metric), math.Exp(lo), math.Exp(hi))
+	fmt.Fprintf(&b, `<text x="%g" y="%g" class="ax">%s</text><text x="%g" y="%g" class="ax" text-anchor="end">%s</text>`, pad, h-2,
+		time.Unix(int64(t0), 0).UTC().Format("2006-01-02"), w-pad, h-2, time.Unix(int64(t1), 0).UTC().Format("2006-01-02"))
+	for _, c := range se.changes {
+		cx := x(float64(c.at.Unix()))
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="18" y2="%g" class="cp"/><text x="%.1f" y="30" class="cpl">%s</text>`,
+			cx, cx, h-pad/2, cx+3, esc(compare.Words(c.Speedup)))
+	}
+	for j, o := range se.obs {
+		px := x(float64(se.points[se.measured[j]].at))
+		if o.Spread && o.Lo > 0 && o.Hi >= o.Lo {
+			fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" class="sp"/>`, px, px, y(o.Lo), y(o.Hi))
+		}
+		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="2.5"><title>%.4g on %s</title></circle>`, px, y(o.V), o.V, esc(o.Node))
+	}
+	b.WriteString(`</svg>`)
+	return b.String()
+}
+
+var pageTmpl = template.Must(template.New("page").Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>opx history</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1b1f24;max-width:1100px}
+h1{font-size:22px}h2{font-size:17px;margin-top:28px}
+.plot{border:1px solid #d0d7de;border-radius:6px;padding:8px 12px;margin:12px 0}
+.plot h3{font-size:13px;margin:0 0 4px;word-break:break-all}
+svg circle{fill:#0969da}svg .sp{stroke:#54aeff;stroke-width:1.5}svg .cp{stroke:#cf222e;stroke-dasharray:4 3;stroke-width:1.5}
+svg .cpl{fill:#cf222e;font-size:12px}svg .ax{fill:#57606a;font-size:11px}
+ul.notes{margin:4px 0 0;padding-left:18px;color:#57606a}
+table{border-collapse:collapse;width:100%;font-size:12px}td,th{border-bottom:1px solid #d8dee4;padding:3px 6px;text-align:left;vertical-align:top}
+td.k{word-break:break-all}td.n{text-align:right;white-space:nowrap}
+</style></head><body>
+<h1>opx history</h1>
+<p>{{.Series}} series ({{.Points}} points){{if .Newest}}, newest run {{.Newest}}{{end}}: {{.Changes}} changes, {{.Slower}} slower. Made by {{.Generator}}.</p>
+{{if .OddNodes}}<p><b>Nodes that were the odd one out</b> (changes confined to them): {{.OddNodes}}</p>{{end}}
+<h2>Changed series</h2>
+{{if not .Plots}}<p>No series changed.</p>{{end}}
+{{range .Plots}}<div class="plot"><h3>{{.Key}}</h3>{{.SVG}}<ul class="notes">{{range .Notes}}<li>{{.}}</li>{{end}}</ul></div>
+{{end}}{{if .MorePlots}}<p>… and {{.MorePlots}} more changed series (opx history check --json lists them all).</p>{{end}}
+<h2>Every series</h2>
+<table><thead><tr><th>Case</th><th>Metric</th><th>Latest</th><th>Trend in window</th><th>Runs</th><th>Changes</th></tr></thead><tbody>
+{{range .Rows}}<tr><td class="k">{{.Key}}</td><td>{{.Metric}}</td><td class="n">{{.Latest}}</td><td class="n">{{.Trend}}</td><td class="n">{{.Points}}</td><td>{{.Changes}}</td></tr>
+{{end}}</tbody></table>
+{{if .MoreRows}}<p>… and {{.MoreRows}} more series (opx history check --all --json lists them all).</p>{{end}}
+</body></html>
+`))
