@@ -36,7 +36,7 @@ PostgreSQL database (--db postgres://user@host:port/db). Parallel adds are safe.
 }
 
 func newHistoryCheckCmd(env Env) *cobra.Command {
-	var db, jsonOut, filter string
+	var db, jsonOut, filter, confirm string
 	var failPct float64
 	var window int
 	var all bool
@@ -56,6 +56,13 @@ names its first run, the ratio of the new level to the old, what changed under i
 nodes only, which. docs/history.md gives the method and its measured error rates.
 
 Markdown for $GITHUB_STEP_SUMMARY goes to stdout, worst first; --json writes every change.
+
+--confirm-manifest FILE writes a manifest of the newest run's suspects (the cells that
+measured them, holding only those cases, with exclude_nodes naming where they were
+measured: salloc --exclude), for opx run --manifest FILE or the workflow's shards. Adding
+that run settles each suspect: confirmed when it measures near the new level, cleared when
+near the old one — as noise, or as that node's alone when the node was the odd one out for
+several suspects at once (the page and the Markdown count such nodes).
 --fail-on-regression PCT exits 1 when a slower change of at least PCT percent starts
 within the newest --window runs.`,
 		Example: `  opx history check
@@ -86,6 +93,17 @@ within the newest --window runs.`,
 				}
 			}
 			found.Markdown(env.Stdout)
+			if confirm != "" {
+				n, err := s.ConfirmManifest(c.Context(), found, confirm)
+				if err != nil {
+					return err
+				}
+				if n == 0 {
+					fmt.Fprintln(env.Stderr, "opx history check: no suspect to confirm: no manifest written")
+				} else {
+					fmt.Fprintf(env.Stderr, "opx history check: %s: %d suspect case(s) to measure again elsewhere: opx run --manifest %s, then opx history add that run\n", confirm, n, confirm)
+				}
+			}
 			if c.Flags().Changed("fail-on-regression") {
 				if bad := found.Regressions(failPct, window); len(bad) > 0 {
 					fmt.Fprintf(env.Stderr, "opx history check: %d slower change(s) of at least %g%% start in the newest %d run(s); worst: %s %s from run %s\n",
@@ -98,6 +116,7 @@ within the newest --window runs.`,
 	}
 	c.Flags().StringVar(&db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
 	c.Flags().StringVar(&jsonOut, "json", "", "write every change here (JSON)")
+	c.Flags().StringVar(&confirm, "confirm-manifest", "", "write a manifest of the newest run's suspects here, each cell excluding the nodes that measured them")
 	c.Flags().Float64Var(&failPct, "fail-on-regression", 0, "exit 1 when a slower change of at least PCT percent starts within the newest --window runs")
 	c.Flags().IntVar(&window, "window", 1, "how many newest runs --fail-on-regression looks at")
 	c.Flags().IntVar(&o.Lookback, "lookback", history.DefaultLookback, "how many newest runs of each series are read")
@@ -161,8 +180,12 @@ already there (same run id, same time) writes nothing and says so.`,
 					fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s is already in %s: nothing written\n", dir, a.RunID, a.At.UTC().Format(time.RFC3339), s.Where)
 					continue
 				}
-				fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s: %d cases (%d measured) recorded in %s\n",
-					dir, a.RunID, a.At.UTC().Format(time.RFC3339), a.Cases, a.Measured, s.Where)
+				what := ""
+				if a.Confirms != "" {
+					what = ", a confirmation of run " + a.Confirms + "'s suspects"
+				}
+				fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s%s: %d cases (%d measured) recorded in %s\n",
+					dir, a.RunID, a.At.UTC().Format(time.RFC3339), what, a.Cases, a.Measured, s.Where)
 			}
 			return nil
 		},

@@ -11,7 +11,7 @@ import (
 
 type runOptions struct {
 	plan                                  planOptions
-	dir, resume                           string
+	dir, resume, manifest                 string
 	maxParallel, timeMinutes, cleanupSecs int
 }
 
@@ -22,6 +22,16 @@ func runRun(ctx context.Context, env Env, c *cobra.Command, o *runOptions) error
 	if err := checkSourceSHA(c, &o.plan); err != nil {
 		return err
 	}
+	if o.manifest != "" {
+		if o.resume != "" {
+			return &UsageError{errors.New("--manifest and --resume: one or the other")}
+		}
+		for _, name := range []string{"runner", "backends", "testlists", "world-sizes", "run-id", "attempt", "source-sha", "chunk-size", "mode", "testlist-dir", "containers", "recipes"} {
+			if c.Flags().Changed(name) {
+				return &UsageError{fmt.Errorf("--manifest runs that manifest as it is: drop --%s", name)}
+			}
+		}
+	}
 	if o.resume != "" {
 		for _, name := range []string{"out", "runner", "backends", "testlists", "world-sizes", "run-id", "attempt", "source-sha", "chunk-size", "mode", "testlist-dir", "containers", "recipes"} {
 			if c.Flags().Changed(name) {
@@ -29,7 +39,7 @@ func runRun(ctx context.Context, env Env, c *cobra.Command, o *runOptions) error
 			}
 		}
 	}
-	return sweep.Run(ctx, sweep.Options{Plan: o.plan, Dir: o.dir, Resume: o.resume, MaxParallel: o.maxParallel, TimeMinutes: o.timeMinutes,
+	return sweep.Run(ctx, sweep.Options{Plan: o.plan, Dir: o.dir, Resume: o.resume, Manifest: o.manifest, MaxParallel: o.maxParallel, TimeMinutes: o.timeMinutes,
 		CleanupSecs: o.cleanupSecs, Getenv: env.getenv, Environ: env.environ(), Stdout: env.Stdout, Stderr: env.Stderr,
 		Terminal: isTerminal(env.Stderr)})
 }
@@ -74,6 +84,7 @@ func newRunCmd(env Env) *cobra.Command {
 	f := c.Flags()
 	f.StringVar(&o.dir, "out", "", "new or empty directory for the manifest, shard outputs and summary (default .opx-run/<UTC time>-<pid>)")
 	f.StringVar(&o.resume, "resume", "", "an earlier opx run's directory: finalize what it left unfinished, then run only the cases with no ok or unsupported row, as its next attempt")
+	f.StringVar(&o.manifest, "manifest", "", "run this manifest as it is instead of planning one (opx history check --confirm-manifest writes one)")
 	f.IntVar(&o.maxParallel, "max-parallel", 1, "shards executed at once on a Slurm runner (local runs one at a time)")
 	f.IntVar(&o.timeMinutes, "time-minutes", 60, "time limit per shard, minutes")
 	f.IntVar(&o.cleanupSecs, "cleanup-seconds", 180, "how long to wait for an allocation to end")

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -29,6 +30,8 @@ type Added struct {
 	Cases      int  // cases recorded
 	Measured   int  // of which measured
 	Already    bool // the run was in the store: nothing was written
+	// Confirms is the run a confirmation run re-measured suspects of ("" for a run of its own).
+	Confirms string
 }
 
 // point is one case of one run, as the store keeps it.
@@ -64,6 +67,22 @@ type recorded struct {
 	points                               []point
 	cells                                map[string][]byte // digest: the cell, gzipped JSON without its queue token
 	measured                             int
+	confirms                             *Confirms // set when the run is a confirmation (its manifest says which run)
+}
+
+// Confirms is what a confirmation manifest re-measures: the suspects of one run, each
+// case with the nodes that measured it (which the cells exclude). It is the manifest's
+// "confirms" member.
+type Confirms struct {
+	RunID string          `json:"run_id"`
+	At    time.Time       `json:"at"`
+	Cases []ConfirmedCase `json:"cases"`
+}
+
+// ConfirmedCase is one suspect a confirmation manifest re-measures.
+type ConfirmedCase struct {
+	Key   string   `json:"key"`
+	Nodes []string `json:"nodes"`
 }
 
 // read reads the run in dir (an artifacts tree or opx run --out) with the one reader of a
@@ -87,6 +106,9 @@ func read(ctx context.Context, dir string) (*recorded, error) {
 	m, err := manifest.Load(ctx, manifestPath)
 	if err != nil {
 		return nil, err
+	}
+	if rec.confirms, err = confirmsOf(m.Raw); err != nil {
+		return nil, fmt.Errorf("%s: %v", manifestPath, err)
 	}
 	cellOf := map[string]string{} // shard id: its cell's digest
 	for _, c := range m.Cells {
@@ -211,6 +233,9 @@ func (s *Store) Add(ctx context.Context, dir string, at time.Time) (*Added, erro
 		return nil, fmt.Errorf("%s: the run records no time it measured (no allocation, fingerprint or run.json): pass --at", dir)
 	}
 	out := &Added{Dir: dir, RunID: rec.runID, At: rec.at, Cases: len(rec.points), Measured: rec.measured}
+	if rec.confirms != nil {
+		out.Confirms = rec.confirms.RunID
+	}
 	err = s.write(ctx, dir, rec)
 	if errors.Is(err, errAlready) {
 		out.Already = true
@@ -242,6 +267,18 @@ func (s *Store) write(ctx context.Context, dir string, rec *recorded) error {
 		return errAlready
 	}
 	var confirms any
+	if c := rec.confirms; c != nil {
+		var suspect int64
+		err := tx.QueryRowContext(ctx, s.q("SELECT id FROM runs WHERE run_id = ? AND at = ? AND confirms IS NULL"), c.RunID, c.At.Unix()).Scan(&suspect)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%s confirms run %s of %s, which %s does not hold (was the confirmation manifest made from another store?)",
+				dir, c.RunID, c.At.UTC().Format(time.RFC3339), s.Where)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %v", s.Where, err)
+		}
+		confirms = suspect
+	}
 	var runRow int64
 	err = tx.QueryRowContext(ctx, s.q(`INSERT INTO runs (run_id, attempt, origin, at, source_sha, opx_version, dir, added_at, confirms, cases, measured)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`), rec.runID, rec.attempt, rec.origin, rec.at.Unix(), rec.sourceSHA,
@@ -256,6 +293,19 @@ func (s *Store) write(ctx context.Context, dir string, rec *recorded) error {
 	ctxs, err := s.contextIDs(ctx, tx, rec.points)
 	if err != nil {
 		return err
+	}
+	if confirms != nil { // set against the suspects, not in the series' time
+		err = s.insertMany(ctx, tx, "confirmations (series, run, suspect_run, outcome, value, ctx)", 6, len(rec.points), func(i int, a []any) {
+			p := &rec.points[i]
+			a[0], a[1], a[2], a[3], a[4], a[5] = series[p.key], runRow, confirms, int(p.outcome), nil, ctxs[p.ctx.digest()]
+			if p.outcome == verdict.Measured {
+				a[4] = p.value
+			}
+		})
+		if err != nil {
+			return err
+		}
+		return tx.Commit()
 	}
 	cells, err := s.cellIDs(ctx, tx, rec.cells)
 	if err != nil {
@@ -458,4 +508,21 @@ func shardContext(sh *results.Shard) context_ {
 		c.GPU, c.Driver, c.SMClock = n.Models, f.Driver, n.MaxSMClock
 	}
 	return c
+}
+
+// confirmsOf is the manifest's "confirms" member (nil when it has none: a run of its own).
+func confirmsOf(raw *pyjson.Object) (*Confirms, error) {
+	v, ok := raw.Get("confirms")
+	if !ok || v == nil {
+		return nil, nil
+	}
+	b, err := pyjson.Marshal(v, pyjson.Default)
+	if err != nil {
+		return nil, err
+	}
+	var c Confirms
+	if err := json.Unmarshal(b, &c); err != nil || c.RunID == "" || c.At.IsZero() {
+		return nil, fmt.Errorf(`"confirms" is not {"run_id", "at", "cases"} of a confirmation manifest (opx history check --confirm-manifest)`)
+	}
+	return &c, nil
 }

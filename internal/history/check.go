@@ -38,6 +38,9 @@ type Found struct {
 	Newest  *RunRef   `json:"newest_run"`
 	Changes []Change  `json:"changes"`
 	Stopped []Stopped `json:"stopped"`
+	// Cleared are suspects a confirmation run measured at their old level elsewhere: noise,
+	// or the node that measured them (when it was the odd one out for several at once).
+	Cleared []Cleared `json:"cleared"`
 	// OddNodes counts, per node, the changes confined to it: a node that is repeatedly
 	// the odd one out.
 	OddNodes map[string]int `json:"odd_nodes"`
@@ -73,8 +76,19 @@ type Change struct {
 	// Nodes are where the shift shows, when it is confined to some of the nodes that
 	// measured the new level.
 	Nodes []string `json:"nodes"`
-	at    time.Time
-	run   int64
+	// Confirmation is what a confirmation run on another node said of a suspect ("" when
+	// none was run): "confirmed by run R on node-c".
+	Confirmation string `json:"confirmation,omitempty"`
+	at           time.Time
+	run          int64
+	series, cell int64
+	measuredOn   []string // the nodes that measured the new level
+}
+
+// found2 is a change found in a series, before confirmation runs settle it.
+type found2 struct {
+	se *seriesRow
+	ch Change
 }
 
 // Diff is one field's values before and after a shift.
@@ -107,7 +121,7 @@ type stored struct {
 	at, run       int64
 	outcome       verdict.Outcome
 	value, lo, hi sql.NullFloat64
-	ctx           int64
+	ctx, cell     int64
 }
 
 // Check reads the series to judge (those the newest run touched, or all), a bounded window
@@ -116,7 +130,7 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 	if o.Lookback <= 0 {
 		o.Lookback = DefaultLookback
 	}
-	f := &Found{OddNodes: map[string]int{}, Changes: []Change{}, Stopped: []Stopped{}}
+	f := &Found{OddNodes: map[string]int{}, Changes: []Change{}, Stopped: []Stopped{}, Cleared: []Cleared{}}
 	runs, err := s.runs(ctx)
 	if err != nil {
 		return nil, err
@@ -166,6 +180,7 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 	f.Series = len(series)
 	found := changes.Detect(all, o.Options)
 	f.series, f.found, f.byID = series, found, byID
+	var all2 []found2
 	for i, se := range series {
 		prev := 0
 		for _, c := range found[i] {
@@ -196,13 +211,24 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 			if ch.Nodes == nil {
 				ch.Nodes = []string{}
 			}
-			for _, n := range ch.Nodes {
-				f.OddNodes[n]++
+			ch.series, ch.cell = se.id, p.cell
+			for _, q := range se.measured[c.At:] {
+				ch.measuredOn = appendNew(ch.measuredOn, ctxs[se.points[q].ctx].Node)
 			}
-			f.Changes = append(f.Changes, ch)
-			se.changes = append(se.changes, ch)
+			all2 = append(all2, found2{se, ch})
 			prev = c.At
 		}
+	}
+	kept, err := s.settle(ctx, f, all2, ctxs)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range kept {
+		for _, n := range k.ch.Nodes {
+			f.OddNodes[n]++
+		}
+		f.Changes = append(f.Changes, k.ch)
+		k.se.changes = append(k.se.changes, k.ch)
 	}
 	sort.SliceStable(f.Changes, func(i, j int) bool { return worse(f.Changes[i], f.Changes[j]) })
 	return f, nil
@@ -398,14 +424,14 @@ func keeps(f map[string]string, se *seriesRow) bool {
 // window reads each series' newest lookback points (oldest first): an index range per
 // series, never its whole history.
 func (s *Store) window(ctx context.Context, series []*seriesRow, lookback int) error {
-	const cols = "at, run, outcome, value, lo, hi, ctx"
+	const cols = "at, run, outcome, value, lo, hi, ctx, cell"
 	scan := func(rows *sql.Rows, into func(id int64) *seriesRow, withID bool) error {
 		defer rows.Close()
 		for rows.Next() {
 			var p stored
 			var id int64
 			var outcome int
-			dest := []any{&p.at, &p.run, &outcome, &p.value, &p.lo, &p.hi, &p.ctx}
+			dest := []any{&p.at, &p.run, &outcome, &p.value, &p.lo, &p.hi, &p.ctx, &p.cell}
 			if withID {
 				dest = append([]any{&id}, dest...)
 			}

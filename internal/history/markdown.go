@@ -42,8 +42,28 @@ func (f *Found) Markdown(w io.Writer) {
 				fmt.Fprintf(w, "\n… and %d more (the JSON has them all)\n", len(f.Changes)-mostRows)
 				break
 			}
+			status := c.Status
+			if c.Confirmation != "" {
+				status = c.Confirmation
+			}
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", cell(c.Key), cell(c.Metric), compare.Words(c.Speedup), cell(c.RunID),
-				c.At, c.Status, c.Runs, cell(c.provenanceText()), cell(strings.Join(c.Nodes, ", ")))
+				c.At, cell(status), c.Runs, cell(c.provenanceText()), cell(strings.Join(c.Nodes, ", ")))
+		}
+		fmt.Fprintln(w)
+	}
+	if len(f.Cleared) > 0 {
+		fmt.Fprintln(w, "**Cleared by a confirmation run** (measured again elsewhere, at the old level):")
+		fmt.Fprintln(w)
+		for i, c := range f.Cleared {
+			if i == mostRows {
+				fmt.Fprintf(w, "- … and %d more\n", len(f.Cleared)-mostRows)
+				break
+			}
+			why := "noise"
+			if c.Reason == "node" {
+				why = "node " + cell(c.Node) + " alone"
+			}
+			fmt.Fprintf(w, "- %s at run %s: %s (run %s)\n", cell(c.Key), cell(c.RunID), why, cell(c.By))
 		}
 		fmt.Fprintln(w)
 	}

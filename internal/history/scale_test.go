@@ -14,10 +14,14 @@ import (
 
 // BenchmarkStoreScale is the store at the largest sweep's size: runs of 128,000 cases (256
 // shards x 500) written into SQLite one after another, then check after the newest. It
-// reports the seconds per add, the check's seconds and the bytes the file holds per point.
-// OPX_HISTORY_RUNS sets how many runs (default 10).
+// reports the seconds per add, the check's seconds, the bytes the file holds per point and
+// what it grows by per point after the first run (the series are written once).
+// OPX_HISTORY_RUNS sets how many runs (default 10); OPX_HISTORY_KEEP=FILE leaves the store
+// there, to time opx history check on it as a user runs it.
 //
 //	go test ./internal/history -run '^$' -bench StoreScale -benchtime 1x
+//	OPX_HISTORY_RUNS=100 OPX_HISTORY_KEEP=/tmp/h100.db go test ./internal/history -run '^$' -bench StoreScale -benchtime 1x -timeout 60m
+//	/usr/bin/time -v opx history check --db /tmp/h100.db > /dev/null
 func BenchmarkStoreScale(b *testing.B) {
 	runs := 10
 	if n, err := strconv.Atoi(os.Getenv("OPX_HISTORY_RUNS")); err == nil && n > 0 {
@@ -26,11 +30,16 @@ func BenchmarkStoreScale(b *testing.B) {
 	const cases = 128_000
 	for range b.N {
 		path := filepath.Join(b.TempDir(), "h.db")
+		if keep := os.Getenv("OPX_HISTORY_KEEP"); keep != "" {
+			path = keep // left for timing opx history check itself
+			os.Remove(path)
+		}
 		s, err := Open(b.Context(), path, true)
 		if err != nil {
 			b.Fatal(err)
 		}
 		var added time.Duration
+		var first int64
 		for r := range runs {
 			rec := &recorded{runID: fmt.Sprintf("nightly-%d", r), attempt: 1, at: day0.AddDate(0, 0, r), sourceSHA: fmt.Sprintf("%040x", r),
 				opxVersion: "opx bench", cells: map[string][]byte{}}
@@ -51,6 +60,11 @@ func BenchmarkStoreScale(b *testing.B) {
 				b.Fatal(err)
 			}
 			added += time.Since(start)
+			if r == 0 { // the series themselves are written once: what grows is the points
+				s.db.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
+				st, _ := os.Stat(path)
+				first = st.Size()
+			}
 		}
 		start := time.Now()
 		f, err := s.Check(b.Context(), CheckOptions{Options: changes.Defaults})
@@ -64,6 +78,9 @@ func BenchmarkStoreScale(b *testing.B) {
 		b.ReportMetric(added.Seconds()/float64(runs), "s/add")
 		b.ReportMetric(took.Seconds(), "s/check")
 		b.ReportMetric(float64(st.Size())/float64(runs*cases), "bytes/point")
+		if runs > 1 {
+			b.ReportMetric(float64(st.Size()-first)/float64((runs-1)*cases), "growth-bytes/point")
+		}
 		b.ReportMetric(float64(f.Points), "points-checked")
 	}
 }

@@ -194,9 +194,11 @@ var migrations = [][]string{{
 		value {real}, lo {real}, hi {real}, n INTEGER, gpu_ms BIGINT, ctx BIGINT NOT NULL, cell BIGINT NOT NULL,
 		PRIMARY KEY (series, at, run)){norowid}`,
 	`CREATE INDEX points_run ON points (run, series)`,
-	`CREATE TABLE verdicts (
-		series BIGINT NOT NULL, run BIGINT NOT NULL, confirm_run BIGINT NOT NULL, status TEXT NOT NULL, node TEXT NOT NULL,
-		PRIMARY KEY (series, run, confirm_run))`,
+	// a confirmation run's points: not in their series' time, but set against the suspect
+	// (the run it confirms) by check
+	`CREATE TABLE confirmations (
+		series BIGINT NOT NULL, run BIGINT NOT NULL, suspect_run BIGINT NOT NULL, outcome SMALLINT NOT NULL, value {real},
+		ctx BIGINT NOT NULL, PRIMARY KEY (series, run))`,
 }}
 
 // migrate brings the store to Schema. An empty database is created; one with tables but

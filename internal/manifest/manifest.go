@@ -39,10 +39,13 @@ type Cell struct {
 	GPUsPerNode, WorldSize, Nodes           int64
 	HasGPUs, HasWorldSize                   bool // the two were integers
 	Backends                                []string
-	Env                                     []pyjson.Member // the cell's env, in order
-	EngineArgs, Parallel                    pyjson.Value    // as the manifest has them
-	Cases                                   []Case
-	Raw                                     *pyjson.Object
+	// ExcludeNodes are nodes the cell must not run on (beyond the seed: a confirmation
+	// manifest of opx history names where its suspects were measured).
+	ExcludeNodes         []string
+	Env                  []pyjson.Member // the cell's env, in order
+	EngineArgs, Parallel pyjson.Value    // as the manifest has them
+	Cases                []Case
+	Raw                  *pyjson.Object
 }
 
 // Case is one requested shape of a cell. In a manifest read with LoadOutline, Shape is the
@@ -128,6 +131,12 @@ func DecodeCell(o *pyjson.Object) *Cell {
 		s, _ := b.(string)
 		c.Backends = append(c.Backends, s)
 	}
+	xs, _ := o.Array("exclude_nodes")
+	for _, x := range xs {
+		if s, ok := x.(string); ok && s != "" {
+			c.ExcludeNodes = append(c.ExcludeNodes, s)
+		}
+	}
 	if e, ok := o.Object("env"); ok {
 		c.Env = e.Members()
 	}
@@ -176,6 +185,17 @@ func (c *Cell) Check() error {
 	for _, b := range backends {
 		if s, ok := b.(string); !ok || !files.SafeName(s) {
 			return fmt.Errorf("has backend %s: use letters, digits, '.', '_' and '-'", pyjson.Repr(fmt.Sprint(b)))
+		}
+	}
+	if xs, ok := c.Raw.Get("exclude_nodes"); ok {
+		list, isList := xs.([]pyjson.Value)
+		if !isList {
+			return errors.New("exclude_nodes must be a list of node names")
+		}
+		for _, x := range list {
+			if s, ok := x.(string); !ok || !files.SafeName(s) {
+				return fmt.Errorf("has exclude_nodes entry %s: a node name (letters, digits, '.', '_' and '-')", pyjson.Repr(fmt.Sprint(x)))
+			}
 		}
 	}
 	if mode, ok := c.Raw.String("mode"); ok && mode != "timing" && mode != "counters" {

@@ -115,6 +115,8 @@ func TestBadManifests(t *testing.T) {
 		{`{"cluster": "c", "backends": ["a"], "env": {"A=B": "1"}}`, "env member 'A=B'"},
 		{`{"cluster": "c", "backends": ["a"], "image": "a b"}`, "has image 'a b'"},
 		{`{"cluster": "c", "backends": ["a"], "import_uri": "file:///x"}`, "it must be docker://"},
+		{`{"cluster": "c", "backends": ["a"], "exclude_nodes": ["gpu-1,gpu-2"]}`, "has exclude_nodes entry 'gpu-1,gpu-2'"},
+		{`{"cluster": "c", "backends": ["a"], "exclude_nodes": "gpu-1"}`, "exclude_nodes must be a list of node names"},
 	} {
 		v, _ := pyjson.Parse([]byte(c.cell))
 		err := DecodeCell(v.(*pyjson.Object)).Check()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,10 @@ var localJob = "local-" + strconv.Itoa(os.Getpid())
 // SLURM_LOCALID, SLURM_JOB_ID=local) so rank's checks hold. If one rank fails the others
 // are stopped, as srun --kill-on-bad-exit does.
 func (r *execution) runLocal(ctx context.Context) error {
+	if len(r.cell.ExcludeNodes) > 0 {
+		fmt.Fprintf(r.o.Stderr, "opx: warning: shard %s asks to avoid %s, but the local runner is this one machine: its cases are measured here again\n",
+			r.cell.ID, strings.Join(r.cell.ExcludeNodes, ", "))
+	}
 	r.phase = "benchmark"
 	fmt.Fprintf(r.o.Stdout, "[operatorx] phase=benchmark\n")
 	r.record(func(a *manifest.Accounting) { // the ranks hold this machine's devices while they run

@@ -96,6 +96,25 @@ func stageBinary(src, dst string) error {
 	return os.Chmod(dst, 0o755)
 }
 
+// excluding is the profile's salloc flags with the cell's nodes to avoid (a confirmation
+// of opx history, measured anywhere but where the suspect was) added to its --exclude:
+// one --exclude naming both.
+func excluding(flags, nodes []string) []string {
+	if len(nodes) == 0 {
+		return flags
+	}
+	var out []string
+	all := slices.Clone(nodes)
+	for _, f := range flags {
+		if v, ok := strings.CutPrefix(f, "--exclude="); ok {
+			all = append(strings.Split(v, ","), all...)
+			continue
+		}
+		out = append(out, f)
+	}
+	return append(out, "--exclude="+strings.Join(all, ","))
+}
+
 // allocStep is salloc (docs/seed-spec.md §6 step 11.6), tagged with the shard's token beyond the
 // seed.
 func (r *execution) allocStep() Step {
@@ -103,7 +122,7 @@ func (r *execution) allocStep() Step {
 	alloc := []string{"salloc", "--no-shell", "--partition=" + e.Partition, "--nodes=1",
 		fmt.Sprintf("--gres=gpu:%d", e.GPUsPerNode), fmt.Sprintf("--ntasks-per-node=%d", e.GPUsPerNode), "--exclusive",
 		fmt.Sprintf("--time=%d", r.o.TimeMinutes), "--job-name=" + r.o.RunnerName}
-	alloc = append(alloc, e.SallocFlags...)
+	alloc = append(alloc, excluding(e.SallocFlags, r.cell.ExcludeNodes)...)
 	hw := r.runner.Family
 	if in(hw, "b200", "b300", "h100", "gb200", "gb300") {
 		alloc = append(alloc, "--mem=0")

@@ -42,6 +42,10 @@ type Options struct {
 	// Resume is a run directory of an earlier opx run: run only the cases it is missing,
 	// as its next attempt (Plan's selection is not used).
 	Resume string
+	// Manifest is a manifest to run as it is, instead of planning one (a confirmation
+	// manifest of opx history check, a manifest planned elsewhere): its cells are checked,
+	// then it is copied into the run directory.
+	Manifest string
 }
 
 // Incomplete is Run's error when the sweep ran but its verdict is not success
@@ -92,12 +96,47 @@ func Run(ctx context.Context, o Options) error {
 			s.p.SourceSHA = sha
 		}
 	}
+	if o.Manifest != "" {
+		if err := s.adopt(ctx, o.Manifest); err != nil {
+			return err
+		}
+		planned = true
+		return s.executeAndFinish(ctx)
+	}
 	s.pr.logf("planning %s on %s (backends %s, world sizes %s)", s.p.Testlists, s.p.Runner, s.p.Backends, s.p.WorldSizes)
 	if err := plan.Run(ctx, &s.p, io.Discard, o.Stderr, false); err != nil {
 		return err
 	}
 	planned = true
 	return s.executeAndFinish(ctx)
+}
+
+// adopt takes a given manifest as the run's: every cell checked (before any node is
+// allocated), its run id, attempt and source SHA the run's, and a copy of it in the run
+// directory, where every later step and a resume read it.
+func (s *sweep) adopt(ctx context.Context, path string) error {
+	m, err := manifest.Load(ctx, path)
+	if err != nil {
+		return err
+	}
+	for _, c := range m.Cells {
+		if err := c.Check(); err != nil {
+			return fmt.Errorf("%s: %v", path, err)
+		}
+	}
+	b, err := files.ReadRegular(ctx, path, 1<<30)
+	if err != nil {
+		return err
+	}
+	if err := files.WriteAtomic(s.mpath, b, 0o644); err != nil {
+		return err
+	}
+	s.p.RunID, s.p.SourceSHA = m.RunID, m.SourceSHA
+	if a, ok := m.Raw.String("attempt"); ok {
+		s.p.Attempt = a
+	}
+	s.pr.logf("running %s: %d shard(s) as given", path, len(m.Cells))
+	return nil
 }
 
 func newSweep(ctx context.Context, o Options, dir string) *sweep {

@@ -390,7 +390,14 @@ func tailChange(s []Obs, y []float64, from int, p float64, o Options) (Change, b
 		if k > 2 {
 			check = []float64{median(tl)}
 		}
-		beyond := true
+		// the newest points agree on a new level: each at least half as far from the old
+		// one as their center (one slow run after an ordinary one is not two at a new level)
+		for _, v := range tl {
+			if k > 1 && math.Abs(v-med) < math.Abs(center(tl)-med)/2 {
+				check = nil
+			}
+		}
+		beyond := len(check) > 0
 		for _, v := range check {
 			if (v > med) != up || math.Abs(v-med) <= seen {
 				beyond = false

@@ -1,0 +1,265 @@
+package history
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/manifest"
+	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/verdict"
+)
+
+// Cleared is a suspect a confirmation run did not reproduce.
+type Cleared struct {
+	Key   string  `json:"key"`
+	RunID string  `json:"run_id"` // the suspect's run
+	Ratio float64 `json:"ratio"`  // what the suspect's run seemed to show
+	// Reason is "noise", or "node" when the node that measured it was the odd one out
+	// for several suspects of that run (Node names it).
+	Reason string `json:"reason"`
+	Node   string `json:"node,omitempty"`
+	By     string `json:"by"` // the confirmation run
+}
+
+// confirmation is one confirmation run's point of a suspect.
+type confirmation struct {
+	series, suspect int64
+	value           float64
+	measured        bool
+	node, runID     string
+}
+
+// settle sets the confirmation runs against the suspects they re-measured: a suspect
+// whose re-measurement (on another node) lies nearer its new level than its old one is
+// confirmed; one nearer its old level is cleared — as that node's alone when the node
+// that measured it was the odd one out for at least two suspects of that run that were
+// cleared, else as noise. Changes no confirmation run re-measured are kept as they are.
+func (s *Store) settle(ctx context.Context, f *Found, found []found2, ctxs map[int64]context_) ([]found2, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT c.series, c.suspect_run, c.outcome, c.value, c.ctx, r.run_id FROM confirmations c JOIN runs r ON r.id = c.run`)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", s.Where, err)
+	}
+	byCase := map[[2]int64][]confirmation{}
+	for rows.Next() {
+		var c confirmation
+		var outcome int
+		var v *float64
+		var ctxID int64
+		if err := rows.Scan(&c.series, &c.suspect, &outcome, &v, &ctxID, &c.runID); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		c.measured = verdict.Outcome(outcome) == verdict.Measured && v != nil && *v > 0
+		if c.measured {
+			c.value = *v
+		}
+		c.node = ctxs[ctxID].Node
+		byCase[[2]int64{c.series, c.suspect}] = append(byCase[[2]int64{c.series, c.suspect}], c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(byCase) == 0 {
+		return found, nil
+	}
+	type clearing struct {
+		i    int
+		node string
+		by   string
+	}
+	var cleared []clearing
+	perNode := map[string]int{} // suspect run and node: suspects cleared
+	var kept []found2
+	for i, fc := range found {
+		ch := &found[i].ch
+		cs := byCase[[2]int64{ch.series, ch.run}]
+		var vs []float64
+		var on []string
+		by := ""
+		for _, c := range cs {
+			if c.measured {
+				vs, on, by = append(vs, math.Log(c.value)), appendNew(on, c.node), c.runID
+			}
+		}
+		if len(vs) == 0 || ch.Status != "suspected" {
+			kept = append(kept, fc)
+			continue
+		}
+		slices.Sort(vs)
+		v := vs[len(vs)/2]
+		if math.Abs(v-math.Log(ch.After)) < math.Abs(v-math.Log(ch.Before)) {
+			ch.Status = "confirmed"
+			ch.Confirmation = fmt.Sprintf("confirmed by run %s on %s", by, strings.Join(on, ", "))
+			kept = append(kept, found2{fc.se, *ch})
+			continue
+		}
+		node := strings.Join(ch.measuredOn, ",")
+		if slices.ContainsFunc(on, func(n string) bool { return slices.Contains(ch.measuredOn, n) }) {
+			node = "" // re-measured on the same node: it cannot be the node's alone
+		}
+		perNode[strconv.FormatInt(ch.run, 10)+"\x00"+node]++
+		cleared = append(cleared, clearing{i, node, by})
+	}
+	for _, c := range cleared {
+		ch := found[c.i].ch
+		x := Cleared{Key: ch.Key, RunID: ch.RunID, Ratio: ch.Ratio, Reason: "noise", By: c.by}
+		if perNode[strconv.FormatInt(ch.run, 10)+"\x00"+c.node] >= 2 && c.node != "" {
+			x.Reason, x.Node = "node", c.node
+			f.OddNodes[c.node]++
+		}
+		f.Cleared = append(f.Cleared, x)
+	}
+	sort.SliceStable(f.Cleared, func(i, j int) bool { return f.Cleared[i].Key < f.Cleared[j].Key })
+	return kept, nil
+}
+
+func appendNew(list []string, v string) []string {
+	if v == "" || slices.Contains(list, v) {
+		return list
+	}
+	return append(list, v)
+}
+
+// ConfirmManifest writes a manifest of just the suspected changes, ready for
+// `opx run --manifest` or the workflow's shards: for each suspect run, the cells that
+// measured its suspects (as the store kept them), each holding only those cases, on only
+// their backends, excluding the nodes that measured them (exclude_nodes: salloc --exclude),
+// with a "confirms" member naming the run and cases it re-measures, which
+// `opx history add` reads to settle them. It returns how many cases it holds (0: no
+// suspect, and no file written).
+func (s *Store) ConfirmManifest(ctx context.Context, f *Found, path string) (int, error) {
+	byRun := map[int64][]*Change{}
+	var runsOrder []int64
+	for i := range f.Changes {
+		ch := &f.Changes[i]
+		if ch.Status != "suspected" {
+			continue
+		}
+		if _, ok := byRun[ch.run]; !ok {
+			runsOrder = append(runsOrder, ch.run)
+		}
+		byRun[ch.run] = append(byRun[ch.run], ch)
+	}
+	if len(runsOrder) == 0 {
+		return 0, nil
+	}
+	// one manifest per confirmation: the newest suspect run's suspects (a confirmation
+	// run settles one run's)
+	sort.Slice(runsOrder, func(i, j int) bool { return f.byID[runsOrder[i]].At.After(f.byID[runsOrder[j]].At) })
+	run := runsOrder[0]
+	sus := byRun[run]
+	ref := f.byID[run]
+	cellKeys := map[int64][]*Change{}
+	var cellOrder []int64
+	for _, ch := range sus {
+		if _, ok := cellKeys[ch.cell]; !ok {
+			cellOrder = append(cellOrder, ch.cell)
+		}
+		cellKeys[ch.cell] = append(cellKeys[ch.cell], ch)
+	}
+	runID := "confirm-" + ref.RunID
+	var include []pyjson.Value
+	var cases []pyjson.Value
+	n := 0
+	for _, id := range cellOrder {
+		var body []byte
+		if err := s.db.QueryRowContext(ctx, s.q("SELECT body FROM cells WHERE id = ?"), id).Scan(&body); err != nil {
+			return 0, fmt.Errorf("%s: the cell of a suspect: %v", s.Where, err)
+		}
+		raw, err := gunzip(body)
+		if err != nil {
+			return 0, fmt.Errorf("%s: the cell of a suspect: %v", s.Where, err)
+		}
+		v, err := pyjson.Parse(raw)
+		if err != nil {
+			return 0, fmt.Errorf("%s: the cell of a suspect: %v", s.Where, err)
+		}
+		o, ok := v.(*pyjson.Object)
+		if !ok {
+			return 0, fmt.Errorf("%s: the cell of a suspect is not an object", s.Where)
+		}
+		cell := manifest.DecodeCell(o)
+		want := map[string]bool{}
+		var backends, exclude []string
+		for _, ch := range cellKeys[id] {
+			want[ch.Key] = true
+		}
+		var keepCases []pyjson.Value
+		all, _ := o.Array("cases")
+		for i := range cell.Cases {
+			cs, err := results.ShapeCases(cell, i)
+			if err != nil {
+				return 0, err
+			}
+			hit := false
+			for _, c := range cs {
+				if want[c.Key] {
+					hit, backends = true, appendNew(backends, c.Backend)
+				}
+			}
+			if hit {
+				keepCases = append(keepCases, all[i])
+			}
+		}
+		if len(keepCases) == 0 {
+			continue // the cell no longer holds the case (cannot happen for a cell stored with it)
+		}
+		for _, ch := range cellKeys[id] {
+			for _, node := range ch.measuredOn {
+				exclude = appendNew(exclude, node)
+			}
+			nodes := make([]pyjson.Value, 0, len(ch.measuredOn))
+			for _, node := range ch.measuredOn {
+				nodes = append(nodes, node)
+			}
+			cases = append(cases, pyjson.Obj("key", ch.Key, "nodes", nodes))
+			n++
+		}
+		out := pyjson.NewObject()
+		for _, m := range o.Members() {
+			out.Set(m.Key, m.Value)
+		}
+		bs := make([]pyjson.Value, 0, len(backends))
+		for _, b := range backends {
+			bs = append(bs, b)
+		}
+		ex := make([]pyjson.Value, 0, len(exclude))
+		for _, e := range exclude {
+			ex = append(ex, e)
+		}
+		out.Set("backends", bs)
+		out.Set("cases", keepCases)
+		out.Set("exclude_nodes", ex)
+		out.Set("queue-token", manifest.QueueToken(runID, "1", cell.ID))
+		include = append(include, out)
+	}
+	meta, err := s.runMeta(ctx)
+	if err != nil {
+		return 0, err
+	}
+	m := pyjson.Obj("version", 1, "excluded_shapes", 0, "source_sha", meta[run].sourceSHA, "run_id", runID, "attempt", "1",
+		"confirms", pyjson.Obj("run_id", ref.RunID, "at", ref.At.UTC().Format("2006-01-02T15:04:05Z"), "cases", cases), "include", include)
+	if err := files.WriteJSON(path, m); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+func gunzip(b []byte) ([]byte, error) {
+	r, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(r)
+}
