@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/semianalysis/opx/internal/testenv"
@@ -148,6 +149,43 @@ func TestConfirmationSettlesSuspects(t *testing.T) {
 			if o.Code != 1 || len(doc.Changes) < n || doc.Changes[0].Status != "confirmed" || !strings.HasPrefix(doc.Changes[0].Confirmation, "confirmed by run confirm-local") {
 				t.Errorf("real: exit %d, %s\n%s", o.Code, b, o.Stdout)
 			}
+		}
+	}
+}
+
+// Parallel adds, as a workflow's jobs make them: four opx processes adding four runs to one
+// fresh store at once all succeed, and the store holds every run once.
+func TestParallelAdds(t *testing.T) {
+	dir := t.TempDir()
+	var runs []string
+	for i := range 4 {
+		r := filepath.Join(dir, "run"+strconv.Itoa(i))
+		cmd := exec.Command(opxBin, "run", "--out", r)
+		cmd.Env = append(os.Environ(), "OPERATORX_MEASURE_S=0.02")
+		if o := testenv.Run(cmd); o.Code != 0 {
+			t.Fatalf("opx run: exit %d\n%s", o.Code, o.Stderr)
+		}
+		runs = append(runs, r)
+	}
+	for _, db := range []string{filepath.Join(dir, "h.db"), testenv.Postgres(t)} {
+		var wg sync.WaitGroup
+		outs := make([]testenv.Outcome, len(runs))
+		for i, r := range runs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				outs[i] = opx("history", "add", "--db", db, r)
+			}()
+		}
+		wg.Wait()
+		for i, o := range outs {
+			if o.Code != 0 || !strings.Contains(o.Stderr, "recorded in") {
+				t.Errorf("%s: add %d: exit %d %s", db, i, o.Code, o.Stderr)
+			}
+		}
+		o := opx("history", "check", "--db", db, "--all")
+		if !strings.Contains(o.Stdout, "6 series (24 points) checked") {
+			t.Errorf("%s: after four parallel adds: %s%s", db, o.Stdout, o.Stderr)
 		}
 	}
 }
