@@ -33,3 +33,38 @@ func TestOpenRefusesWhatIsNotAStore(t *testing.T) {
 		t.Fatal("a reader created the store")
 	}
 }
+
+// A store of a newer schema is refused, naming both versions; a database that holds other
+// tables is someone else's and is left as it was — on SQLite and PostgreSQL.
+func TestNewerAndForeignStores(t *testing.T) {
+	eachStore(t, func(t *testing.T, dsn string) {
+		s, err := Open(t.Context(), dsn, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.db.Exec(s.q("UPDATE opx_history SET value = '99' WHERE name = 'schema'")); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if _, err := Open(t.Context(), dsn, true); err == nil || !strings.Contains(err.Error(), "newer opx (history schema 99; this opx knows up to 1)") {
+			t.Errorf("a newer store: %v", err)
+		}
+	})
+	eachStore(t, func(t *testing.T, dsn string) {
+		s, err := Open(t.Context(), dsn, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// someone else's database: drop ours, make theirs
+		for _, q := range []string{"DROP TABLE points", "DROP TABLE series", "DROP TABLE contexts", "DROP TABLE cells", "DROP TABLE runs",
+			"DROP TABLE confirmations", "DROP TABLE opx_history", "CREATE TABLE invoices (id INTEGER)"} {
+			if _, err := s.db.Exec(q); err != nil {
+				t.Fatal(q, err)
+			}
+		}
+		s.Close()
+		if _, err := Open(t.Context(), dsn, true); err == nil || !strings.Contains(err.Error(), "holds other tables (left untouched)") {
+			t.Errorf("a foreign database: %v", err)
+		}
+	})
+}
