@@ -59,11 +59,14 @@ func (e *ExitError) ExitCode() int { return e.Code }
 
 // rank is one rank's inputs, checked.
 type rank struct {
-	o          Options
-	root, id   string // the stage (/opx, or $OPX_STAGE) and SLURM_PROCID
-	cache      string // the private HOME
-	vars       map[string]string
-	harnessCmd []string
+	o        Options
+	root, id string // the stage (/opx, or $OPX_STAGE) and SLURM_PROCID
+	cache    string // the private HOME (made by Run)
+	// cacheBase and cachePrefix are where and under what name it is made:
+	// $SLURM_TMPDIR, else $TMPDIR, else /tmp; operatorx-<job>-<rank>-<random>
+	cacheBase, cachePrefix string
+	vars                   map[string]string
+	harnessCmd             []string
 }
 
 // Run is `opx rank`.
@@ -72,11 +75,13 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	// the rank's private HOME: made here, or refused when someone else made it (another
-	// user could have planted code that Python runs at start-up, as this user), and removed
-	// when the harness ends
-	if err := files.MkdirPrivate(r.cache); err != nil {
-		return fmt.Errorf("rank cache %w", err)
+	// the rank's private HOME: a fresh directory of a name no one can guess (another user
+	// who made it first could plant code that Python runs at start-up, as this user, or
+	// make the shard fail), under Slurm's per-job directory when the site has one (Slurm
+	// removes it with the job, even when the rank is killed), and removed when the
+	// harness ends
+	if r.cache, err = os.MkdirTemp(r.cacheBase, r.cachePrefix); err != nil {
+		return fmt.Errorf("rank cache: %w", err)
 	}
 	defer os.RemoveAll(r.cache)
 	r.vars["HOME"], r.vars["TRITON_CACHE_DIR"], r.vars["MPLCONFIGDIR"] = r.cache, r.cache+"/triton", r.cache+"/matplotlib"
@@ -139,7 +144,13 @@ func inputs(o Options) (*rank, error) {
 	if !files.SafeName(job) || !files.SafeName(r.id) {
 		return nil, fmt.Errorf("SLURM_JOB_ID=%s is not a plain job id", pyjson.Repr(job))
 	}
-	r.cache = fmt.Sprintf("/tmp/operatorx-%s-%s", job, r.id)
+	r.cacheBase, r.cachePrefix = "/tmp", fmt.Sprintf("operatorx-%s-%s-", job, r.id)
+	for _, k := range []string{"SLURM_TMPDIR", "TMPDIR"} {
+		if d := getenv(k); d != "" && filepath.IsAbs(d) {
+			r.cacheBase = d
+			break
+		}
+	}
 	return r, nil
 }
 

@@ -6,7 +6,6 @@ package rank_test
 // seed's constants.
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,13 +35,30 @@ type outcome = testenv.Outcome
 func run(cmd *exec.Cmd) outcome { return testenv.Run(cmd) }
 
 type rankFixture struct {
-	dir, bin, stage, log string
+	dir, bin, stage, log, tmp string
+}
+
+// home is the HOME the harness ran with (its private cache), checked to be a fresh
+// directory under $TMPDIR named operatorx-<job>-<rank>-<random>.
+func (f *rankFixture) home(t *testing.T, call []string) string {
+	t.Helper()
+	last := call[len(call)-1]
+	i := strings.Index(last, "HOME=")
+	if i < 0 {
+		t.Fatalf("no HOME in %q", last)
+	}
+	home := last[i+5:]
+	if !strings.HasPrefix(home, f.tmp+"/operatorx-9876-1-") || len(home) <= len(f.tmp+"/operatorx-9876-1-") {
+		t.Fatalf("the rank's cache %s is not a fresh operatorx-9876-1-<random> under $TMPDIR %s", home, f.tmp)
+	}
+	return home
 }
 
 func newRankFixture(t *testing.T, tools ...string) *rankFixture {
 	f := &rankFixture{dir: t.TempDir()}
-	t.Cleanup(func() { os.RemoveAll("/tmp/operatorx-9876-1") }) // the rank's private cache
 	f.bin, f.stage, f.log = filepath.Join(f.dir, "bin"), filepath.Join(f.dir, "stage"), filepath.Join(f.dir, "tools.log")
+	f.tmp = filepath.Join(f.dir, "tmp") // the rank's private cache is made under $TMPDIR
+	os.MkdirAll(f.tmp, 0o755)
 	os.MkdirAll(f.bin, 0o755)
 	os.MkdirAll(filepath.Join(f.stage, "results"), 0o755)
 	for _, tool := range append(tools, "python3") {
@@ -55,7 +71,7 @@ func (f *rankFixture) rank(extra ...string) outcome {
 	cmd := exec.Command(opxBin, "rank")
 	cmd.Env = append([]string{"PATH=" + f.bin + ":/usr/bin:/bin", "FAKE_TOOL_LOG=" + f.log, "OPX_STAGE=" + f.stage,
 		"SLURM_PROCID=1", "SLURM_LOCALID=1", "WORLD_SIZE=2", "SLURM_JOB_ID=9876", "OPERATORX_MODE=counters",
-		"OPERATORX_BACKENDS=vllm", "PYTHONPATH=/image/lib::/opx/source"}, extra...)
+		"OPERATORX_BACKENDS=vllm", "PYTHONPATH=/image/lib::/opx/source", "TMPDIR=" + f.tmp}, extra...)
 	return run(cmd)
 }
 
@@ -70,7 +86,7 @@ func (f *rankFixture) calls() [][]string {
 	return out
 }
 
-const profEnv = "ENV:1,1,1,0,0,0,0,RANK=1,LOCAL_RANK=1,HOME=/tmp/operatorx-9876-1"
+const profEnv = "ENV:1,1,1,0,0,0,0,RANK=1,LOCAL_RANK=1,HOME="
 
 func TestRankCountersRocprofTwelvePasses(t *testing.T) {
 	f := newRankFixture(t, "rocprofv3")
@@ -82,14 +98,15 @@ func TestRankCountersRocprofTwelvePasses(t *testing.T) {
 		t.Fatalf("%d rocprofv3 calls, want %d", len(calls), len(rank.RocprofPasses))
 	}
 	py := filepath.Join(f.bin, "python3")
+	home := f.home(t, calls[0])
 	for i, p := range rank.RocprofPasses {
 		results := f.stage + "/results"
 		if i > 0 { // rows come from the first pass only
-			results = "/tmp/operatorx-9876-1/results-" + p[0]
+			results = home + "/results-" + p[0]
 		}
 		want := append([]string{"rocprofv3", "--pmc"}, strings.Fields(p[1])...)
 		want = append(want, "--kernel-trace", "--marker-trace", "--output-format", "csv", "-d", f.stage+"/results/counters/"+p[0], "-o", "rank1", "--",
-			py, "-m", "operatorx", "--strict", "--testlist-dir", f.stage+"/testlists", "--results-dir", results, profEnv)
+			py, "-m", "operatorx", "--strict", "--testlist-dir", f.stage+"/testlists", "--results-dir", results, profEnv+home)
 		if !slices.Equal(calls[i], want) {
 			t.Errorf("pass %d (%s)\n got %q\nwant %q", i, p[0], calls[i], want)
 		}
@@ -108,10 +125,13 @@ func TestRankCountersNCU(t *testing.T) {
 		t.Fatalf("rank: exit %d %s", r.Code, r.Stderr)
 	}
 	calls := f.calls()
+	if len(calls) != 1 {
+		t.Fatalf("ncu calls %q", calls)
+	}
 	want := []string{"ncu", "--clock-control", "none", "--target-processes", "all", "--nvtx", "--nvtx-include", "regex:opx[0-9]+/", "--print-nvtx-rename", "kernel",
 		"--metrics", rank.NCUMetrics, "--csv", "--log-file", f.stage + "/results/counters/ncu-rank1.csv",
-		filepath.Join(f.bin, "python3"), "-m", "operatorx", "--strict", "--testlist-dir", f.stage + "/testlists", "--results-dir", f.stage + "/results", profEnv}
-	if len(calls) != 1 || !slices.Equal(calls[0], want) {
+		filepath.Join(f.bin, "python3"), "-m", "operatorx", "--strict", "--testlist-dir", f.stage + "/testlists", "--results-dir", f.stage + "/results", profEnv + f.home(t, calls[0])}
+	if !slices.Equal(calls[0], want) {
 		t.Fatalf("ncu call\n got %q\nwant %q", calls, want)
 	}
 	if n := len(strings.Split(rank.NCUMetrics, ",")); n != 37 {
@@ -143,38 +163,48 @@ func TestRankErrors(t *testing.T) {
 
 // Finding 1: the rank's cache dir /tmp/operatorx-<job>-<rank> was accepted when it already
 // existed. Another user pre-created it world-writable with a usercustomize.py; HOME pointed
-// there and the harness's Python ran the planted code as root. Now the rank refuses a
-// directory it did not make, naming it and its owner, before anything runs. Finding 14:
-// the directory was never removed; now the rank removes it when the harness ends.
-func TestRankCacheOfAnotherUserIsRefused(t *testing.T) {
-	name, uid := testenv.OtherUser(t)
-	cache := "/tmp/operatorx-9876-1"
-	os.RemoveAll(cache)
+// there and the harness's Python ran the planted code as root. Later, the rank refused
+// such a directory, but the predictable name still let any local user make the next
+// shard fail by making it first (issue 30). Now the cache is a fresh directory of a name
+// no one can guess (operatorx-<job>-<rank>-<random>, made 0700), under $SLURM_TMPDIR when
+// the site has one: a planted directory of the old name is neither used nor in the way.
+// Finding 14: the directory was never removed; now the rank removes it when the harness
+// ends.
+func TestRankCacheCannotBePlanted(t *testing.T) {
+	name, _ := testenv.OtherUser(t)
 	f := newRankFixture(t)
-	site := cache + "/.local/lib/python3.11/site-packages"
-	testenv.AsOther(t, "mkdir -p "+site+" && chmod -R 777 "+cache+" && echo 'import os; os.system(\"touch /tmp/opx-pwned\")' > "+site+"/usercustomize.py")
+	f.tmp = filepath.Join(testenv.SharedDir(t), "tmp") // a shared /tmp
+	os.Mkdir(f.tmp, 0o755)
+	os.Chmod(f.tmp, 0o1777)
+	planted := f.tmp + "/operatorx-9876-1"
+	site := planted + "/.local/lib/python3.11/site-packages"
+	testenv.AsOther(t, "mkdir -p "+site+" && chmod -R 777 "+planted+" && echo 'import os; os.system(\"touch /tmp/opx-pwned\")' > "+site+"/usercustomize.py")
 	r := f.rank("OPERATORX_MODE=timing")
-	want := fmt.Sprintf("opx: rank cache %s: belongs to another user (owner uid %d, mode 0777); remove it or ask its owner to\n", cache, uid)
-	if r.Code != 1 || r.Stderr != want {
-		t.Errorf("planted cache of %s: exit %d %q, want %q", name, r.Code, r.Stderr, want)
+	if r.Code != 0 {
+		t.Fatalf("with %s's directory of the old name planted: exit %d %q", name, r.Code, r.Stderr)
 	}
-	if c := f.calls(); len(c) != 0 {
-		t.Errorf("the harness ran in another user's directory: %q", c)
+	c := f.calls()
+	if len(c) != 1 {
+		t.Fatalf("harness calls %q", c)
+	}
+	home := f.home(t, c[0])
+	if home == planted {
+		t.Fatalf("the harness ran with the planted HOME %s", planted)
+	}
+	if _, err := os.Lstat(home); err == nil {
+		t.Errorf("%s is left behind after the rank ended", home)
 	}
 	if _, err := os.Stat(site + "/usercustomize.py"); err != nil {
 		t.Errorf("the other user's files were touched: %v", err)
 	}
-	os.RemoveAll(cache)
-
-	// this user's own run: the cache is made private, used as HOME and removed afterwards
-	if r := f.rank("OPERATORX_MODE=timing"); r.Code != 0 {
-		t.Fatalf("rank: exit %d %s", r.Code, r.Stderr)
+	// Slurm's per-job directory, when the site has one, is where the cache goes
+	job := filepath.Join(f.dir, "job-tmp")
+	os.MkdirAll(job, 0o700)
+	if r := f.rank("OPERATORX_MODE=timing", "SLURM_TMPDIR="+job); r.Code != 0 {
+		t.Fatalf("with SLURM_TMPDIR: exit %d %q", r.Code, r.Stderr)
 	}
-	if c := f.calls(); len(c) != 1 || !strings.HasSuffix(c[0][len(c[0])-1], "HOME="+cache) {
-		t.Errorf("harness calls %q", c)
-	}
-	if _, err := os.Lstat(cache); err == nil {
-		t.Errorf("%s is left behind after the rank ended", cache)
+	if c := f.calls(); len(c) != 2 || !strings.Contains(c[1][len(c[1])-1], "HOME="+job+"/operatorx-9876-1-") {
+		t.Errorf("with SLURM_TMPDIR, harness calls %q", c)
 	}
 }
 
