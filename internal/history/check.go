@@ -46,7 +46,6 @@ type Found struct {
 	OddNodes map[string]int `json:"odd_nodes"`
 	runs     []RunRef       // every run, newest first
 	series   []*seriesRow   // what was read, for the page
-	found    [][]changes.Change
 	byID     map[int64]RunRef
 }
 
@@ -115,6 +114,11 @@ type seriesRow struct {
 	obs                              []changes.Obs
 	measured                         []int    // indexes in points of obs
 	changes                          []Change // what check found in it
+	tests                            changes.Tests
+	// what the page lists of it (summarize): its points are let go after the first pass
+	npoints int
+	latest  string
+	trend   float64
 }
 
 type stored struct {
@@ -148,9 +152,6 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.window(ctx, series, o.Lookback); err != nil {
-		return nil, err
-	}
 	ctxs, err := s.contexts(ctx)
 	if err != nil {
 		return nil, err
@@ -159,64 +160,49 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 	if err != nil {
 		return nil, err
 	}
-	all := make([][]changes.Obs, len(series))
-	for i, se := range series {
-		f.Points += len(se.points)
-		for j, p := range se.points {
-			if p.outcome == verdict.Measured && p.value.Valid {
-				x := changes.Obs{V: p.value.Float64, Node: ctxs[p.ctx].Node}
-				if p.lo.Valid && p.hi.Valid {
-					x.Lo, x.Hi, x.Spread = p.lo.Float64, p.hi.Float64, true
-				}
-				se.obs = append(se.obs, x)
-				se.measured = append(se.measured, j)
-			}
+	f.Series, f.series, f.byID = len(series), series, byID
+	// pass 1, a batch of series at a time: each series' tests (p-values) and what the page
+	// lists of it; its points are let go, so a check of any size holds one batch
+	var ps []float64
+	for start := 0; start < len(series); start += checkBatch {
+		part := series[start:min(len(series), start+checkBatch)]
+		if err := s.window(ctx, part, o.Lookback); err != nil {
+			return nil, err
 		}
-		all[i] = se.obs
-		if n := len(se.points); n >= 2 && se.points[n-1].run == runs[0].id && se.points[n-1].outcome != verdict.Measured && se.points[n-2].outcome == verdict.Measured {
-			f.Stopped = append(f.Stopped, Stopped{Key: se.key, RunID: runs[0].RunID, Outcome: se.points[n-1].outcome.String()})
+		for _, se := range part {
+			se.load(ctxs)
+			f.Points += len(se.points)
+			if n := len(se.points); n >= 2 && se.points[n-1].run == runs[0].id && se.points[n-1].outcome != verdict.Measured && se.points[n-2].outcome == verdict.Measured {
+				f.Stopped = append(f.Stopped, Stopped{Key: se.key, RunID: runs[0].RunID, Outcome: se.points[n-1].outcome.String()})
+			}
+			se.tests = changes.Test(se.obs)
+			ps = append(ps, se.tests.Ps()...)
+			se.summarize()
+			se.points, se.obs, se.measured = nil, nil, nil
 		}
 	}
-	f.Series = len(series)
-	found := changes.Detect(all, o.Options)
-	f.series, f.found, f.byID = series, found, byID
+	t := changes.Threshold(ps, o.Options.FDR)
+	// pass 2: the series with a test under the threshold, read again and judged in full
+	var candidates []*seriesRow
+	for _, se := range series {
+		if se.tests.Min() <= t {
+			candidates = append(candidates, se)
+		}
+	}
 	var all2 []found2
-	for i, se := range series {
-		prev := 0
-		for _, c := range found[i] {
-			p := se.points[se.measured[c.At]]
-			r := byID[p.run]
-			before := changes.Level(se.obs, max(prev, c.At-30), c.At)
-			ch := Change{Key: se.key, Metric: se.metric, RunID: r.RunID, At: r.At.UTC().Format(time.RFC3339), Ratio: c.Ratio, P: c.P,
-				Before: math.Exp(before), After: math.Exp(changes.Level(se.obs, c.At, min(len(se.obs), c.At+30))), Runs: c.After,
-				at: r.At, run: p.run, Status: "confirmed"}
-			if c.After < o.ConfirmAfter {
-				ch.Status = "suspected"
+	for start := 0; start < len(candidates); start += checkBatch {
+		part := candidates[start:min(len(candidates), start+checkBatch)]
+		if err := s.window(ctx, part, o.Lookback); err != nil {
+			return nil, err
+		}
+		for _, se := range part {
+			se.load(ctxs)
+			found := changes.Find(se.obs, se.tests, t, len(series), o.Options)
+			if len(found) == 0 {
+				se.points, se.obs, se.measured = nil, nil, nil
+				continue
 			}
-			ch.Speedup = 1 / c.Ratio
-			if !se.lower {
-				ch.Speedup = c.Ratio
-			}
-			ch.Direction = "faster"
-			if ch.Speedup < 1 {
-				ch.Direction = "slower"
-			}
-			ch.Provenance = provenance(se, c.At, ctxs, meta)
-			ch.Nodes = changes.Confined(se.obs, c.At, before, c.Ratio)
-			if c.Node != "" {
-				ch.Nodes = []string{c.Node}
-				ch.Before = math.Exp(nodeLevel(se.obs, c.Node, c.At, -30))
-				ch.After = math.Exp(nodeLevel(se.obs, c.Node, c.At, 30))
-			}
-			if ch.Nodes == nil {
-				ch.Nodes = []string{}
-			}
-			ch.series, ch.cell = se.id, p.cell
-			for _, q := range se.measured[c.At:] {
-				ch.measuredOn = appendNew(ch.measuredOn, ctxs[se.points[q].ctx].Node)
-			}
-			all2 = append(all2, found2{se, ch})
-			prev = c.At
+			all2 = append(all2, se.changesOf(found, byID, ctxs, meta, o)...)
 		}
 	}
 	kept, err := s.settle(ctx, f, all2, ctxs)
@@ -232,6 +218,80 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 	}
 	sort.SliceStable(f.Changes, func(i, j int) bool { return worse(f.Changes[i], f.Changes[j]) })
 	return f, nil
+}
+
+// checkBatch is how many series check holds points of at once.
+const checkBatch = 4096
+
+// load makes the series' measured points into observations for the detector.
+func (se *seriesRow) load(ctxs map[int64]context_) {
+	se.obs, se.measured = se.obs[:0], se.measured[:0]
+	for j, p := range se.points {
+		if p.outcome == verdict.Measured && p.value.Valid {
+			x := changes.Obs{V: p.value.Float64, Node: ctxs[p.ctx].Node}
+			if p.lo.Valid && p.hi.Valid {
+				x.Lo, x.Hi, x.Spread = p.lo.Float64, p.hi.Float64, true
+			}
+			se.obs = append(se.obs, x)
+			se.measured = append(se.measured, j)
+		}
+	}
+}
+
+// summarize keeps what the page lists of every series: its latest value or outcome, its
+// trend over the window, and how many runs it has there.
+func (se *seriesRow) summarize() {
+	se.npoints, se.latest, se.trend = len(se.points), "–", trend(se.obs)
+	if n := len(se.points); n > 0 {
+		last := se.points[n-1]
+		if last.outcome == verdict.Measured && last.value.Valid {
+			se.latest = fmt.Sprintf("%.4g", last.value.Float64)
+		} else {
+			se.latest = last.outcome.String()
+		}
+	}
+}
+
+// changesOf are the series' changes as check reports them.
+func (se *seriesRow) changesOf(found []changes.Change, byID map[int64]RunRef, ctxs map[int64]context_, meta map[int64]runMeta, o CheckOptions) []found2 {
+	var out []found2
+	prev := 0
+	for _, c := range found {
+		p := se.points[se.measured[c.At]]
+		r := byID[p.run]
+		before := changes.Level(se.obs, max(prev, c.At-30), c.At)
+		ch := Change{Key: se.key, Metric: se.metric, RunID: r.RunID, At: r.At.UTC().Format(time.RFC3339), Ratio: c.Ratio, P: c.P,
+			Before: math.Exp(before), After: math.Exp(changes.Level(se.obs, c.At, min(len(se.obs), c.At+30))), Runs: c.After,
+			at: r.At, run: p.run, Status: "confirmed"}
+		if c.After < o.ConfirmAfter {
+			ch.Status = "suspected"
+		}
+		ch.Speedup = 1 / c.Ratio
+		if !se.lower {
+			ch.Speedup = c.Ratio
+		}
+		ch.Direction = "faster"
+		if ch.Speedup < 1 {
+			ch.Direction = "slower"
+		}
+		ch.Provenance = provenance(se, c.At, ctxs, meta)
+		ch.Nodes = changes.Confined(se.obs, c.At, before, c.Ratio)
+		if c.Node != "" {
+			ch.Nodes = []string{c.Node}
+			ch.Before = math.Exp(nodeLevel(se.obs, c.Node, c.At, -30))
+			ch.After = math.Exp(nodeLevel(se.obs, c.Node, c.At, 30))
+		}
+		if ch.Nodes == nil {
+			ch.Nodes = []string{}
+		}
+		ch.series, ch.cell = se.id, p.cell
+		for _, q := range se.measured[c.At:] {
+			ch.measuredOn = appendNew(ch.measuredOn, ctxs[se.points[q].ctx].Node)
+		}
+		out = append(out, found2{se, ch})
+		prev = c.At
+	}
+	return out
 }
 
 // worse orders changes worst first: slower before faster, then by size.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/semianalysis/opx/internal/compare"
 	"github.com/semianalysis/opx/internal/history/changes"
-	"github.com/semianalysis/opx/internal/verdict"
 	"github.com/semianalysis/opx/internal/version"
 )
 
@@ -93,23 +92,15 @@ func (f *Found) Page(w io.Writer) error {
 		if ci != cj {
 			return ci
 		}
-		return math.Abs(math.Log(trend(rows[i]))) > math.Abs(math.Log(trend(rows[j])))
+		return math.Abs(math.Log(rows[i].trend)) > math.Abs(math.Log(rows[j].trend))
 	})
 	for i, se := range rows {
 		if i == mostPage {
 			d.MoreRows = len(rows) - mostPage
 			break
 		}
-		r := pageRow{Key: se.key, Metric: se.metric, Points: len(se.points), Latest: "–", Trend: "–"}
-		if n := len(se.points); n > 0 {
-			last := se.points[n-1]
-			if last.outcome == verdict.Measured && last.value.Valid {
-				r.Latest = fmt.Sprintf("%.4g", last.value.Float64)
-			} else {
-				r.Latest = last.outcome.String()
-			}
-		}
-		if t := trend(se); t != 1 {
+		r := pageRow{Key: se.key, Metric: se.metric, Points: se.npoints, Latest: se.latest, Trend: "–"}
+		if t := se.trend; t != 1 {
 			r.Trend = fmt.Sprintf("%+.1f%%", (t-1)*100)
 		}
 		var cs []string
@@ -128,14 +119,14 @@ func (f *Found) Page(w io.Writer) error {
 	return pageTmpl.Execute(w, d)
 }
 
-// trend is the series' newest level (the median of its newest 5 measured points) over its
+// trend is a series' newest level (the median of its newest 5 measured points) over its
 // oldest in the window (its first 5); 1 when it has fewer than 10.
-func trend(se *seriesRow) float64 {
-	n := len(se.obs)
+func trend(obs []changes.Obs) float64 {
+	n := len(obs)
 	if n < 10 {
 		return 1
 	}
-	return math.Exp(changes.Level(se.obs, n-5, n) - changes.Level(se.obs, 0, 5))
+	return math.Exp(changes.Level(obs, n-5, n) - changes.Level(obs, 0, 5))
 }
 
 // plot is the series as an inline SVG: time across, the metric up (log scale), each run a

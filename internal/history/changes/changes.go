@@ -8,6 +8,7 @@
 package changes
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -49,108 +50,141 @@ type Change struct {
 	Node string
 }
 
-// candidate is a series' test awaiting the correction over all series.
-type candidate struct {
-	series int
-	p      float64
-	node   string
-	kind   int // level, tail or node
-}
-
-const (
-	level = iota
-	tail
-	byNode
-)
-
 // minPoints is the fewest points a series needs before its level can be tested.
 const minPoints = 6
 
 // Detect finds the changes in every series (each oldest first) with the false discovery
-// rate controlled over all of them: every series contributes its tests' p-values, one
-// Benjamini–Hochberg threshold is set over them all, and a shift is called when its test
-// clears that threshold and it is at least MinChange (and outside the runs' own spreads,
-// where they recorded them).
+// rate controlled over all of them: every series contributes its tests' p-values (Test),
+// one Benjamini–Hochberg threshold is set over them all (Threshold), and a shift is called
+// when its test clears that threshold and it is at least MinChange, and outside the runs'
+// own spreads where they recorded them (Find). A caller holding too many series to keep
+// them all at once makes the same three steps itself, in batches.
 func Detect(series [][]Obs, o Options) [][]Change {
-	var cands []candidate
-	logs := make([][]float64, len(series))
+	tests := make([]Tests, len(series))
+	var ps []float64
 	for i, s := range series {
-		y := make([]float64, len(s))
-		for j, x := range s {
-			y[j] = math.Log(x.V)
-		}
-		logs[i] = y
-		if len(y) >= minPoints {
-			_, p := bestSplit(y)
-			cands = append(cands, candidate{series: i, p: p, kind: level})
-		}
-		if p, ok := tailP(y, 0); ok {
-			cands = append(cands, candidate{series: i, p: p, kind: tail})
-		}
-		for _, n := range nodesOf(s) {
-			if _, sub := nodePoints(s, y, n); len(sub) >= 2*minPoints {
-				_, p := bestSplit(sub)
-				cands = append(cands, candidate{series: i, p: p, kind: byNode, node: n})
-			}
-		}
-	}
-	ps := make([]float64, len(cands))
-	for i, c := range cands {
-		ps[i] = c.p
+		tests[i] = Test(s)
+		ps = append(ps, tests[i].Ps()...)
 	}
 	t := Threshold(ps, o.FDR)
 	out := make([][]Change, len(series))
-	for _, c := range cands {
-		if c.p <= t && c.kind == level {
-			out[c.series] = append(out[c.series], segment(series[c.series], logs[c.series], t, o.FDR/float64(len(series)), o)...)
+	for i, s := range series {
+		out[i] = Find(s, tests[i], t, len(series), o)
+	}
+	return out
+}
+
+// Tests are one series' p-values, before the threshold over all series is known.
+type Tests struct {
+	Level, Tail       float64 // 1 when not tested (too few points)
+	HasLevel, HasTail bool
+	Nodes             map[string]float64 // each node's own level test, when it has enough points
+}
+
+// Ps are the p-values the tests contribute to the correction.
+func (x Tests) Ps() []float64 {
+	var out []float64
+	if x.HasLevel {
+		out = append(out, x.Level)
+	}
+	if x.HasTail {
+		out = append(out, x.Tail)
+	}
+	for _, p := range x.Nodes {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Min is the smallest of the tests' p-values (1 when none): a series whose Min does not
+// clear the threshold has no change.
+func (x Tests) Min() float64 {
+	m := 1.0
+	for _, p := range x.Ps() {
+		m = math.Min(m, p)
+	}
+	return m
+}
+
+// Test is the series' tests: its best split, its newest runs, and each node's own runs.
+func Test(s []Obs) Tests {
+	y := logsOf(s)
+	x := Tests{Level: 1, Tail: 1}
+	if len(y) >= minPoints {
+		_, x.Level = bestSplit(y)
+		x.HasLevel = true
+	}
+	x.Tail, x.HasTail = tailP(y, 0)
+	if !x.HasTail {
+		x.Tail = 1
+	}
+	for _, n := range nodesOf(s) {
+		if _, sub := nodePoints(s, y, n); len(sub) >= 2*minPoints {
+			if x.Nodes == nil {
+				x.Nodes = map[string]float64{}
+			}
+			_, x.Nodes[n] = bestSplit(sub)
 		}
+	}
+	return x
+}
+
+func logsOf(s []Obs) []float64 {
+	y := make([]float64, len(s))
+	for j, x := range s {
+		y[j] = math.Log(x.V)
+	}
+	return y
+}
+
+// Find is the series' changes, given its tests and the threshold t set over the tests of
+// all nSeries series.
+func Find(s []Obs, x Tests, t float64, nSeries int, o Options) []Change {
+	if x.Min() > t {
+		return nil
+	}
+	y := logsOf(s)
+	sub := o.FDR / float64(max(1, nSeries))
+	var out []Change
+	if x.HasLevel && x.Level <= t {
+		out = append(out, segment(s, y, t, sub, o)...)
 	}
 	// a shift in one node's points, where the series pooled over its nodes shows none
 	// near it: that node's alone
-	for _, c := range cands {
-		if c.p > t || c.kind != byNode {
+	for _, n := range slices.Sorted(maps.Keys(x.Nodes)) {
+		if x.Nodes[n] > t {
 			continue
 		}
-		s, y := series[c.series], logs[c.series]
-		idx, sub := nodePoints(s, y, c.node)
+		idx, ny := nodePoints(s, y, n)
 		subObs := make([]Obs, len(idx))
 		for j, i := range idx {
 			subObs[j] = s[i]
 		}
-		for _, ch := range segment(subObs, sub, t, o.FDR/float64(len(series)), o) {
-			ch.At, ch.Node = idx[ch.At], c.node
+		for _, ch := range segment(subObs, ny, t, sub, o) {
+			ch.At, ch.Node = idx[ch.At], n
 			near := false
-			for _, d := range out[c.series] {
+			for _, d := range out {
 				near = near || d.Node == "" && abs(d.At-ch.At) <= 2*len(nodesOf(s))
 			}
 			if !near {
-				out[c.series] = append(out[c.series], ch)
+				out = append(out, ch)
 			}
 		}
 	}
 	// the newest points are judged against the level since the series' last shift: the
 	// test is made again from there (its p-value can only grow), and must still clear t
-	for _, c := range cands {
-		if c.p > t || c.kind != tail {
-			continue
-		}
-		s, y := series[c.series], logs[c.series]
+	if x.HasTail && x.Tail <= t {
 		from := 0
-		for _, ch := range out[c.series] {
+		for _, ch := range out {
 			from = max(from, ch.At)
 		}
-		p, ok := tailP(y, from)
-		if !ok || p > t {
-			continue
-		}
-		if ch, ok := tailChange(s, y, from, p, o); ok {
-			out[c.series] = append(out[c.series], ch)
+		if p, ok := tailP(y, from); ok && p <= t {
+			if ch, ok := tailChange(s, y, from, p, o); ok {
+				out = append(out, ch)
+			}
 		}
 	}
-	for i := range out {
-		out[i] = tidy(out[i], len(series[i]))
-	}
-	return out
+	return tidy(out, len(s))
 }
 
 // tidy sorts a series' changes and drops a tail shift the rank test also found.
