@@ -144,7 +144,7 @@ func parseHistoryFilter(s string) (map[string]string, error) {
 }
 
 func newHistoryAddCmd(env Env) *cobra.Command {
-	var db, at string
+	var db, at, manifest string
 	c := &cobra.Command{
 		Use:   "add RUN_DIR...",
 		Short: "Record every case of runs (artifacts or opx run --out directories)",
@@ -155,9 +155,13 @@ and provenance. The run's time is --at (RFC 3339, for backfills), else when it m
 already there (same run id, same time) writes nothing and says so.`,
 		Example: `  opx history add .opx-run/latest
   opx history add --db postgres://opx@db:5432/opx artifacts
-  opx history add --at 2026-11-30T02:00:00Z old-artifacts`,
+  opx history add --at 2026-11-30T02:00:00Z old-artifacts
+  opx history add --manifest operatorx-control/operatorx-manifest.json operatorx-artifacts`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if manifest != "" && len(args) > 1 {
+				return &UsageError{fmt.Errorf("--manifest names one run's manifest: add one RUN_DIR with it")}
+			}
 			var when time.Time
 			if at != "" {
 				t, err := time.Parse(time.RFC3339, at)
@@ -172,7 +176,7 @@ already there (same run id, same time) writes nothing and says so.`,
 			}
 			defer s.Close()
 			for _, dir := range args {
-				a, err := s.Add(c.Context(), dir, when)
+				a, err := s.Add(c.Context(), dir, manifest, when)
 				if err != nil {
 					return err
 				}
@@ -192,6 +196,7 @@ already there (same run id, same time) writes nothing and says so.`,
 	}
 	c.Flags().StringVar(&db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
 	c.Flags().StringVar(&at, "at", "", "the runs' time, RFC 3339 (default: when each measured)")
+	c.Flags().StringVar(&manifest, "manifest", "", "the run's manifest (default: found in RUN_DIR)")
 	return c
 }
 

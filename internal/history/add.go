@@ -88,8 +88,8 @@ type ConfirmedCase struct {
 // read reads the run in dir (an artifacts tree or opx run --out) with the one reader of a
 // run (results.Stream): every requested case with its verdict, and each measured one's
 // headline metric, spread and provenance.
-func read(ctx context.Context, dir string) (*recorded, error) {
-	manifestPath, err := results.Resolve(dir, "", "--manifest")
+func read(ctx context.Context, dir, manifestFlag string) (*recorded, error) {
+	manifestPath, err := results.Resolve(dir, manifestFlag, "--manifest")
 	if err != nil {
 		return nil, err
 	}
@@ -217,9 +217,10 @@ func cellBody(raw *pyjson.Object) (string, []byte) {
 
 var errAlready = errors.New("already recorded")
 
-// Add records the run in dir at its own time (at, when not zero, instead: a backfill).
-func (s *Store) Add(ctx context.Context, dir string, at time.Time) (*Added, error) {
-	rec, err := read(ctx, dir)
+// Add records the run in dir (its manifest given, or the one found in dir) at its own
+// time (at, when not zero, instead: a backfill).
+func (s *Store) Add(ctx context.Context, dir, manifest string, at time.Time) (*Added, error) {
+	rec, err := read(ctx, dir, manifest)
 	if err != nil {
 		return nil, err
 	}
