@@ -74,9 +74,11 @@ type recorded struct {
 // case with the nodes that measured it (which the cells exclude). It is the manifest's
 // "confirms" member.
 type Confirms struct {
-	RunID string          `json:"run_id"`
-	At    time.Time       `json:"at"`
-	Cases []ConfirmedCase `json:"cases"`
+	RunID string    `json:"run_id"`
+	At    time.Time `json:"at"`
+	// Origin is, with RunID, the run's identity in the store (two runs may share a second).
+	Origin string          `json:"origin"`
+	Cases  []ConfirmedCase `json:"cases"`
 }
 
 // ConfirmedCase is one suspect a confirmation manifest re-measures.
@@ -270,7 +272,7 @@ func (s *Store) write(ctx context.Context, dir string, rec *recorded) error {
 	var confirms any
 	if c := rec.confirms; c != nil {
 		var suspect int64
-		err := tx.QueryRowContext(ctx, s.q("SELECT id FROM runs WHERE run_id = ? AND at = ? AND confirms IS NULL"), c.RunID, c.At.Unix()).Scan(&suspect)
+		err := tx.QueryRowContext(ctx, s.q("SELECT id FROM runs WHERE run_id = ? AND origin = ? AND confirms IS NULL"), c.RunID, c.Origin).Scan(&suspect)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%s confirms run %s of %s, which %s does not hold (was the confirmation manifest made from another store?)",
 				dir, c.RunID, c.At.UTC().Format(time.RFC3339), s.Where)
@@ -522,8 +524,8 @@ func confirmsOf(raw *pyjson.Object) (*Confirms, error) {
 		return nil, err
 	}
 	var c Confirms
-	if err := json.Unmarshal(b, &c); err != nil || c.RunID == "" || c.At.IsZero() {
-		return nil, fmt.Errorf(`"confirms" is not {"run_id", "at", "cases"} of a confirmation manifest (opx history check --confirm-manifest)`)
+	if err := json.Unmarshal(b, &c); err != nil || c.RunID == "" || c.At.IsZero() || c.Origin == "" {
+		return nil, fmt.Errorf(`"confirms" is not {"run_id", "at", "origin", "cases"} of a confirmation manifest (opx history check --confirm-manifest)`)
 	}
 	return &c, nil
 }

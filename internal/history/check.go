@@ -51,9 +51,10 @@ type Found struct {
 
 // RunRef names a run in the store.
 type RunRef struct {
-	RunID string    `json:"run_id"`
-	At    time.Time `json:"at"`
-	id    int64
+	RunID  string    `json:"run_id"`
+	At     time.Time `json:"at"`
+	id     int64
+	origin string // with RunID, the run's identity (two runs may share a second)
 }
 
 // Change is one shift found in a series.
@@ -370,7 +371,7 @@ func provenance(se *seriesRow, at int, ctxs map[int64]context_, meta map[int64]r
 
 // runs are the store's runs, newest first (confirmation runs are not in a series' time).
 func (s *Store) runs(ctx context.Context) ([]RunRef, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT id, run_id, at FROM runs WHERE confirms IS NULL ORDER BY at DESC, id DESC")
+	rows, err := s.db.QueryContext(ctx, "SELECT id, run_id, at, origin FROM runs WHERE confirms IS NULL ORDER BY at DESC, id DESC")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", s.Where, err)
 	}
@@ -379,7 +380,7 @@ func (s *Store) runs(ctx context.Context) ([]RunRef, error) {
 	for rows.Next() {
 		var r RunRef
 		var at int64
-		if err := rows.Scan(&r.id, &r.RunID, &at); err != nil {
+		if err := rows.Scan(&r.id, &r.RunID, &at, &r.origin); err != nil {
 			return nil, err
 		}
 		r.At = time.Unix(at, 0).UTC()

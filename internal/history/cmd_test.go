@@ -75,14 +75,14 @@ func TestBadStores(t *testing.T) {
 	}
 }
 
-// The confirmation loop on this machine: nine runs, then one with three times the work
-// (OPERATORX_CPU_REPEAT=3) whose cases are suspects and fail the gate; check writes the
+// The confirmation loop on this machine: nine runs, then one with five times the work
+// (OPERATORX_CPU_REPEAT=5) whose cases are suspects and fail the gate; check writes the
 // confirmation manifest, opx run --manifest runs it, and adding that run settles them:
 // cleared as noise when it measures the old level (the gate then passes), confirmed when it
 // measures the new one (the gate still fails). The same history on SQLite and PostgreSQL.
 func TestConfirmationSettlesSuspects(t *testing.T) {
 	dir := t.TempDir()
-	quick := []string{"OPERATORX_MEASURE_S=0.05"}
+	quick := []string{"OPERATORX_MEASURE_S=0.05", "GOMAXPROCS=1"}
 	run := func(out string, env ...string) {
 		t.Helper()
 		cmd := exec.Command(opxBin, "run", "--out", out)
@@ -97,7 +97,7 @@ func TestConfirmationSettlesSuspects(t *testing.T) {
 		if i < 9 {
 			run(r)
 		} else {
-			run(r, "OPERATORX_CPU_REPEAT=3")
+			run(r, "OPERATORX_CPU_REPEAT=5")
 		}
 		runs = append(runs, r)
 	}
@@ -107,18 +107,22 @@ func TestConfirmationSettlesSuspects(t *testing.T) {
 		status   string
 	}{
 		{"noise", filepath.Join(dir, "a.db"), nil, "cleared"},
-		{"real", testenv.Postgres(t), []string{"OPERATORX_CPU_REPEAT=3"}, "confirmed"},
+		{"real", testenv.Postgres(t), []string{"OPERATORX_CPU_REPEAT=5"}, "confirmed"},
 	} {
 		if o := opx(append([]string{"history", "add", "--db", c.db}, runs...)...); o.Code != 0 {
 			t.Fatalf("%s: add: %s", c.name, o.Stderr)
 		}
 		conf := filepath.Join(dir, c.name+"-confirm.json")
 		o := opx("history", "check", "--db", c.db, "--confirm-manifest", conf, "--fail-on-regression", "50")
-		// the four measured cases took three times as long in the newest run; on a busy VM
-		// a small one may also have moved in the run before (then its suspect is that
-		// run's, not the newest's)
+		// the four measured cases took five times as long in the newest run; this test is of
+		// the confirmation loop, not of the detector's power (history-bench measures that):
+		// on a VM loaded by the rest of the suite some of them may hide in noise the
+		// history has already seen, or may have moved in the run before (a suspect of that
+		// run), so it asks for one suspect at least and settles every one there is
 		var n int
-		if _, err := fmt.Sscanf(o.Stderr[strings.Index(o.Stderr, ".json: ")+7:], "%d suspect case(s)", &n); err != nil || n < 3 || o.Code != 1 {
+		if i := strings.Index(o.Stderr, ".json: "); i < 0 || o.Code != 1 {
+			t.Fatalf("%s: check: exit %d\n%s%s", c.name, o.Code, o.Stdout, o.Stderr)
+		} else if _, err := fmt.Sscanf(o.Stderr[i+7:], "%d suspect case(s)", &n); err != nil || n < 1 {
 			t.Fatalf("%s: check: exit %d, %d suspects\n%s%s", c.name, o.Code, n, o.Stdout, o.Stderr)
 		}
 		out := filepath.Join(dir, c.name+"-confirm")
@@ -142,7 +146,7 @@ func TestConfirmationSettlesSuspects(t *testing.T) {
 		}
 		switch c.status {
 		case "cleared":
-			if len(doc.Cleared) != n || doc.Cleared[0].Reason != "noise" || n == 4 && (o.Code != 0 || len(doc.Changes) != 0) {
+			if len(doc.Cleared) != n || doc.Cleared[0].Reason != "noise" || o.Code != 0 {
 				t.Errorf("noise: exit %d, %s\n%s", o.Code, b, o.Stdout)
 			}
 		case "confirmed":

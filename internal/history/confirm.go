@@ -249,7 +249,7 @@ func (s *Store) ConfirmManifest(ctx context.Context, f *Found, path string) (int
 		return 0, err
 	}
 	m := pyjson.Obj("version", 1, "excluded_shapes", 0, "source_sha", meta[run].sourceSHA, "run_id", runID, "attempt", "1",
-		"confirms", pyjson.Obj("run_id", ref.RunID, "at", ref.At.UTC().Format("2006-01-02T15:04:05Z"), "cases", cases), "include", include)
+		"confirms", pyjson.Obj("run_id", ref.RunID, "at", ref.At.UTC().Format("2006-01-02T15:04:05Z"), "origin", ref.origin, "cases", cases), "include", include)
 	if err := files.WriteJSON(path, m); err != nil {
 		return 0, err
 	}
