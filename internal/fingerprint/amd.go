@@ -112,6 +112,25 @@ func readAMD(f *Fingerprint, static, metric []byte, version string) error {
 	return nil
 }
 
+// readAMDPartition fills in each GPU's compute partition from `amd-smi static --partition
+// --json` (ROCm 7 leaves it out of the default static output).
+func readAMDPartition(f *Fingerprint, data []byte) error {
+	ps, err := amdList(data)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		idx := int(val(p["gpu"]))
+		mig := first(str(p, "partition", "compute_partition"), str(p, "partition", "current_compute_partition"))
+		for i := range f.GPUs {
+			if f.GPUs[i].Index == idx && mig != "" {
+				f.GPUs[i].MIG = mig
+			}
+		}
+	}
+	return nil
+}
+
 func readAMDMetric(gpu *GPU, m map[string]any) {
 	gpu.PowerDrawW = first64(val(path(m, "power", "socket_power")), val(path(m, "power", "average_socket_power")))
 	gpu.TemperatureC = first64(val(path(m, "temperature", "hotspot")), val(path(m, "temperature", "edge")))

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -124,6 +125,16 @@ func Take(ctx context.Context, phase string, o Options) *Fingerprint {
 	}
 	if err := readAMD(f, []byte(static), []byte(metric), version); err != nil {
 		f.Missing = append(f.Missing, "amd-smi: "+err.Error())
+	}
+	// amd-smi of ROCm 7 leaves the partition out of the default static output (reading it
+	// may wake the GPU); static --partition still gives it
+	if len(f.GPUs) > 0 && !slices.ContainsFunc(f.GPUs, func(g GPU) bool { return g.MIG != "" }) {
+		part, err := run("amd-smi", "static", "--partition", "--json")
+		if err != nil {
+			f.Missing = append(f.Missing, err.Error())
+		} else if err := readAMDPartition(f, []byte(part)); err != nil {
+			f.Missing = append(f.Missing, "amd-smi static --partition --json: "+err.Error())
+		}
 	}
 	return f
 }

@@ -27,6 +27,7 @@ func installFakes(t *testing.T, tools ...string) *fakes {
 cat "$OPX_FAKE_NVIDIA"`,
 		"amd-smi": `case "$*" in
 "static --json") cat "$OPX_FAKE_AMD_STATIC" ;;
+"static --partition --json") cat "$OPX_FAKE_AMD_PARTITION" ;;
 "metric --json") cat "$OPX_FAKE_AMD_METRIC" ;;
 "version") cat testdata/amd-smi-version.txt 2>/dev/null || cat "$OPX_FAKE_AMD_VERSION" ;;
 *) echo "amd-smi: unexpected arguments: $*" >&2; exit 2 ;;
@@ -141,8 +142,17 @@ func TestAMDSMI(t *testing.T) {
 	}
 	// ROCm 6.4's form: the list under "gpu_data"
 	mi355 := take(t, "before", "OPX_FAKE_AMD_STATIC=amd-smi-mi355x-static.json", "OPX_FAKE_AMD_METRIC=amd-smi-mi355x-metric.json")
-	if len(mi355.GPUs) != 2 || mi355.GPUs[1].Model != "AMD Instinct MI355X" || mi355.GPUs[1].Index != 1 {
+	if len(mi355.GPUs) != 2 || mi355.GPUs[1].Model != "AMD Instinct MI355X" || mi355.GPUs[1].Index != 1 || mi355.GPUs[1].MIG != "SPX" {
 		t.Errorf("gpu_data form: %+v", mi355)
+	}
+	// ROCm 7: no partition in the default static output; static --partition gives it
+	r7 := take(t, "before", "OPX_FAKE_AMD_STATIC=amd-smi-mi355x-static-rocm7.json", "OPX_FAKE_AMD_METRIC=amd-smi-mi355x-metric.json",
+		"OPX_FAKE_AMD_PARTITION=amd-smi-mi355x-static-partition.json")
+	if len(r7.GPUs) != 2 || r7.GPUs[0].MIG != "SPX" || r7.GPUs[1].MIG != "SPX" || slices.ContainsFunc(r7.Missing, func(m string) bool { return strings.Contains(m, "amd-smi") }) {
+		t.Errorf("ROCm 7 (partition apart): %+v", r7)
+	}
+	if got := fk.calls(t); !slices.Contains(got, "amd-smi static --partition --json mark=") {
+		t.Errorf("ROCm 7: calls %q", got)
 	}
 }
 
