@@ -65,7 +65,7 @@ type recorded struct {
 	attempt                              int
 	at                                   time.Time
 	points                               []point
-	cells                                map[string][]byte // digest: the cell, gzipped JSON without its queue token
+	cells                                map[string]*pyjson.Object // cellKey: the cell
 	measured                             int
 	confirms                             *Confirms // set when the run is a confirmation (its manifest says which run)
 }
@@ -95,7 +95,7 @@ func read(ctx context.Context, dir, manifestFlag string) (*recorded, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := &recorded{cells: map[string][]byte{}}
+	rec := &recorded{cells: map[string]*pyjson.Object{}}
 	byKey := map[string]int{}
 	put := func(p point) {
 		if i, ok := byKey[p.key]; ok {
@@ -105,18 +105,21 @@ func read(ctx context.Context, dir, manifestFlag string) (*recorded, error) {
 		byKey[p.key] = len(rec.points)
 		rec.points = append(rec.points, p)
 	}
-	m, err := manifest.Load(ctx, manifestPath)
+	m, err := manifest.LoadOutline(ctx, manifestPath) // the shapes stay text: they are only kept
 	if err != nil {
 		return nil, err
 	}
 	if rec.confirms, err = confirmsOf(m.Raw); err != nil {
 		return nil, fmt.Errorf("%s: %v", manifestPath, err)
 	}
-	cellOf := map[string]string{} // shard id: its cell's digest
+	cellOf := map[string]string{} // shard id: its cell's key
+	n := 0
 	for _, c := range m.Cells {
-		d, body := cellBody(c.Raw)
-		cellOf[c.ID], rec.cells[d] = d, body
+		k := cellKey(c.Raw)
+		cellOf[c.ID], rec.cells[k] = k, c.Raw
+		n += len(c.Cases) * max(1, len(c.Backends))
 	}
+	rec.points = make([]point, 0, n)
 	var run *results.Run
 	var first time.Time
 	err = results.Stream(ctx, manifestPath, dir, func(r *results.Run) { run = r }, func(sh *results.Shard, rows []results.Row) error {
@@ -203,18 +206,58 @@ func gz(b []byte) []byte {
 	return buf.Bytes()
 }
 
+// cellKey is what the store dedupes a cell on, worked out without its cases: its id (a
+// hash of what the planner made it from, cases included) and a digest of its other
+// members but the queue token (a new run gets its own; the image fields are set after
+// the id). Its body is made only when the store does not hold it yet (cellBody).
+func cellKey(raw *pyjson.Object) string {
+	o := pyjson.NewObject()
+	for _, m := range raw.Members() {
+		if m.Key != "queue-token" && m.Key != "cases" {
+			o.Set(m.Key, m.Value)
+		}
+	}
+	id, _ := raw.String("id")
+	h := sha256.Sum256(pyjson.MustMarshal(resolved(o), pyjson.Identity))
+	return id + ":" + hex.EncodeToString(h[:12])
+}
+
 // cellBody is a cell as the confirmation manifest needs it again: its JSON without the
-// queue token (a new run gets its own), and the token-free digest the store dedupes on.
-func cellBody(raw *pyjson.Object) (string, []byte) {
+// queue token, gzipped.
+func cellBody(raw *pyjson.Object) []byte {
 	o := pyjson.NewObject()
 	for _, m := range raw.Members() {
 		if m.Key != "queue-token" {
 			o.Set(m.Key, m.Value)
 		}
 	}
-	b := pyjson.MustMarshal(o, pyjson.Identity)
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:16]), gz(b)
+	return gz(pyjson.MustMarshal(resolved(o), pyjson.Identity))
+}
+
+// resolved is v with the text a manifest's outline left unread (pyjson.Raw) parsed: a
+// value Marshal can write. The manifest was parsed whole once, so the text parses.
+func resolved(v pyjson.Value) pyjson.Value {
+	switch x := v.(type) {
+	case pyjson.Raw:
+		p, err := pyjson.Parse(x)
+		if err != nil {
+			return string(x) // cannot happen: the text was read from a manifest that parsed
+		}
+		return p
+	case *pyjson.Object:
+		o := pyjson.NewObject()
+		for _, m := range x.Members() {
+			o.Set(m.Key, resolved(m.Value))
+		}
+		return o
+	case []pyjson.Value:
+		out := make([]pyjson.Value, len(x))
+		for i, e := range x {
+			out[i] = resolved(e)
+		}
+		return out
+	}
+	return v
 }
 
 var errAlready = errors.New("already recorded")
@@ -450,9 +493,9 @@ func (s *Store) contextIDs(ctx context.Context, tx *sql.Tx, points []point) (map
 	})
 }
 
-// cellIDs are the store's ids of the run's cells, new ones added.
-func (s *Store) cellIDs(ctx context.Context, tx *sql.Tx, cells map[string][]byte) (map[string]int64, error) {
-	return dedupe(ctx, s, tx, "cells", "(digest, body)", 2, cells, func(d string, body []byte, a []any) { a[0], a[1] = d, body })
+// cellIDs are the store's ids of the run's cells, new ones added (their bodies made then).
+func (s *Store) cellIDs(ctx context.Context, tx *sql.Tx, cells map[string]*pyjson.Object) (map[string]int64, error) {
+	return dedupe(ctx, s, tx, "cells", "(digest, body)", 2, cells, func(k string, c *pyjson.Object, a []any) { a[0], a[1] = k, cellBody(c) })
 }
 
 // dedupe is the ids of rows keyed by digest in table, those not there yet inserted.

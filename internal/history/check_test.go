@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/semianalysis/opx/internal/history/changes"
+	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/testenv"
 	"github.com/semianalysis/opx/internal/verdict"
 )
@@ -55,7 +56,7 @@ func storeOf(t *testing.T, dsn string, hist []genRun) *Store {
 	t.Cleanup(func() { s.Close() })
 	for i, r := range hist {
 		rec := &recorded{runID: fmt.Sprintf("nightly-%02d", i), attempt: 1, at: day0.AddDate(0, 0, i), sourceSHA: fmt.Sprintf("%040x", i+1),
-			opxVersion: "opx test", cells: map[string][]byte{"c": gz([]byte(`{}`))}}
+			opxVersion: "opx test", cells: map[string]*pyjson.Object{"c": pyjson.NewObject()}}
 		rec.origin = rec.at.Format(time.RFC3339Nano)
 		for j := 0; j < len(r.values); j++ {
 			k := fmt.Sprintf("s%d", j)

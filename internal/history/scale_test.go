@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/semianalysis/opx/internal/history/changes"
+	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/verdict"
 )
 
@@ -42,11 +43,11 @@ func BenchmarkStoreScale(b *testing.B) {
 		var first int64
 		for r := range runs {
 			rec := &recorded{runID: fmt.Sprintf("nightly-%d", r), attempt: 1, at: day0.AddDate(0, 0, r), sourceSHA: fmt.Sprintf("%040x", r),
-				opxVersion: "opx bench", cells: map[string][]byte{}}
+				opxVersion: "opx bench", cells: map[string]*pyjson.Object{}}
 			rec.origin = rec.at.Format(time.RFC3339Nano)
 			for sh := range 256 {
 				cell := fmt.Sprintf("cell-%d", sh)
-				rec.cells[cell] = gz([]byte(cell))
+				rec.cells[cell] = pyjson.Obj("id", cell)
 				for c := range cases / 256 {
 					k := fmt.Sprintf(`gemm_perf | gemm | {"k": %d, "m": %d, "n": 4096, "a": {"dtype": "bf16"}} | vllm | ws=1 | h200-dgxc`, c, sh)
 					v := 10 + float64(c%97)
