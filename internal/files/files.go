@@ -48,8 +48,23 @@ func WriteIndented(path string, v any) error {
 	return WriteAtomic(path, append(b, '\n'), 0o644)
 }
 
+// errWriter remembers its writer's first error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	n, err := e.w.Write(p)
+	if err != nil && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
+
 // WriteAtomicFunc is WriteAtomic for content produced by write, which streams into the
-// temporary file (buffered).
+// temporary file (buffered). An error of the file's writes is said with its path; an
+// error of write's own (an input it could not read) as it is.
 func WriteAtomicFunc(path string, perm os.FileMode, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -67,9 +82,13 @@ func WriteAtomicFunc(path string, perm os.FileMode, write func(io.Writer) error)
 			os.Remove(name)
 		}
 	}()
-	bw := bufio.NewWriterSize(tmp, 64<<10)
+	ew := &errWriter{w: tmp}
+	bw := bufio.NewWriterSize(ew, 64<<10)
 	if err := write(bw); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		if ew.err != nil { // the write failed (a full disk): say which file
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+		return err // the writer's own error (an input it could not read): said as it is
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)

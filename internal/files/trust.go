@@ -143,6 +143,8 @@ func CheckAncestors(path string) error {
 var (
 	ErrTooLarge   = errors.New("too large")
 	ErrNotRegular = errors.New("not a regular file")
+	// ErrDangling is a symbolic link to nothing where a file should be: not an absent file.
+	ErrDangling = errors.New("a symbolic link to nothing")
 )
 
 // MaxInput bounds every input file opx reads whole (results files, manifests, status and
@@ -155,6 +157,12 @@ const MaxInput = 256 << 20
 // /dev/zero), and it stops between reads when ctx ends.
 func ReadRegular(ctx context.Context, path string, max int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		if li, lerr := os.Lstat(path); lerr == nil && li.Mode()&fs.ModeSymlink != 0 {
+			// a link to nothing is not an absent file: someone put it there
+			return nil, &fs.PathError{Op: "read", Path: path, Err: ErrDangling}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

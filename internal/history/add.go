@@ -169,6 +169,9 @@ func read(ctx context.Context, dir, manifestFlag string) (*recorded, error) {
 		return nil, err
 	}
 	rec.runID, rec.sourceSHA = run.RunID, run.SourceSHA
+	if rec.runID == "" { // no execution was read: the manifest says whose run it is
+		rec.runID, rec.sourceSHA = m.RunID, m.SourceSHA
+	}
 	for _, a := range run.Ledger.Attempts {
 		rec.attempt = max(rec.attempt, a.Attempt)
 		if a.GrantedAt != nil && (rec.at.IsZero() || a.GrantedAt.Before(rec.at)) {

@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Issue 30: every command that reads a run, against each kind of special file where each
+// file of a run should be. None hangs or panics; a FIFO, a link to /dev/zero or a link to
+// nothing where a file of the run should be is one line naming it, exit 1, and no output
+// written; a directory there is the same error for a file opened by name, and for one
+// found by walking the tree no file (the shard's cases are missing, and the run fails;
+// history records them as missing);
+// a node fingerprint is evidence, never a reason to refuse a run.
+func TestEveryReaderAgainstEverySpecialFile(t *testing.T) {
+	kinds := []struct {
+		name, want string
+		plant      func(p string) error
+	}{
+		{"fifo", "not a regular file", func(p string) error { return syscall.Mkfifo(p, 0o644) }},
+		{"link to /dev/zero", "not a regular file", func(p string) error { return os.Symlink("/dev/zero", p) }},
+		{"link to nothing", "a symbolic link to nothing", func(p string) error { return os.Symlink("/nonexistent/opx", p) }},
+		{"directory", "", func(p string) error { return os.Mkdir(p, 0o755) }},
+	}
+	files := []struct {
+		name     string
+		path     func(run string) string
+		evidence bool // a fingerprint: set aside when it cannot be read
+	}{
+		{"manifest", func(run string) string { return filepath.Join(run, "operatorx-manifest.json") }, false},
+		{"results", resultsFile, false},
+		{"execution.json", func(run string) string { return filepath.Join(run, "shards", "s1", "execution.json") }, false},
+		{"status.json", func(run string) string { return filepath.Join(run, "shards", "s1", "status.json") }, false},
+		{"accounting.json", func(run string) string { return filepath.Join(run, "shards", "s1", "accounting.json") }, false},
+		{"fingerprint", func(run string) string { return filepath.Join(run, "shards", "s1", "fingerprint-before.json") }, true},
+	}
+	for _, f := range files {
+		for _, k := range kinds {
+			t.Run(f.name+"/"+k.name, func(t *testing.T) {
+				_, run := shardTree(t, t.TempDir())
+				p := f.path(run)
+				os.RemoveAll(p)
+				if err := k.plant(p); err != nil {
+					t.Fatal(err)
+				}
+				out := t.TempDir()
+				for _, c := range []struct {
+					args []string
+					out  string // the file it writes, if any
+				}{
+					{[]string{"summarize", "--manifest", filepath.Join(run, "operatorx-manifest.json"), "--artifacts", run, "--out", filepath.Join(out, "s.json")}, filepath.Join(out, "s.json")},
+					{[]string{"report", run, "--out", filepath.Join(out, "r.html")}, filepath.Join(out, "r.html")},
+					{[]string{"export", run, "--out", filepath.Join(out, "e.csv")}, filepath.Join(out, "e.csv")},
+					{[]string{"compare", run, run}, ""},
+					{[]string{"history", "add", "--db", filepath.Join(out, "h.db"), "--at", "2026-12-01T00:00:00Z", run}, ""},
+				} {
+					os.Remove(c.out)
+					r := runWithin(t, 20*time.Second, c.args...)
+					name := strings.Join(c.args[:1], " ")
+					if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine") {
+						t.Fatalf("%s panicked: %s", name, r.stderr)
+					}
+					switch {
+					case f.evidence:
+						if r.code != 0 {
+							t.Errorf("%s: an unreadable fingerprint refused the run: exit %d %q", name, r.code, r.stderr)
+						}
+					case k.want != "":
+						if r.code != 1 || !strings.Contains(r.stderr, p+": "+k.want) || strings.Count(r.stderr, "\n") != 1 {
+							t.Errorf("%s: exit %d %q, want one line naming %s: %s", name, r.code, r.stderr, p, k.want)
+						}
+						if c.out != "" {
+							if _, err := os.Stat(c.out); err == nil {
+								t.Errorf("%s wrote %s from a run it could not read", name, c.out)
+							}
+						}
+					case strings.Contains(r.stderr, p+": not a regular file"): // a directory opened by name
+						if r.code != 1 || strings.Count(r.stderr, "\n") != 1 {
+							t.Errorf("%s: exit %d %q", name, r.code, r.stderr)
+						}
+					case c.args[0] == "history": // a directory found by a walk: no file there; history records the cases as missing
+						if r.code != 0 || !strings.Contains(r.stderr, "1 cases (0 measured) recorded") || !strings.Contains(r.stderr, "run 100 of") {
+							t.Errorf("%s: exit %d with a directory for the %s: %q", name, r.code, f.name, r.stderr)
+						}
+					default: // a directory: no file there
+						if r.code != 1 {
+							t.Errorf("%s: exit %d with a directory for the %s: %q", name, r.code, f.name, r.stderr)
+						}
+					}
+				}
+			})
+		}
+	}
+}
