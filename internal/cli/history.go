@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -78,15 +79,11 @@ within the newest --window runs.`,
 			if o.MinChange < 0 || o.FDR <= 0 || o.FDR >= 1 {
 				return &UsageError{fmt.Errorf("--min-change must be >= 0 and --fdr between 0 and 1")}
 			}
-			s, err := history.Open(c.Context(), history.DSN(db), false)
+			s, found, err := checkHistory(c.Context(), db, o)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			found, err := s.Check(c.Context(), o)
-			if err != nil {
-				return err
-			}
 			if jsonOut != "" {
 				if err := files.WriteIndented(jsonOut, found); err != nil {
 					return err
@@ -125,6 +122,20 @@ within the newest --window runs.`,
 	c.Flags().Float64Var(&o.MinChange, "min-change", changes.Defaults.MinChange, "the smallest shift called, as a fraction (0.02: 2%)")
 	c.Flags().Float64Var(&o.FDR, "fdr", changes.Defaults.FDR, "the false discovery rate allowed over all series")
 	return c
+}
+
+// checkHistory opens the store (never creating one) and checks it; the caller closes it.
+func checkHistory(ctx context.Context, db string, o history.CheckOptions) (*history.Store, *history.Found, error) {
+	s, err := history.Open(ctx, history.DSN(db), false)
+	if err != nil {
+		return nil, nil, err
+	}
+	found, err := s.Check(ctx, o)
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	return s, found, nil
 }
 
 // parseHistoryFilter parses check's --filter FIELD=VALUE[,...].
@@ -215,15 +226,11 @@ rest counted) so that it opens at once at any history size.`,
 		Example: `  opx history report --out history.html`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			s, err := history.Open(c.Context(), history.DSN(db), false)
+			s, found, err := checkHistory(c.Context(), db, o)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			found, err := s.Check(c.Context(), o)
-			if err != nil {
-				return err
-			}
 			if err := files.WriteAtomicFunc(out, 0o644, found.Page); err != nil {
 				return err
 			}

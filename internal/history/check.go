@@ -85,8 +85,8 @@ type Change struct {
 	measuredOn   []string // the nodes that measured the new level
 }
 
-// found2 is a change found in a series, before confirmation runs settle it.
-type found2 struct {
+// finding is a change found in a series, before confirmation runs settle it.
+type finding struct {
 	se *seriesRow
 	ch Change
 }
@@ -190,7 +190,7 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 			candidates = append(candidates, se)
 		}
 	}
-	var all2 []found2
+	var findings []finding
 	for start := 0; start < len(candidates); start += checkBatch {
 		part := candidates[start:min(len(candidates), start+checkBatch)]
 		if err := s.window(ctx, part, o.Lookback); err != nil {
@@ -203,10 +203,10 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 				se.points, se.obs, se.measured = nil, nil, nil
 				continue
 			}
-			all2 = append(all2, se.changesOf(found, byID, ctxs, meta, o)...)
+			findings = append(findings, se.changesOf(found, byID, ctxs, meta, o)...)
 		}
 	}
-	kept, err := s.settle(ctx, f, all2, ctxs)
+	kept, err := s.settle(ctx, f, findings, ctxs)
 	if err != nil {
 		return nil, err
 	}
@@ -254,8 +254,8 @@ func (se *seriesRow) summarize() {
 }
 
 // changesOf are the series' changes as check reports them.
-func (se *seriesRow) changesOf(found []changes.Change, byID map[int64]RunRef, ctxs map[int64]context_, meta map[int64]runMeta, o CheckOptions) []found2 {
-	var out []found2
+func (se *seriesRow) changesOf(found []changes.Change, byID map[int64]RunRef, ctxs map[int64]context_, meta map[int64]runMeta, o CheckOptions) []finding {
+	var out []finding
 	prev := 0
 	for _, c := range found {
 		p := se.points[se.measured[c.At]]
@@ -289,7 +289,7 @@ func (se *seriesRow) changesOf(found []changes.Change, byID map[int64]RunRef, ct
 		for _, q := range se.measured[c.At:] {
 			ch.measuredOn = appendNew(ch.measuredOn, ctxs[se.points[q].ctx].Node)
 		}
-		out = append(out, found2{se, ch})
+		out = append(out, finding{se, ch})
 		prev = c.At
 	}
 	return out

@@ -9,7 +9,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/semianalysis/opx/internal/files"
@@ -44,7 +43,7 @@ type confirmation struct {
 // confirmed; one nearer its old level is cleared — as that node's alone when the node
 // that measured it was the odd one out for at least two suspects of that run that were
 // cleared, else as noise. Changes no confirmation run re-measured are kept as they are.
-func (s *Store) settle(ctx context.Context, f *Found, found []found2, ctxs map[int64]context_) ([]found2, error) {
+func (s *Store) settle(ctx context.Context, f *Found, found []finding, ctxs map[int64]context_) ([]finding, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT c.series, c.suspect_run, c.outcome, c.value, c.ctx, r.run_id FROM confirmations c JOIN runs r ON r.id = c.run`)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", s.Where, err)
@@ -79,8 +78,12 @@ func (s *Store) settle(ctx context.Context, f *Found, found []found2, ctxs map[i
 		by   string
 	}
 	var cleared []clearing
-	perNode := map[string]int{} // suspect run and node: suspects cleared
-	var kept []found2
+	type runNode struct {
+		run  int64
+		node string
+	}
+	perNode := map[runNode]int{} // suspects cleared, by suspect run and node
+	var kept []finding
 	for i, fc := range found {
 		ch := &found[i].ch
 		cs := byCase[[2]int64{ch.series, ch.run}]
@@ -101,20 +104,20 @@ func (s *Store) settle(ctx context.Context, f *Found, found []found2, ctxs map[i
 		if math.Abs(v-math.Log(ch.After)) < math.Abs(v-math.Log(ch.Before)) {
 			ch.Status = "confirmed"
 			ch.Confirmation = fmt.Sprintf("confirmed by run %s on %s", by, strings.Join(on, ", "))
-			kept = append(kept, found2{fc.se, *ch})
+			kept = append(kept, finding{fc.se, *ch})
 			continue
 		}
 		node := strings.Join(ch.measuredOn, ",")
 		if slices.ContainsFunc(on, func(n string) bool { return slices.Contains(ch.measuredOn, n) }) {
 			node = "" // re-measured on the same node: it cannot be the node's alone
 		}
-		perNode[strconv.FormatInt(ch.run, 10)+"\x00"+node]++
+		perNode[runNode{ch.run, node}]++
 		cleared = append(cleared, clearing{i, node, by})
 	}
 	for _, c := range cleared {
 		ch := found[c.i].ch
 		x := Cleared{Key: ch.Key, RunID: ch.RunID, Ratio: ch.Ratio, Reason: "noise", By: c.by}
-		if perNode[strconv.FormatInt(ch.run, 10)+"\x00"+c.node] >= 2 && c.node != "" {
+		if perNode[runNode{ch.run, c.node}] >= 2 && c.node != "" {
 			x.Reason, x.Node = "node", c.node
 			f.OddNodes[c.node]++
 		}

@@ -51,34 +51,17 @@ func (f *Found) Markdown(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
-	if len(f.Cleared) > 0 {
-		fmt.Fprintln(w, "**Cleared by a confirmation run** (measured again elsewhere, at the old level):")
-		fmt.Fprintln(w)
-		for i, c := range f.Cleared {
-			if i == mostRows {
-				fmt.Fprintf(w, "- … and %d more\n", len(f.Cleared)-mostRows)
-				break
-			}
-			why := "noise"
-			if c.Reason == "node" {
-				why = "node " + cell(c.Node) + " alone"
-			}
-			fmt.Fprintf(w, "- %s at run %s: %s (run %s)\n", cell(c.Key), cell(c.RunID), why, cell(c.By))
+	bullets(w, "**Cleared by a confirmation run** (measured again elsewhere, at the old level):", len(f.Cleared), func(i int) string {
+		c := f.Cleared[i]
+		why := "noise"
+		if c.Reason == "node" {
+			why = "node " + cell(c.Node) + " alone"
 		}
-		fmt.Fprintln(w)
-	}
-	if len(f.Stopped) > 0 {
-		fmt.Fprintln(w, "**No longer measured** (measured before the newest run, not by it):")
-		fmt.Fprintln(w)
-		for i, s := range f.Stopped {
-			if i == mostRows {
-				fmt.Fprintf(w, "- … and %d more\n", len(f.Stopped)-mostRows)
-				break
-			}
-			fmt.Fprintf(w, "- %s: %s\n", cell(s.Key), s.Outcome)
-		}
-		fmt.Fprintln(w)
-	}
+		return fmt.Sprintf("%s at run %s: %s (run %s)", cell(c.Key), cell(c.RunID), why, cell(c.By))
+	})
+	bullets(w, "**No longer measured** (measured before the newest run, not by it):", len(f.Stopped), func(i int) string {
+		return cell(f.Stopped[i].Key) + ": " + f.Stopped[i].Outcome
+	})
 	if len(f.OddNodes) > 0 {
 		nodes := make([]string, 0, len(f.OddNodes))
 		for n := range f.OddNodes {
@@ -96,6 +79,22 @@ func (f *Found) Markdown(w io.Writer) {
 		}
 		fmt.Fprintf(w, "**Nodes that were the odd one out** (changes confined to them): %s\n", strings.Join(parts, ", "))
 	}
+}
+
+// bullets is a titled list of n items (none: nothing), at most mostRows of them.
+func bullets(w io.Writer, title string, n int, item func(i int) string) {
+	if n == 0 {
+		return
+	}
+	fmt.Fprintln(w, title)
+	fmt.Fprintln(w)
+	for i := range min(n, mostRows) {
+		fmt.Fprintf(w, "- %s\n", item(i))
+	}
+	if n > mostRows {
+		fmt.Fprintf(w, "- … and %d more\n", n-mostRows)
+	}
+	fmt.Fprintln(w)
 }
 
 // provenanceText is what changed under the shift, in one line: "driver 550.54 → 555.42".

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"net/url"
-	"os"
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver
@@ -16,13 +15,7 @@ import (
 // test skips without one, and fails when OPX_REQUIRE_POSTGRES says the whole suite must run.
 func Postgres(t testing.TB) string {
 	t.Helper()
-	admin := os.Getenv("OPX_TEST_POSTGRES")
-	if admin == "" {
-		if os.Getenv("OPX_REQUIRE_POSTGRES") != "" {
-			t.Fatal("OPX_REQUIRE_POSTGRES is set but OPX_TEST_POSTGRES is not")
-		}
-		t.Skip("no local PostgreSQL (scripts/test.sh starts one: scripts/local-postgres.sh)")
-	}
+	admin := service(t, "OPX_TEST_POSTGRES", "OPX_REQUIRE_POSTGRES", "no local PostgreSQL (scripts/test.sh starts one: scripts/local-postgres.sh)")
 	db, err := sql.Open("pgx", admin)
 	if err != nil {
 		t.Fatal(err)

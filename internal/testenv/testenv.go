@@ -60,12 +60,19 @@ func SharedDir(t testing.TB) string {
 // The test skips without one, and fails when OPX_REQUIRE_SLURM says the whole suite must run.
 func SlurmConf(t testing.TB) string {
 	t.Helper()
-	conf := os.Getenv("OPX_TEST_SLURM_CONF")
-	if conf == "" {
-		if os.Getenv("OPX_REQUIRE_SLURM") != "" {
-			t.Fatal("OPX_REQUIRE_SLURM is set but OPX_TEST_SLURM_CONF is not")
+	return service(t, "OPX_TEST_SLURM_CONF", "OPX_REQUIRE_SLURM", "no local Slurm (scripts/test.sh starts one)")
+}
+
+// service is the value of the variable naming a service scripts/test.sh started; without
+// one the test skips, saying why, or fails when require says the whole suite must run.
+func service(t testing.TB, name, require, why string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		if os.Getenv(require) != "" {
+			t.Fatalf("%s is set but %s is not", require, name)
 		}
-		t.Skip("no local Slurm (scripts/test.sh starts one)")
+		t.Skip(why)
 	}
-	return conf
+	return v
 }

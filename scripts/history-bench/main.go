@@ -9,6 +9,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/semianalysis/opx/internal/history/changes"
@@ -36,8 +37,8 @@ func main() {
 	}
 	for i, s := range corpus {
 		sc := synth.Judge(s, found[i])
-		add(fmt.Sprintf("%-12s noise %.0f%% step %4.0f%%", s.Kind, s.Noise*100, abs(s.Step)*100), sc)
-		if s.Noise <= 0.02 && (s.Kind == synth.AA || s.Kind == synth.Outliers || abs(s.Step) >= 0.05 && (s.Kind == synth.Step || s.Kind == synth.StepOut)) {
+		add(fmt.Sprintf("%-12s noise %.0f%% step %4.0f%%", s.Kind, s.Noise*100, math.Abs(s.Step)*100), sc)
+		if s.Noise <= 0.02 && (s.Kind == synth.AA || s.Kind == synth.Outliers || math.Abs(s.Step) >= 0.05 && (s.Kind == synth.Step || s.Kind == synth.StepOut)) {
 			add("GOAL: steps >= 5% at 1-2% noise, with A/A and outlier series", sc)
 		}
 		if s.Kind == synth.AA {
@@ -71,11 +72,4 @@ func aaFound(spec synth.Spec) []synth.Score {
 		out[i] = synth.Judge(s, found[i])
 	}
 	return out
-}
-
-func abs(x float64) float64 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }
