@@ -32,7 +32,7 @@ var (
 
 // Marshal encodes v in the given mode. It fails only on values outside the model.
 func Marshal(v Value, opt Options) ([]byte, error) {
-	return AppendMarshal(nil, v, opt)
+	return AppendMarshal(make([]byte, 0, 128), v, opt) // most values opx encodes are a case's args
 }
 
 // AppendMarshal appends v's encoding to buf.
@@ -128,7 +128,8 @@ func (e *encoder) encode(v Value, depth int) error {
 		}
 		members := x.members
 		if e.opt.SortKeys && !slices.IsSortedFunc(members, byKey) {
-			members = slices.SortedFunc(slices.Values(members), byKey)
+			members = slices.Clone(members)
+			slices.SortFunc(members, byKey)
 		}
 		e.buf = append(e.buf, '{')
 		for i, m := range members {

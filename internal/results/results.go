@@ -310,10 +310,9 @@ func readShard(ctx context.Context, s *summary.Shard, manifest string, lean bool
 		}
 	}
 	for _, e := range r.execs {
-		err := summary.Results(ctx, e.ex.Dir, func(path string, doc *pyjson.Object) error {
-			got, err := readResults(path, doc, r.w, lean)
-			e.rows = append(e.rows, got...)
-			return err
+		err := summary.Results(ctx, e.ex.Dir, func(path string, f *summary.ResultsFile) error {
+			e.rows = append(e.rows, readResults(f, r.w, lean)...)
+			return nil
 		})
 		if err != nil {
 			return nil, err
@@ -462,55 +461,37 @@ func readFingerprint(ctx context.Context, dir, phase string) *fingerprint.Finger
 	return f
 }
 
-// readResults is a results file's rows (summarize has checked it is an object with a
-// rows list of objects), and the provenance its run records.
-func readResults(path string, doc *pyjson.Object, w *walked, lean bool) ([]Row, error) {
+// readResults is a results file's rows, and the provenance its run records.
+func readResults(f *summary.ResultsFile, w *walked, lean bool) []Row {
 	sh := &w.sh
-	rows, _ := doc.Array("rows")
-	if r, ok := doc.Object("run"); ok {
-		if s, ok := r.String("id"); ok {
-			sh.Runs = append(sh.Runs, s)
-		}
-		if s, ok := r.String("hostname"); ok && s != "" {
-			w.hosts[s] = true
-		}
-		if s, ok := r.String("operatorx_version"); ok && s != "" {
-			w.versions[s] = true
-		}
-		if sw, ok := r.Object("software"); ok {
-			for _, m := range sw.Members() {
-				sh.Software[m.Key] = scalar(m.Value)
-			}
-		}
+	if f.Run.HasID {
+		sh.Runs = append(sh.Runs, f.Run.ID)
 	}
-	out := make([]Row, 0, len(rows))
-	for i, rv := range rows {
-		ro, ok := rv.(*pyjson.Object)
-		if !ok {
-			return nil, fmt.Errorf("%s: rows[%d] is not an object", path, i)
-		}
-		row := rowOf(ro, sh, lean)
-		row.Index = i
-		out = append(out, row)
+	if f.Run.Hostname != "" {
+		w.hosts[f.Run.Hostname] = true
 	}
-	return out, nil
+	if f.Run.Version != "" {
+		w.versions[f.Run.Version] = true
+	}
+	for _, m := range f.Run.Software {
+		sh.Software[m.Key] = scalar(m.Value)
+	}
+	out := make([]Row, len(f.Rows))
+	for i := range f.Rows {
+		out[i] = rowOf(&f.Rows[i], sh, lean)
+		out[i].Index = i
+	}
+	return out
 }
 
 // rowOf is one result row with its shard's facts (lean: without metrics or label).
-func rowOf(ro *pyjson.Object, sh *Shard, lean bool) Row {
+func rowOf(r *summary.ResultRow, sh *Shard, lean bool) Row {
 	row := Row{Shard: sh.ID, Cluster: sh.Cluster, Runner: sh.Runner, WorldSize: sh.WorldSize, Attempt: sh.Attempt, Peak: sh.Peak,
-		Metrics: map[string]float64{}} // Samples is made when a row has a list
-	row.Status, _ = ro.String("status")
-	row.Message, _ = ro.String("message")
-	row.Testlist, _ = ro.String("testlist")
-	op, _ := ro.Object("op")
-	row.OpType, _ = op.String("type")
-	row.Backend, _ = op.String("backend")
-	row.Args, _ = op.Object("args")
+		Status: r.Status, Message: r.Message, Testlist: r.Testlist, OpType: r.OpType, Backend: r.Backend, Args: r.Args}
 	if row.Args == nil {
 		row.Args = pyjson.NewObject()
 	}
-	ms, _ := ro.Object("metrics")
+	ms := r.Metrics
 	if row.Status == "ok" {
 		if why := invalid(ms); why != "" { // no measurement: an error, everywhere
 			row.Status, row.Message, row.Invalid = "error", why, true
@@ -521,6 +502,7 @@ func rowOf(ro *pyjson.Object, sh *Shard, lean bool) Row {
 		row.Args = nil
 		return row
 	}
+	row.Metrics = map[string]float64{} // Samples is made when a row has a list
 	row.ArgsLabel = Label(row.Args)
 	if ms != nil {
 		for _, m := range ms.Members() {

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -92,11 +91,27 @@ func (r *Report) Markdown(w io.Writer) {
 // Every file is read with files.ReadJSON (regular files only, bounded, Python's JSON
 // grammar); the executions' heads are parsed in parallel, and ctx ends the reading.
 func Find(ctx context.Context, manifestPath, artifacts string) (*Report, error) {
+	// the manifest (one file, read on one core) and the executions (read on every core)
+	// are read side by side; the manifest's error comes first, as in a reading in order
+	var (
+		execs   map[string][]found
+		first   *found
+		walkErr error
+		done    = make(chan struct{})
+	)
+	walkCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer close(done)
+		execs, first, walkErr = walkExecutions(walkCtx, artifacts)
+	}()
 	m, err := manifest.LoadOutline(ctx, manifestPath)
 	if err != nil {
+		cancel()
+		<-done
 		return nil, err
 	}
-	found, first, walkErr := walkExecutions(ctx, artifacts)
+	<-done
 	// the seed stops at the first execution.json whose provenance differs: when that is
 	// the first one, that error comes before any later one
 	if first != nil && (first.runID != m.RunID || first.sha != m.SourceSHA) {
@@ -108,7 +123,7 @@ func Find(ctx context.Context, manifestPath, artifacts string) (*Report, error) 
 	rep := &Report{Shards: make([]Shard, len(m.Cells))}
 	for i, cell := range m.Cells {
 		rep.Shards[i] = Shard{ID: cell.ID, RequestedShapes: len(cell.Cases), Status: "missing", Cell: cell}
-		if all := found[cell.ID]; len(all) > 0 {
+		if all := execs[cell.ID]; len(all) > 0 {
 			f := newest(all)
 			rep.Shards[i].Attempt, rep.Shards[i].HasAttempt, rep.Shards[i].Dir = f.attempt, true, f.dir
 			for _, e := range all {
@@ -120,10 +135,10 @@ func Find(ctx context.Context, manifestPath, artifacts string) (*Report, error) 
 }
 
 // Results hands each results file of an execution (every *.json under dir/results, in
-// lexical order: the seed's rglob) to each, parsed whole, once it is checked as the seed
-// checks it: an object with a "rows" list of objects, each with a status of ok,
-// unsupported or error.
-func Results(ctx context.Context, dir string, each func(path string, doc *pyjson.Object) error) error {
+// lexical order: the seed's rglob) to each, decoded whole (ReadResults), once it is
+// checked as the seed checks it: an object with a "rows" list of objects, each with a
+// status of ok, unsupported or error.
+func Results(ctx context.Context, dir string, each func(path string, f *ResultsFile) error) error {
 	root := filepath.Join(dir, "results")
 	if _, err := os.Stat(root); err != nil {
 		return nil
@@ -138,16 +153,16 @@ func Results(ctx context.Context, dir string, each func(path string, doc *pyjson
 		if d.IsDir() || !strings.HasSuffix(d.Name(), ".json") {
 			return nil
 		}
-		doc, statuses, err := statuses(ctx, path, math.MaxInt)
+		f, err := ReadResults(ctx, path, true)
 		if err != nil {
 			return err
 		}
-		for _, st := range statuses {
-			if st != "ok" && st != "unsupported" && st != "error" {
+		for _, r := range f.Rows {
+			if st := r.Status; st != "ok" && st != "unsupported" && st != "error" {
 				return fmt.Errorf("invalid result status: %s", st)
 			}
 		}
-		return each(path, doc)
+		return each(path, f)
 	})
 }
 
@@ -235,44 +250,17 @@ func walkExecutions(ctx context.Context, artifacts string) (map[string][]found, 
 
 // Statuses reads a results file and returns each row's status as the seed's message shows
 // it (str() of the value: a string as is, None, True, 1.5, ...).
-// Only the document's top is built: each row's op and metrics are checked, not kept.
+// Only the statuses are decoded: each row's op and metrics are checked, not kept.
 func Statuses(ctx context.Context, path string) ([]string, error) {
-	_, st, err := statuses(ctx, path, 3)
-	return st, err
-}
-
-// statuses reads a results file, building depth levels of it, and returns it and its rows'
-// statuses.
-func statuses(ctx context.Context, path string, depth int) (*pyjson.Object, []string, error) {
-	v, err := files.ReadJSONDepth(ctx, path, depth)
+	f, err := ReadResults(ctx, path, false)
 	if err != nil {
-		var se *pyjson.SyntaxError
-		if errors.As(err, &se) {
-			return nil, nil, fmt.Errorf("%s: not a results file: %v", path, se)
-		}
-		return nil, nil, err
+		return nil, err
 	}
-	doc, ok := v.(*pyjson.Object)
-	if !ok {
-		return nil, nil, fmt.Errorf("%s: not a results file: a results file is a JSON object", path)
+	out := make([]string, len(f.Rows))
+	for i, r := range f.Rows {
+		out[i] = r.Status
 	}
-	rows, ok := doc.Array("rows")
-	if !ok {
-		return nil, nil, fmt.Errorf("%s: results file has no \"rows\" list", path)
-	}
-	out := make([]string, 0, len(rows))
-	for i, r := range rows {
-		ro, ok := r.(*pyjson.Object)
-		if !ok {
-			return nil, nil, fmt.Errorf("%s: not a results file: rows[%d] is %s, not an object", path, i, pyjson.TypeName(r))
-		}
-		st, ok := ro.Get("status")
-		if !ok {
-			return nil, nil, fmt.Errorf("%s: not a results file: rows[%d] has no \"status\"", path, i)
-		}
-		out = append(out, pyStr(st))
-	}
-	return doc, out, nil
+	return out, nil
 }
 
 // pyStr is Python's str() of a JSON scalar, as the seed's message shows a status; other

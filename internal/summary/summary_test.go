@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/semianalysis/opx/internal/pyjson"
 )
 
 // tree writes a manifest of two one-shape shards and executions of them under artifacts:
@@ -48,7 +46,7 @@ func TestFindChoosesTheNewestAttempt(t *testing.T) {
 		t.Errorf("shard b: %+v", b)
 	}
 	files := 0
-	if err := Results(t.Context(), s.Dir, func(path string, doc *pyjson.Object) error { files++; return nil }); err != nil || files != 1 {
+	if err := Results(t.Context(), s.Dir, func(path string, f *ResultsFile) error { files++; return nil }); err != nil || files != 1 {
 		t.Errorf("Results: %v, %d files", err, files)
 	}
 	if ended, exit0, err := Ended(t.Context(), s.Dir); !ended || !exit0 || err != nil {

@@ -1,0 +1,22 @@
+package compare
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// BenchmarkRead reads one side of a comparison from the tree scripts/bench-report.sh
+// builds (OPX_SUMMARY_TREE=its OPX_BENCH_DIR): every shard's rows, each kept as the
+// compact entry compare joins on.
+func BenchmarkRead(b *testing.B) {
+	dir := os.Getenv("OPX_SUMMARY_TREE")
+	if dir == "" {
+		b.Skip("OPX_SUMMARY_TREE is not set")
+	}
+	for b.Loop() {
+		if _, err := Read(b.Context(), filepath.Join(dir, "artifacts"), filepath.Join(dir, "manifest.json"), nil, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,191 @@
+package pyjson
+
+import (
+	"bytes"
+	"unicode/utf8"
+)
+
+// Decoder reads one document a value at a time, for readers that decode straight into
+// their own types: the grammar and every error are Parse's (Python's json.loads), and
+// nothing is built that the reader does not ask for. A reader walks an object with
+// Object, an array with Array, and takes each value with Value, Text or Skip; a member or
+// item its callback leaves untaken is checked and skipped. A repeated key is handed over
+// again, so a reader that assigns on each key keeps the last value, as Python does.
+type Decoder struct {
+	p     parser
+	depth int
+}
+
+// NewDecoder starts reading data, refusing what Parse refuses before the first value: a
+// byte-order mark and invalid UTF-8.
+func NewDecoder(data []byte) (*Decoder, error) {
+	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+		return nil, &SyntaxError{"unexpected UTF-8 byte-order mark", 1, 1}
+	}
+	if !utf8.Valid(data) {
+		return nil, invalidUTF8(data)
+	}
+	d := &Decoder{p: parser{data: data, keep: maxDepth + 1}}
+	d.p.skip()
+	return d, nil
+}
+
+// Kind is the first byte of the next value: '{', '[' or '"' for an object, array or
+// string; 0 for anything else (a number, a literal, or no value at all).
+func (d *Decoder) Kind() byte {
+	if d.p.pos < len(d.p.data) {
+		switch c := d.p.data[d.p.pos]; c {
+		case '{', '[', '"':
+			return c
+		}
+	}
+	return 0
+}
+
+// Value builds the next value.
+func (d *Decoder) Value() (Value, error) {
+	v, err := d.p.value(d.depth, true)
+	d.p.skip()
+	return v, err
+}
+
+// Skip checks the next value without building it.
+func (d *Decoder) Skip() error {
+	_, err := d.p.value(d.depth, false)
+	d.p.skip()
+	return err
+}
+
+// Text is the next value when it is a string (ok false, and the value checked and
+// skipped, when it is not).
+func (d *Decoder) Text() (s string, ok bool, err error) {
+	if d.Kind() != '"' {
+		return "", false, d.Skip()
+	}
+	s, err = d.p.str(true)
+	d.p.skip()
+	return s, err == nil, err
+}
+
+// End checks that nothing but whitespace follows the document.
+func (d *Decoder) End() error {
+	d.p.skip()
+	if d.p.pos != len(d.p.data) {
+		return d.p.errorf("extra data after the document")
+	}
+	return nil
+}
+
+// Object reads the object that is the next value, calling each with every member's key
+// (valid only during the call) with the decoder at its value. The caller checks Kind
+// first: Object on anything else is a syntax error.
+func (d *Decoder) Object(each func(key []byte) error) error {
+	return d.container('{', func() error {
+		p := &d.p
+		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+			return p.errorf("expecting property name enclosed in double quotes")
+		}
+		key, err := d.key()
+		if err != nil {
+			return err
+		}
+		p.skip()
+		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+			return p.errorf("expecting ':' delimiter")
+		}
+		p.pos++
+		p.skip()
+		return d.member(func() error { return each(key) })
+	})
+}
+
+// Array reads the array that is the next value, calling each with every item's index
+// and the decoder at that item.
+func (d *Decoder) Array(each func(i int) error) error {
+	i := 0
+	return d.container('[', func() error {
+		err := d.member(func() error { return each(i) })
+		i++
+		return err
+	})
+}
+
+// member runs a callback at a value nested one level down, skipping the value when the
+// callback did not take it.
+func (d *Decoder) member(take func() error) error {
+	p := &d.p
+	if p.pos >= len(p.data) {
+		return p.errorf("expecting value, found end of input")
+	}
+	d.depth++
+	defer func() { d.depth-- }()
+	start := p.pos
+	if err := take(); err != nil {
+		return err
+	}
+	if p.pos == start {
+		return d.Skip()
+	}
+	return nil
+}
+
+// container reads an object or array, handing each member or item to item.
+func (d *Decoder) container(open byte, item func() error) error {
+	p := &d.p
+	if d.depth > maxDepth {
+		return p.errorf("nesting deeper than %d", maxDepth)
+	}
+	if p.pos >= len(p.data) || p.data[p.pos] != open {
+		return p.errorf("expecting value")
+	}
+	closer := byte('}')
+	if open == '[' {
+		closer = ']'
+	}
+	p.pos++
+	p.skip()
+	if p.pos < len(p.data) && p.data[p.pos] == closer {
+		p.pos++
+		p.skip()
+		return nil
+	}
+	for {
+		p.skip()
+		if err := item(); err != nil {
+			return err
+		}
+		p.skip()
+		if p.pos >= len(p.data) {
+			return p.errorf("expecting ',' delimiter, found end of input")
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+		case closer:
+			p.pos++
+			p.skip()
+			return nil
+		default:
+			return p.errorf("expecting ',' delimiter")
+		}
+	}
+}
+
+// key is a member's key: the document's own bytes when it has no escape.
+func (d *Decoder) key() ([]byte, error) {
+	p := &d.p
+	data := p.data
+	for i := p.pos + 1; i < len(data); i++ {
+		c := data[i]
+		if c == '"' {
+			k := data[p.pos+1 : i]
+			p.pos = i + 1
+			return k, nil
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+	}
+	s, err := p.str(true)
+	return []byte(s), err
+}
