@@ -1,0 +1,92 @@
+package pyjson
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// rebuild walks a document with the Decoder alone (Object, Array, and Value for scalars
+// only), building what Parse builds.
+func rebuild(data []byte) (Value, error) {
+	d, err := NewDecoder(data)
+	if err != nil {
+		return nil, err
+	}
+	var walk func() (Value, error)
+	walk = func() (Value, error) {
+		switch d.Kind() {
+		case '{':
+			o := NewObject()
+			err := d.Object(func(key []byte) error {
+				v, err := walk()
+				o.Set(string(key), v)
+				return err
+			})
+			return o, err
+		case '[':
+			a := []Value{}
+			err := d.Array(func(int) error {
+				v, err := walk()
+				a = append(a, v)
+				return err
+			})
+			return a, err
+		}
+		return d.Value()
+	}
+	v, err := walk()
+	if err != nil {
+		return nil, err
+	}
+	return v, d.End()
+}
+
+// The Decoder is Parse's grammar: every document, valid or not, gives the same value or
+// the same error (its line and column) whichever way it is read; members a reader leaves
+// untaken are checked all the same.
+func TestDecoderIsParse(t *testing.T) {
+	docs := []string{`{"a": 1,}`, "[1,\n 2", `[1] x`, "\xef\xbb\xbf[]", "[\"\xff\"]", `"a` + "\n" + `"`, `[01]`, ``,
+		`{"a" 1}`, `["\x"]`, strings.Repeat("[", 600), strings.Repeat("[", 512) + strings.Repeat("]", 512),
+		strings.Repeat("[", 513) + strings.Repeat("]", 513), `{"a":1,"a":2,"b":{"c":[NaN,-Infinity]}}`,
+		`{"k\u00e9y": 1, "\ud800": [1.5e300, -0]}`, `{"a": [1, {"b": }]}`, `  {}  `, `[]`, `{"a":[1,2`, `{1: 2}`}
+	r := rand.New(rand.NewPCG(7, 7))
+	for range 300 {
+		doc := randomValue(r, 0)
+		docs = append(docs, doc)
+		if len(doc) > 2 { // and cut short or broken somewhere
+			i := r.IntN(len(doc))
+			docs = append(docs, doc[:i], doc[:i]+"@"+doc[i:])
+		}
+	}
+	for _, doc := range docs {
+		want, wantErr := Parse([]byte(doc))
+		got, err := rebuild([]byte(doc))
+		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+			t.Errorf("%q: decoder says %v, Parse %v", doc, err, wantErr)
+			continue
+		}
+		if err == nil && !bytes.Equal(MustMarshal(got, Default), MustMarshal(want, Default)) {
+			t.Errorf("%q: decoder built %s, Parse %s", doc, MustMarshal(got, Default), MustMarshal(want, Default))
+		}
+		// a reader that takes nothing: the document is still checked whole
+		d, err := NewDecoder([]byte(doc))
+		if err == nil {
+			switch d.Kind() {
+			case '{':
+				err = d.Object(func([]byte) error { return nil })
+			case '[':
+				err = d.Array(func(int) error { return nil })
+			default:
+				err = d.Skip()
+			}
+			if err == nil {
+				err = d.End()
+			}
+		}
+		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+			t.Errorf("%q: a decoder taking nothing says %v, Parse %v", doc, err, wantErr)
+		}
+	}
+}
