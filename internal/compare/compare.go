@@ -223,6 +223,13 @@ func Read(ctx context.Context, dir, manifest string, key []string, keep Filter) 
 	out := newRun(key, keep)
 	var run *results.Run
 	err = results.Stream(ctx, manifest, dir, func(r *results.Run) { run = r }, func(_ *results.Shard, rows []results.Row) error {
+		if out.rows == nil { // sized once for the run's shapes: no growing copies of every entry
+			n := 0
+			for _, s := range run.Summary.Shards {
+				n += s.RequestedShapes
+			}
+			out.rows, out.byKey = make([]entry, 0, n), make(map[string]int, n)
+		}
 		for i := range rows {
 			r := &rows[i]
 			_, j, ok := r.SOL()

@@ -156,6 +156,13 @@ const MaxInput = 256 << 20
 // or reads a device (a results tree is outside input: it may hold a FIFO, or a symlink to
 // /dev/zero), and it stops between reads when ctx ends.
 func ReadRegular(ctx context.Context, path string, max int64) ([]byte, error) {
+	return ReadRegularInto(ctx, path, max, nil)
+}
+
+// ReadRegularInto is ReadRegular into buf's room (grown when the file needs more): for a
+// reader that decodes a file and keeps nothing of its bytes, one buffer serves a run of
+// files, unzeroed and already mapped.
+func ReadRegularInto(ctx context.Context, path string, max int64, buf []byte) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		if li, lerr := os.Lstat(path); lerr == nil && li.Mode()&fs.ModeSymlink != 0 {
@@ -180,7 +187,10 @@ func ReadRegular(ctx context.Context, path string, max int64) ([]byte, error) {
 	if fi.Size() > max {
 		return nil, tooLarge(fmt.Sprintf("%d bytes", fi.Size()))
 	}
-	b := make([]byte, 0, fi.Size()+1)
+	b := buf[:0]
+	if int64(cap(b)) < fi.Size()+1 {
+		b = make([]byte, 0, fi.Size()+1)
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, context.Cause(ctx)

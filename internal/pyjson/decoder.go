@@ -2,6 +2,9 @@ package pyjson
 
 import (
 	"bytes"
+	"math"
+	"slices"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -12,8 +15,9 @@ import (
 // item its callback leaves untaken is checked and skipped. A repeated key is handed over
 // again, so a reader that assigns on each key keeps the last value, as Python does.
 type Decoder struct {
-	p     parser
-	depth int
+	p       parser
+	depth   int
+	scratch []byte // Canonical's: an object's members before they are put in order
 }
 
 // NewDecoder starts reading data, refusing what Parse refuses before the first value: a
@@ -188,4 +192,138 @@ func (d *Decoder) key() ([]byte, error) {
 	}
 	s, err := p.str(true)
 	return []byte(s), err
+}
+
+// Canonical appends the next value as json.dumps(value, sort_keys=True) writes it — what
+// Marshal(v, Identity) writes of the value Value would build — without building it: a
+// case's key is its args in this form.
+func (d *Decoder) Canonical(dst []byte) ([]byte, error) {
+	dst, err := d.canonical(dst)
+	d.p.skip()
+	return dst, err
+}
+
+func (d *Decoder) canonical(dst []byte) ([]byte, error) {
+	p := &d.p
+	switch d.Kind() {
+	case '{':
+		type member struct {
+			key    []byte
+			lo, hi int // its value's text: dst[lo:hi] until the object is written
+		}
+		var room [8]member
+		ms, start := room[:0], len(dst)
+		err := d.Object(func(key []byte) error {
+			lo := len(dst)
+			var err error
+			dst, err = d.canonical(dst)
+			ms = append(ms, member{key, lo, len(dst)})
+			return err
+		})
+		if err != nil {
+			return dst, err
+		}
+		// sorted by key (code points: WTF-8's byte order); a repeated key keeps its last value
+		slices.SortStableFunc(ms, func(a, b member) int { return bytes.Compare(a.key, b.key) })
+		d.scratch = append(d.scratch[:0], dst[start:]...)
+		dst = append(dst[:start], '{')
+		n := 0
+		for i, m := range ms {
+			if i+1 < len(ms) && bytes.Equal(ms[i+1].key, m.key) {
+				continue
+			}
+			if n > 0 {
+				dst = append(dst, ", "...)
+			}
+			n++
+			dst = appendText(dst, m.key)
+			dst = append(dst, ": "...)
+			dst = append(dst, d.scratch[m.lo-start:m.hi-start]...)
+		}
+		return append(dst, '}'), nil
+	case '[':
+		dst = append(dst, '[')
+		err := d.Array(func(i int) error {
+			if i > 0 {
+				dst = append(dst, ", "...)
+			}
+			var err error
+			dst, err = d.canonical(dst)
+			return err
+		})
+		return append(dst, ']'), err
+	case '"':
+		start := p.pos
+		s, err := p.str(false) // checked; its text is kept as it stands when it needs no escape
+		if err != nil {
+			return dst, err
+		}
+		if raw := p.data[start+1 : p.pos-1]; plain(raw) {
+			return append(append(append(dst, '"'), raw...), '"'), nil
+		}
+		p.pos = start
+		if s, err = p.str(true); err != nil {
+			return dst, err
+		}
+		return appendString(dst, s), nil
+	}
+	start := p.pos
+	if _, err := p.value(d.depth, false); err != nil { // a number or a literal, checked
+		return dst, err
+	}
+	text := p.data[start:p.pos]
+	switch {
+	case text[0] != '-' && (text[0] < '0' || text[0] > '9'), bytes.Equal(text, []byte("-Infinity")):
+		return append(dst, text...), nil // null, true, false, NaN, Infinity: written as read
+	case bytes.ContainsAny(text, ".eE"):
+		f, err := strconv.ParseFloat(string(text), 64)
+		if err != nil && !math.IsInf(f, 0) {
+			return dst, p.errorf("bad number %q", text)
+		}
+		return append(dst, FloatRepr(f)...), nil
+	case string(text) == "-0":
+		return append(dst, '0'), nil
+	}
+	return append(dst, text...), nil
+}
+
+// plain is whether a string's text is written by json.dumps as it stands: printable ASCII
+// without a quote or backslash.
+func plain(s []byte) bool {
+	for _, c := range s {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendText is a key's JSON string (its text as it stands when it needs no escape).
+func appendText(dst, key []byte) []byte {
+	if plain(key) {
+		return append(append(append(dst, '"'), key...), '"')
+	}
+	return appendString(dst, string(key))
+}
+
+// Raw is the next value's text, checked.
+func (d *Decoder) Raw() (Raw, error) {
+	start := d.p.pos
+	_, err := d.p.value(d.depth, false)
+	end := d.p.pos
+	d.p.skip()
+	return Raw(d.p.data[start:end]), err
+}
+
+// Canonical is a document as json.dumps(Parse(data), sort_keys=True) writes it.
+func Canonical(data []byte) ([]byte, error) {
+	d, err := NewDecoder(data)
+	if err != nil {
+		return nil, err
+	}
+	out, err := d.Canonical(make([]byte, 0, len(data)))
+	if err != nil {
+		return nil, err
+	}
+	return out, d.End()
 }

@@ -50,7 +50,8 @@ func TestDecoderIsParse(t *testing.T) {
 	docs := []string{`{"a": 1,}`, "[1,\n 2", `[1] x`, "\xef\xbb\xbf[]", "[\"\xff\"]", `"a` + "\n" + `"`, `[01]`, ``,
 		`{"a" 1}`, `["\x"]`, strings.Repeat("[", 600), strings.Repeat("[", 512) + strings.Repeat("]", 512),
 		strings.Repeat("[", 513) + strings.Repeat("]", 513), `{"a":1,"a":2,"b":{"c":[NaN,-Infinity]}}`,
-		`{"k\u00e9y": 1, "\ud800": [1.5e300, -0]}`, `{"a": [1, {"b": }]}`, `  {}  `, `[]`, `{"a":[1,2`, `{1: 2}`}
+		`{"k\u00e9y": 1, "\ud800": [1.5e300, -0]}`, `{"b": 1, "a": {"d": [], "c": {}}, "b": 2, "\u0062": 3}`,
+		`[-0.0, 1E5, 1e400, -1e400, 0.1, 12345678901234567890123, -0, "\u00e9\n\"", "é", "\ud83d\ude00"]`, `{"é": 1, "e": 2, "\u0001": 3}`, `{"a": [1, {"b": }]}`, `  {}  `, `[]`, `{"a":[1,2`, `{1: 2}`}
 	r := rand.New(rand.NewPCG(7, 7))
 	for range 300 {
 		doc := randomValue(r, 0)
@@ -70,8 +71,21 @@ func TestDecoderIsParse(t *testing.T) {
 		if err == nil && !bytes.Equal(MustMarshal(got, Default), MustMarshal(want, Default)) {
 			t.Errorf("%q: decoder built %s, Parse %s", doc, MustMarshal(got, Default), MustMarshal(want, Default))
 		}
-		// a reader that takes nothing: the document is still checked whole
+		// the canonical text, written as it is read, is Marshal's of what Parse builds
 		d, err := NewDecoder([]byte(doc))
+		var canon []byte
+		if err == nil {
+			if canon, err = d.Canonical([]byte("x")); err == nil {
+				err = d.End()
+			}
+		}
+		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+			t.Errorf("%q: Canonical says %v, Parse %v", doc, err, wantErr)
+		} else if err == nil && string(canon) != "x"+string(MustMarshal(want, Identity)) {
+			t.Errorf("%q: Canonical wrote %s, Marshal %s", doc, canon, MustMarshal(want, Identity))
+		}
+		// a reader that takes nothing: the document is still checked whole
+		d, err = NewDecoder([]byte(doc))
 		if err == nil {
 			switch d.Kind() {
 			case '{':

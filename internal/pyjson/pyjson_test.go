@@ -228,8 +228,21 @@ func FuzzRoundTrip(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v, err := Parse(data)
+		d, derr := NewDecoder(data)
+		var canon []byte
+		if derr == nil {
+			if canon, derr = d.Canonical(nil); derr == nil {
+				derr = d.End()
+			}
+		}
+		if (err == nil) != (derr == nil) {
+			t.Fatalf("%q: Parse says %v, the decoder's Canonical %v", data, err, derr)
+		}
 		if err != nil {
 			return
+		}
+		if want := MustMarshal(v, Identity); !bytes.Equal(canon, want) {
+			t.Fatalf("%q: Canonical wrote %s, Marshal %s", data, canon, want)
 		}
 		for _, opt := range []Options{Identity, Default, Compact, File} {
 			once := MustMarshal(v, opt)

@@ -221,21 +221,13 @@ func CellCases(c *manifest.Cell) ([]Case, error) {
 // ShapeCases are the cases of the cell's i-th shape: one per backend of the cell.
 func ShapeCases(c *manifest.Cell, i int) ([]Case, error) {
 	cs := c.Cases[i]
-	shape := cs.Shape
-	if raw, ok := shape.(pyjson.Raw); ok {
-		v, err := pyjson.Parse(raw)
-		if err != nil {
-			return nil, err
-		}
-		shape = v
+	op, args, argsJSON, err := shapeArgs(cs.Shape)
+	if err != nil {
+		return nil, err
 	}
-	so, _ := shape.(*pyjson.Object)
-	op, _ := so.String("type")
-	args, _ := so.Object("args")
-	if so == nil || args == nil {
+	if args == nil {
 		return nil, fmt.Errorf("shard %s case %d: a shape needs a type and an args object", c.ID, i)
 	}
-	argsJSON := string(pyjson.MustMarshal(args, pyjson.Identity))
 	out := make([]Case, 0, len(c.Backends))
 	for _, b := range c.Backends {
 		out = append(out, Case{Key: CaseKey(cs.Testlist, op, argsJSON, b, int(c.WorldSize), c.Cluster), Shard: c.ID,
@@ -243,6 +235,53 @@ func ShapeCases(c *manifest.Cell, i int) ([]Case, error) {
 			ArgsJSON: argsJSON, ArgsLabel: Label(args), Status: "missing"})
 	}
 	return out, nil
+}
+
+// shapeArgs is a shape's type, args and args' key text (nil args when it has no args
+// object): decoded from its text as the manifest's outline keeps it, the key written as
+// the args are read.
+func shapeArgs(shape pyjson.Value) (op string, args *pyjson.Object, argsJSON string, err error) {
+	raw, ok := shape.(pyjson.Raw)
+	if !ok { // built (a manifest read whole)
+		so, _ := shape.(*pyjson.Object)
+		op, _ = so.String("type")
+		if args, _ = so.Object("args"); args != nil {
+			argsJSON = string(pyjson.MustMarshal(args, pyjson.Identity))
+		}
+		return op, args, argsJSON, nil
+	}
+	d, err := pyjson.NewDecoder(raw)
+	if err != nil {
+		return "", nil, "", err
+	}
+	if d.Kind() != '{' {
+		return "", nil, "", d.Skip()
+	}
+	err = d.Object(func(key []byte) error {
+		var err error
+		switch string(key) {
+		case "type":
+			op, _, err = d.Text()
+		case "args":
+			args, argsJSON = nil, ""
+			if d.Kind() != '{' {
+				return nil
+			}
+			var text pyjson.Raw
+			if text, err = d.Raw(); err != nil {
+				return err
+			}
+			v, _ := pyjson.Parse(text) // the decoder has checked it
+			args = v.(*pyjson.Object)
+			b, _ := pyjson.Canonical(text)
+			argsJSON = string(b)
+		}
+		return err
+	})
+	if err == nil {
+		err = d.End()
+	}
+	return op, args, argsJSON, err
 }
 
 // execRows is one execution of a shard being read: what it was asked, what it cost, and

@@ -310,7 +310,11 @@ func readShard(ctx context.Context, s *summary.Shard, manifest string, lean bool
 		}
 	}
 	for _, e := range r.execs {
-		err := summary.Results(ctx, e.ex.Dir, func(path string, f *summary.ResultsFile) error {
+		what := summary.WholeRows
+		if lean {
+			what = summary.KeyedRows
+		}
+		err := summary.Results(ctx, e.ex.Dir, what, func(path string, f *summary.ResultsFile) error {
 			e.rows = append(e.rows, readResults(f, r.w, lean)...)
 			return nil
 		})
@@ -487,8 +491,8 @@ func readResults(f *summary.ResultsFile, w *walked, lean bool) []Row {
 // rowOf is one result row with its shard's facts (lean: without metrics or label).
 func rowOf(r *summary.ResultRow, sh *Shard, lean bool) Row {
 	row := Row{Shard: sh.ID, Cluster: sh.Cluster, Runner: sh.Runner, WorldSize: sh.WorldSize, Attempt: sh.Attempt, Peak: sh.Peak,
-		Status: r.Status, Message: r.Message, Testlist: r.Testlist, OpType: r.OpType, Backend: r.Backend, Args: r.Args}
-	if row.Args == nil {
+		Status: r.Status, Message: r.Message, Testlist: r.Testlist, OpType: r.OpType, Backend: r.Backend, Args: r.Args, ArgsKey: r.ArgsKey}
+	if row.Args == nil && !lean {
 		row.Args = pyjson.NewObject()
 	}
 	ms := r.Metrics
@@ -498,8 +502,6 @@ func rowOf(r *summary.ResultRow, sh *Shard, lean bool) Row {
 		}
 	}
 	if lean {
-		row.ArgsJSON()
-		row.Args = nil
 		return row
 	}
 	row.Metrics = map[string]float64{} // Samples is made when a row has a list

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/pyjson"
@@ -30,21 +31,36 @@ type ResultRow struct {
 	Status            string // str() of the value, as the seed's message shows it
 	Message, Testlist string
 	OpType, Backend   string
-	Args              *pyjson.Object // op.args; nil when it is not an object
-	Metrics           *pyjson.Object // nil when not an object
+	Args              *pyjson.Object // op.args (WholeRows); nil when it is not an object
+	// ArgsKey is op.args as the case key has them, json.dumps(args, sort_keys=True)
+	// ("{}" when the row has no args object); "" for OnlyStatuses.
+	ArgsKey string
+	Metrics *pyjson.Object // nil when not an object
 }
+
+// Decode is how much of each row ReadResults decodes; whatever it leaves is checked all
+// the same.
+type Decode int
+
+const (
+	OnlyStatuses Decode = iota // each row's status
+	KeyedRows                  // and its op, metrics and args' key, not its args
+	WholeRows                  // and its args
+)
 
 // ReadResults reads a results file, checked as the seed checks it: an object with a
 // "rows" list of objects, each with a status (which Results also holds to ok,
-// unsupported or error). Only the statuses are decoded when full is false: each row's op
-// and metrics are checked, not built. A document that is not JSON is that error, wherever
-// its first row that is not an object lies.
-func ReadResults(ctx context.Context, path string, full bool) (*ResultsFile, error) {
-	b, err := files.ReadRegular(ctx, path, files.MaxInput)
+// unsupported or error), each row decoded as far as what says. A document that is not
+// JSON is that error, wherever its first row that is not an object lies.
+func ReadResults(ctx context.Context, path string, what Decode) (*ResultsFile, error) {
+	buf := buffers.Get().(*[]byte)
+	defer buffers.Put(buf)
+	b, err := files.ReadRegularInto(ctx, path, files.MaxInput, *buf)
 	if err != nil {
 		return nil, err
 	}
-	f, err := decodeResults(b, full)
+	*buf = b
+	f, err := decodeResults(b, what) // nothing it returns holds b
 	if err != nil {
 		var se *pyjson.SyntaxError
 		if errors.As(err, &se) {
@@ -55,9 +71,13 @@ func ReadResults(ctx context.Context, path string, full bool) (*ResultsFile, err
 	return f, nil
 }
 
+// buffers are the read buffers of results files, one per reader at a time: a file is
+// decoded into values of their own and its bytes read over by the next.
+var buffers = sync.Pool{New: func() any { return new([]byte) }}
+
 // decodeResults decodes a document; what makes it no results file (with the document
 // itself valid JSON) is returned only once the whole document has been read.
-func decodeResults(b []byte, full bool) (*ResultsFile, error) {
+func decodeResults(b []byte, what Decode) (*ResultsFile, error) {
 	d, err := pyjson.NewDecoder(b)
 	if err != nil {
 		return nil, err
@@ -71,7 +91,8 @@ func decodeResults(b []byte, full bool) (*ResultsFile, error) {
 		}
 		notResults = errors.New("not a results file: a results file is a JSON object")
 	} else {
-		var rowsErr error // of the last "rows": a repeated key keeps its last value
+		var rowsErr error  // of the last "rows": a repeated key keeps its last value
+		var scratch []byte // each row's args key, written before it is copied
 		err = d.Object(func(key []byte) error {
 			switch string(key) {
 			case "run":
@@ -92,7 +113,7 @@ func decodeResults(b []byte, full bool) (*ResultsFile, error) {
 						}
 						return err
 					}
-					r, has, err := decodeRow(d, full)
+					r, has, err := decodeRow(d, what, &scratch)
 					if err == nil && !has && rowsErr == nil {
 						rowsErr = fmt.Errorf("not a results file: rows[%d] has no \"status\"", i)
 					}
@@ -142,10 +163,13 @@ func (r *ResultsRun) member(d *pyjson.Decoder, key []byte) error {
 	return err
 }
 
-// decodeRow decodes one row (its status only unless full), and whether it has a status.
-func decodeRow(d *pyjson.Decoder, full bool) (ResultRow, bool, error) {
+// decodeRow decodes one row as far as what says, and whether it has a status.
+func decodeRow(d *pyjson.Decoder, what Decode, scratch *[]byte) (ResultRow, bool, error) {
 	var r ResultRow
-	has := false
+	has, full := false, what > OnlyStatuses
+	if full {
+		r.ArgsKey = "{}"
+	}
 	err := d.Object(func(key []byte) error {
 		var err error
 		switch string(key) {
@@ -168,6 +192,9 @@ func decodeRow(d *pyjson.Decoder, full bool) (ResultRow, bool, error) {
 			}
 		case "op":
 			r.OpType, r.Backend, r.Args = "", "", nil
+			if full {
+				r.ArgsKey = "{}"
+			}
 			if full && d.Kind() == '{' {
 				err = d.Object(func(key []byte) error {
 					var err error
@@ -177,12 +204,9 @@ func decodeRow(d *pyjson.Decoder, full bool) (ResultRow, bool, error) {
 					case "backend":
 						r.Backend, _, err = d.Text()
 					case "args":
-						r.Args = nil
+						r.Args, r.ArgsKey = nil, "{}"
 						if d.Kind() == '{' {
-							var v pyjson.Value
-							if v, err = d.Value(); err == nil {
-								r.Args = v.(*pyjson.Object)
-							}
+							r.Args, r.ArgsKey, err = decodeArgs(d, what, scratch)
 						}
 					}
 					return err
@@ -200,4 +224,23 @@ func decodeRow(d *pyjson.Decoder, full bool) (ResultRow, bool, error) {
 		return err
 	})
 	return r, has, err
+}
+
+// decodeArgs is a row's args object: its key text, and (WholeRows) the object.
+func decodeArgs(d *pyjson.Decoder, what Decode, scratch *[]byte) (*pyjson.Object, string, error) {
+	if what == KeyedRows {
+		b, err := d.Canonical((*scratch)[:0])
+		*scratch = b
+		return nil, string(b), err
+	}
+	raw, err := d.Raw()
+	if err != nil {
+		return nil, "", err
+	}
+	v, err := pyjson.Parse(raw)
+	if err != nil {
+		return nil, "", err
+	}
+	key, err := pyjson.Canonical(raw)
+	return v.(*pyjson.Object), string(key), err
 }

@@ -42,19 +42,19 @@ func TestReadResultsAsTheSeedDoes(t *testing.T) {
 	// and a row whole: op and metrics built, the run's provenance taken, last values kept
 	path := filepath.Join(dir, "r.json")
 	doc := `{"run": {"id": "a", "hostname": "n1", "operatorx_version": "0.3", "software": {"torch": "2.9"}},
-	  "rows": [{"op": {"type": "gemm", "args": {"m": 1}, "backend": "torch", "type": "moe"}, "testlist": "t",
+	  "rows": [{"op": {"type": "gemm", "args": {"n": 2}, "args": {"m": 1}, "backend": "torch", "type": "moe"}, "testlist": "t",
 	  "metrics": {"latency_us": 2.5}, "status": "ok", "message": 5}]}`
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err := ReadResults(t.Context(), path, true)
+	f, err := ReadResults(t.Context(), path, WholeRows)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := f.Rows[0]
 	if f.Run.ID != "a" || !f.Run.HasID || f.Run.Hostname != "n1" || f.Run.Version != "0.3" || len(f.Run.Software) != 1 ||
 		r.OpType != "moe" || r.Backend != "torch" || r.Testlist != "t" || r.Message != "" || r.Status != "ok" ||
-		r.Args == nil || r.Args.Len() != 1 || r.Metrics == nil || r.Metrics.Len() != 1 {
+		r.Args == nil || r.Args.Len() != 1 || r.ArgsKey != `{"m": 1}` || r.Metrics == nil || r.Metrics.Len() != 1 {
 		t.Errorf("read %+v, row %+v", f.Run, r)
 	}
 }

@@ -135,10 +135,10 @@ func Find(ctx context.Context, manifestPath, artifacts string) (*Report, error) 
 }
 
 // Results hands each results file of an execution (every *.json under dir/results, in
-// lexical order: the seed's rglob) to each, decoded whole (ReadResults), once it is
+// lexical order: the seed's rglob) to each, decoded as far as what says (ReadResults), once it is
 // checked as the seed checks it: an object with a "rows" list of objects, each with a
 // status of ok, unsupported or error.
-func Results(ctx context.Context, dir string, each func(path string, f *ResultsFile) error) error {
+func Results(ctx context.Context, dir string, what Decode, each func(path string, f *ResultsFile) error) error {
 	root := filepath.Join(dir, "results")
 	if _, err := os.Stat(root); err != nil {
 		return nil
@@ -153,7 +153,7 @@ func Results(ctx context.Context, dir string, each func(path string, f *ResultsF
 		if d.IsDir() || !strings.HasSuffix(d.Name(), ".json") {
 			return nil
 		}
-		f, err := ReadResults(ctx, path, true)
+		f, err := ReadResults(ctx, path, what)
 		if err != nil {
 			return err
 		}
@@ -252,7 +252,7 @@ func walkExecutions(ctx context.Context, artifacts string) (map[string][]found, 
 // it (str() of the value: a string as is, None, True, 1.5, ...).
 // Only the statuses are decoded: each row's op and metrics are checked, not kept.
 func Statuses(ctx context.Context, path string) ([]string, error) {
-	f, err := ReadResults(ctx, path, false)
+	f, err := ReadResults(ctx, path, OnlyStatuses)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func TestFindChoosesTheNewestAttempt(t *testing.T) {
 		t.Errorf("shard b: %+v", b)
 	}
 	files := 0
-	if err := Results(t.Context(), s.Dir, func(path string, f *ResultsFile) error { files++; return nil }); err != nil || files != 1 {
+	if err := Results(t.Context(), s.Dir, OnlyStatuses, func(path string, f *ResultsFile) error { files++; return nil }); err != nil || files != 1 {
 		t.Errorf("Results: %v, %d files", err, files)
 	}
 	if ended, exit0, err := Ended(t.Context(), s.Dir); !ended || !exit0 || err != nil {
