@@ -39,10 +39,7 @@ func ParseDepth(data []byte, depth int) (Value, error) {
 	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
 		return nil, &SyntaxError{"unexpected UTF-8 byte-order mark", 1, 1}
 	}
-	if !utf8.Valid(data) {
-		return nil, invalidUTF8(data)
-	}
-	p := &parser{data: data, keep: depth}
+	p := &parser{data: data, keep: depth} // UTF-8 is checked in strings, where it can be
 	p.skip()
 	v, err := p.value(0, true)
 	if err != nil {
@@ -65,8 +62,7 @@ func invalidUTF8(data []byte) error {
 		}
 		i += n
 	}
-	p := &parser{data: data, pos: i}
-	return p.errorf("invalid UTF-8 byte 0x%02x", data[i])
+	return syntaxError(data, i, fmt.Sprintf("invalid UTF-8 byte 0x%02x", data[i]))
 }
 
 type parser struct {
@@ -75,9 +71,21 @@ type parser struct {
 	keep int // containers nested this deep are checked, not built
 }
 
+// errorf is the error at p.pos; but a document that is not UTF-8 is that error first,
+// wherever its first bad byte lies, as Python decodes a file before it parses it. (The
+// parser checks UTF-8 only inside strings: anywhere else a byte that is not ASCII is
+// a syntax error, and so comes here.)
 func (p *parser) errorf(format string, args ...any) error {
+	if !utf8.Valid(p.data) {
+		return invalidUTF8(p.data)
+	}
+	return syntaxError(p.data, p.pos, fmt.Sprintf(format, args...))
+}
+
+// syntaxError is msg at data[pos], by line and column.
+func syntaxError(data []byte, pos int, msg string) error {
 	line, col := 1, 1
-	for _, c := range p.data[:min(p.pos, len(p.data))] {
+	for _, c := range data[:min(pos, len(data))] {
 		if c == '\n' {
 			line++
 			col = 1
@@ -85,7 +93,7 @@ func (p *parser) errorf(format string, args ...any) error {
 			col++
 		}
 	}
-	return &SyntaxError{fmt.Sprintf(format, args...), line, col}
+	return &SyntaxError{msg, line, col}
 }
 
 func (p *parser) skip() {
@@ -283,8 +291,20 @@ func (p *parser) str(build bool) (string, error) {
 	var b []byte
 	for {
 		start := p.pos
-		for p.pos < len(d) && d[p.pos] != '"' && d[p.pos] != '\\' && d[p.pos] >= 0x20 {
-			p.pos++
+		for p.pos < len(d) {
+			c := d[p.pos]
+			if c == '"' || c == '\\' || c < 0x20 {
+				break
+			}
+			if c < 0x80 {
+				p.pos++
+				continue
+			}
+			r, n := utf8.DecodeRune(d[p.pos:])
+			if r == utf8.RuneError && n <= 1 {
+				return "", p.errorf("invalid UTF-8") // said as the document's first bad byte
+			}
+			p.pos += n
 		}
 		if p.pos >= len(d) {
 			return "", p.errorf("unterminated string")

@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 )
 
 // Decoder reads one document a value at a time, for readers that decode straight into
@@ -21,13 +20,11 @@ type Decoder struct {
 }
 
 // NewDecoder starts reading data, refusing what Parse refuses before the first value: a
-// byte-order mark and invalid UTF-8.
+// byte-order mark. (Invalid UTF-8 is found as Parse finds it: where strings are read, and
+// said as the document's first bad byte whatever error meets it first.)
 func NewDecoder(data []byte) (*Decoder, error) {
 	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
 		return nil, &SyntaxError{"unexpected UTF-8 byte-order mark", 1, 1}
-	}
-	if !utf8.Valid(data) {
-		return nil, invalidUTF8(data)
 	}
 	d := &Decoder{p: parser{data: data, keep: maxDepth + 1}}
 	d.p.skip()
@@ -186,7 +183,7 @@ func (d *Decoder) key() ([]byte, error) {
 			p.pos = i + 1
 			return k, nil
 		}
-		if c == '\\' || c < 0x20 {
+		if c == '\\' || c < 0x20 || c >= 0x80 { // escaped or not ASCII: read as any string is
 			break
 		}
 	}

@@ -78,17 +78,25 @@ func TestParseKeepsOrderIntsAndDuplicates(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"a": 1,}`:              "line 1 column 9: expecting property name",
-		"[1,\n 2":                "line 2 column 3: expecting ',' delimiter, found end of input",
-		`[1] x`:                  "extra data",
-		"\xef\xbb\xbf[]":         "byte-order mark",
-		"[\"\xff\"]":             "invalid UTF-8 byte 0xff",
-		`"a` + "\n" + `"`:        "invalid control character",
-		`[01]`:                   "expecting ',' delimiter",
-		``:                       "expecting value, found end of input",
-		`{"a" 1}`:                "expecting ':' delimiter",
-		`["\x"]`:                 "invalid \\escape",
-		strings.Repeat("[", 600): "nesting deeper",
+		`{"a": 1,}`:      "line 1 column 9: expecting property name",
+		"[1,\n 2":        "line 2 column 3: expecting ',' delimiter, found end of input",
+		`[1] x`:          "extra data",
+		"\xef\xbb\xbf[]": "byte-order mark",
+		"[\"\xff\"]":     "invalid UTF-8 byte 0xff",
+		// found wherever it lies, and before any other fault, as Python decodes first
+		"[1,, \"\xff\"]":                         "line 1 column 7: invalid UTF-8 byte 0xff",
+		"[1] \xfe":                               "line 1 column 5: invalid UTF-8 byte 0xfe",
+		"[1, \xc3\xa9]":                          "line 1 column 5: expecting value",
+		"[1, \xc3]":                              "line 1 column 5: invalid UTF-8 byte 0xc3",
+		"{\"a\xff\": 1}":                         "line 1 column 4: invalid UTF-8 byte 0xff",
+		"{\"\xc3\xa9\": \"\xed\xa0\x80\"}":       "line 1 column 9: invalid UTF-8 byte 0xed",
+		"[\"\xc3\xa9\", \"x\", 1, \"\xe2\x82\"]": "line 1 column 17: invalid UTF-8 byte 0xe2",
+		`"a` + "\n" + `"`:                        "invalid control character",
+		`[01]`:                                   "expecting ',' delimiter",
+		``:                                       "expecting value, found end of input",
+		`{"a" 1}`:                                "expecting ':' delimiter",
+		`["\x"]`:                                 "invalid \\escape",
+		strings.Repeat("[", 600):                 "nesting deeper",
 	} {
 		_, err := Parse([]byte(in))
 		if err == nil || !strings.Contains(err.Error(), want) {
