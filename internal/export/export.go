@@ -4,17 +4,20 @@
 // throttled, and every metric — as CSV or JSON lines, for spreadsheets, pandas and
 // databases; a case no attempt measured is a row of status "missing". It streams: one
 // shard's rows are held at a time, so a 128,000-case run exports in the memory of its
-// largest shard.
+// largest shard. CSV, whose header names every metric before the first row, reads the run
+// once and spools the rows to a temporary file ($TMPDIR) until the header is known.
 package export
 
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 
@@ -135,32 +138,30 @@ func walkAll(ctx context.Context, manifest, dir string, rows func([]results.Row)
 	return run.Ledger.Verdict(), nil
 }
 
-// writeCSV reads the run twice: once for the metric names (the header), once for the rows.
+// writeCSV reads the run once: each row's record goes to a spool (a temporary file,
+// fields length-prefixed) with the metric columns known when it was read — a new metric
+// only ever adds a column at the end — and once the run is read, the header (every
+// metric) and the spooled records, each filled out to the header's width, go to w.
 func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) (verdict.Verdict, error) {
+	spool, err := os.CreateTemp("", "opx-export-*.spool")
+	if err != nil {
+		return verdict.Verdict{}, fmt.Errorf("export: a spool for the rows: %w", err)
+	}
+	defer os.Remove(spool.Name())
+	defer spool.Close()
+	sw := bufio.NewWriterSize(spool, 256<<10)
 	var metrics []string
 	seen := map[string]bool{}
-	err := results.Stream(ctx, manifest, dir, func(*results.Run) {}, func(_ *results.Shard, rows []results.Row) error {
-		for i := range rows { // missing cases have no metrics
-			for _, m := range rows[i].MetricOrder {
+	record := make([]string, 0, len(columns)+8)
+	v, err := walkAll(ctx, manifest, dir, func(rows []results.Row) error {
+		for i := range rows {
+			r := &rows[i]
+			for _, m := range r.MetricOrder { // missing cases have no metrics
 				if !seen[m] {
 					seen[m] = true
 					metrics = append(metrics, m)
 				}
 			}
-		}
-		return nil
-	}, nil)
-	if err != nil {
-		return verdict.Verdict{}, err
-	}
-	cw := csv.NewWriter(w)
-	if err := cw.Write(neutral(append(append([]string(nil), columns...), metrics...))); err != nil {
-		return verdict.Verdict{}, err
-	}
-	record := make([]string, 0, len(columns)+len(metrics))
-	v, err := walkAll(ctx, manifest, dir, func(rows []results.Row) error {
-		for i := range rows {
-			r := &rows[i]
 			record = append(record[:0], fixed(r)...)
 			for _, m := range metrics {
 				v, ok := r.Metrics[m]
@@ -170,17 +171,80 @@ func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) (verdict.V
 					record = append(record, "")
 				}
 			}
-			if err := cw.Write(neutral(record)); err != nil {
-				return err
-			}
+			putRecord(sw, record)
 		}
 		return nil
 	})
-	cw.Flush()
 	if err != nil {
 		return v, err
 	}
+	if err := sw.Flush(); err != nil {
+		return v, fmt.Errorf("export: spooling the rows: %w", err)
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return v, err
+	}
+	cw := csv.NewWriter(w)
+	width := len(columns) + len(metrics)
+	if err := cw.Write(neutral(append(append([]string(nil), columns...), metrics...))); err != nil {
+		return v, err
+	}
+	sr := bufio.NewReaderSize(spool, 256<<10)
+	for {
+		record, err = getRecord(sr, record[:0])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return v, fmt.Errorf("export: reading the spooled rows: %w", err)
+		}
+		for len(record) < width {
+			record = append(record, "")
+		}
+		if err := cw.Write(neutral(record)); err != nil {
+			return v, err
+		}
+	}
+	cw.Flush()
 	return v, cw.Error()
+}
+
+// putRecord spools a record: its field count, then each field's length and bytes.
+func putRecord(w *bufio.Writer, record []string) {
+	var n [binary.MaxVarintLen64]byte
+	w.Write(n[:binary.PutUvarint(n[:], uint64(len(record)))])
+	for _, f := range record {
+		w.Write(n[:binary.PutUvarint(n[:], uint64(len(f)))])
+		w.WriteString(f)
+	} // a write error stays in w and is Flush's
+}
+
+// getRecord reads back a record putRecord spooled (io.EOF when there is none left).
+func getRecord(r *bufio.Reader, record []string) ([]string, error) {
+	nf, err := binary.ReadUvarint(r)
+	if err != nil {
+		return record, err
+	}
+	for range nf {
+		l, err := binary.ReadUvarint(r)
+		if err != nil {
+			return record, noEOF(err)
+		}
+		b := make([]byte, l)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return record, noEOF(err)
+		}
+		record = append(record, string(b))
+	}
+	return record, nil
+}
+
+// noEOF is an end met inside a record: the spool was cut short.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // neutral makes each cell of a CSV record safe to open in a spreadsheet (OWASP's rule for
