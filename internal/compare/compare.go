@@ -728,25 +728,34 @@ func (r *Result) Markdown(w io.Writer) {
 	r.statusTable(w, "Only in new", OnlyNew)
 }
 
-func (r *Result) pick(class string) []Case {
+// TableRows is how many cases a table of the Markdown lists (the worst first): a step
+// summary holds at most 1 MiB, and --json has every case.
+const TableRows = 100
+
+// pick is the first n cases of a class, in the result's order, and how many it has.
+func (r *Result) pick(class string, n int) ([]Case, int) {
 	var out []Case
+	total := 0
 	for i, c := range r.cases {
 		if c.class == class {
-			out = append(out, r.Case(i))
+			if total < n {
+				out = append(out, r.Case(i))
+			}
+			total++
 		}
 	}
-	return out
+	return out, total
 }
 
 func (r *Result) table(w io.Writer, title, class string, folded bool) {
-	cs := r.pick(class)
-	if len(cs) == 0 {
+	cs, total := r.pick(class, TableRows)
+	if total == 0 {
 		return
 	}
 	if folded {
-		fmt.Fprintf(w, "\n<details><summary>%s (%d)</summary>\n\n", title, len(cs))
+		fmt.Fprintf(w, "\n<details><summary>%s (%d)</summary>\n\n", title, total)
 	} else {
-		fmt.Fprintf(w, "\n### %s (%d)\n\n", title, len(cs))
+		fmt.Fprintf(w, "\n### %s (%d)\n\n", title, total)
 	}
 	fmt.Fprintln(w, "| Case | Backend | Cluster | WS | Metric | Base | New | Change | Noise |")
 	fmt.Fprintln(w, "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | --- |")
@@ -756,22 +765,31 @@ func (r *Result) table(w io.Writer, title, class string, folded bool) {
 			cell(c.Backend), cell(c.Cluster), c.WorldSize, p.Name, results.Format(p.Name, p.Base), results.Format(p.Name, p.New),
 			p.Change, cell(p.Noise))
 	}
+	more(w, total-len(cs))
 	if folded {
 		fmt.Fprintln(w, "\n</details>")
 	}
 }
 
 func (r *Result) statusTable(w io.Writer, title, class string) {
-	cs := r.pick(class)
-	if len(cs) == 0 {
+	cs, total := r.pick(class, TableRows)
+	if total == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n### %s (%d)\n\n", title, len(cs))
+	fmt.Fprintf(w, "\n### %s (%d)\n\n", title, total)
 	fmt.Fprintln(w, "| Case | Backend | Cluster | WS | Base status | New status | Message |")
 	fmt.Fprintln(w, "| --- | --- | --- | ---: | --- | --- | --- |")
 	for _, c := range cs {
 		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %s | %s |\n", cell(c.Testlist+" "+c.OpType+" "+c.Args), cell(c.Backend),
 			cell(c.Cluster), c.WorldSize, dash(c.BaseStatus), dash(c.NewStatus), cell(safe.Trunc(c.NewMessage, 160)))
+	}
+	more(w, total-len(cs))
+}
+
+// more says how many cases a table left out.
+func more(w io.Writer, n int) {
+	if n > 0 {
+		fmt.Fprintf(w, "\n… and %d more (`opx compare --json FILE` lists every case).\n", n)
 	}
 }
 

@@ -2,6 +2,7 @@ package compare
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -210,5 +211,49 @@ func TestCompareImpossibleIsNotFaster(t *testing.T) {
 	r.Markdown(&md)
 	if !strings.Contains(md.String(), "### Impossible: above the hardware's limit") {
 		t.Errorf("markdown:\n%s", md.String())
+	}
+}
+
+// A table of the Markdown lists the worst TableRows cases of its class and says how many
+// it left out: 250 regressions make a step summary of 100 rows, worst first, and every
+// case is still in the JSON.
+func TestMarkdownTablesAreCapped(t *testing.T) {
+	var base, nw []results.Row
+	for m := range 250 {
+		base = append(base, row(m, "vllm", "ok", "latency_us", 10.0))
+		nw = append(nw, row(m, "vllm", "ok", "latency_us", 20.0+float64(m)))
+	}
+	r := compareRows(base, nw, Options{Same: 0.02, NoSpread: 0.05})
+	var md, js bytes.Buffer
+	r.Markdown(&md)
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	if n := strings.Count(out, "| t gemm "); n != TableRows {
+		t.Errorf("%d rows in the tables, want %d", n, TableRows)
+	}
+	if !strings.Contains(out, "### Regressions (worst first) (250)") || !strings.Contains(out, "… and 150 more (`opx compare --json FILE` lists every case).") {
+		t.Errorf("the table does not say what it left out:\n%s", out)
+	}
+	if !strings.Contains(out, "| t gemm m=249 n=64 k=64 |") || strings.Contains(out, "| t gemm m=0 n=64 k=64 |") {
+		t.Error("the table does not list the worst regressions")
+	}
+	var doc struct {
+		Cases []struct {
+			Class string `json:"class"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	slower := 0
+	for _, c := range doc.Cases {
+		if c.Class == Slower {
+			slower++
+		}
+	}
+	if slower != 250 {
+		t.Errorf("%d slower cases in the JSON, want 250", slower)
 	}
 }
