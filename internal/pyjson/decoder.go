@@ -251,15 +251,15 @@ func (d *Decoder) canonical(dst []byte) ([]byte, error) {
 		return append(dst, ']'), err
 	case '"':
 		start := p.pos
-		s, err := p.str(false) // checked; its text is kept as it stands when it needs no escape
-		if err != nil {
+		if _, err := p.str(false); err != nil { // checked; its text is kept as it stands when it needs no escape
 			return dst, err
 		}
 		if raw := p.data[start+1 : p.pos-1]; plain(raw) {
 			return append(append(append(dst, '"'), raw...), '"'), nil
 		}
 		p.pos = start
-		if s, err = p.str(true); err != nil {
+		s, err := p.str(true)
+		if err != nil {
 			return dst, err
 		}
 		return appendString(dst, s), nil
