@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/version"
 )
@@ -87,28 +88,36 @@ func (e *ExitError) ExitCode() int { return e.Code }
 // SignalContext is signal.NotifyContext that remembers which signal arrived, so commands
 // can exit 128+n. The handlers are in place when it returns: from then on a signal cancels
 // the context instead of killing the process, before any command has started.
+//
+// The first signal cancels the context: no new work starts, and what runs stops and
+// cleans up (each shard cancels its allocation and confirms it gone, under
+// proc.Cleanup). The second says it is stopping now and ends the cleanup too: an
+// allocation not yet confirmed gone keeps its output directory and stage, as evidence for
+// `opx finalize`. Later signals are answered the same way.
 func SignalContext(parent context.Context, stderr io.Writer, sigs ...os.Signal) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
+	now, stopNow := context.WithCancelCause(parent)
+	ctx, cancel := context.WithCancelCause(proc.WithStopNow(now, now))
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, sigs...)
 	stopped := make(chan struct{})
+	cause := func(s os.Signal) error {
+		if ss, ok := s.(syscall.Signal); ok {
+			return &SignalError{ss}
+		}
+		return &SignalError{syscall.SIGINT}
+	}
 	go func() {
 		select {
 		case s := <-ch:
-			if ss, ok := s.(syscall.Signal); ok {
-				cancel(&SignalError{ss})
-			} else {
-				cancel(&SignalError{syscall.SIGINT})
-			}
+			cancel(cause(s))
 		case <-stopped:
 			return
 		}
-		// every later signal is answered: opx is already stopping, and what it does now —
-		// cancelling allocations, confirming them gone — must not be cut short
 		for {
 			select {
-			case <-ch:
-				fmt.Fprintln(stderr, "opx: already stopping: the running shards are releasing their allocations and saving their rows; it ends as soon as they have")
+			case s := <-ch:
+				fmt.Fprintln(stderr, "opx: stopping now: cleanup cut short; a shard whose allocation is not yet confirmed gone keeps its output and stage (`opx finalize --output DIR` releases it later)")
+				stopNow(cause(s))
 			case <-stopped:
 				return
 			}
@@ -120,6 +129,7 @@ func SignalContext(parent context.Context, stderr io.Writer, sigs ...os.Signal) 
 			signal.Stop(ch)
 			close(stopped)
 			cancel(nil)
+			stopNow(nil)
 		})
 	}
 }

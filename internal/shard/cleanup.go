@@ -120,6 +120,10 @@ func (s *Slurm) release(ctx context.Context, root, job string, timeout int) erro
 	interval := 10 * time.Millisecond
 	said := s.now() // a wait is said every 10 s: never a silent loop
 	for s.now().Before(deadline) {
+		if ctx.Err() != nil {
+			_ = logLine(fmt.Sprintf("job=%s not confirmed gone: stopped (%v)\n", job, context.Cause(ctx)))
+			return fmt.Errorf("stopped (%v) before allocation %s was confirmed gone; retaining staged evidence (opx finalize releases it)", context.Cause(ctx), job)
+		}
 		rc, out, errOut := s.squeue(ctx, "%A")
 		if err := logLine(fmt.Sprintf("job=%s rc=%d active=%s error=%s\n", job, rc, pyjson.Repr(out), pyjson.Repr(errOut))); err != nil {
 			return err
@@ -135,7 +139,7 @@ func (s *Slurm) release(ctx context.Context, root, job string, timeout int) erro
 			}
 			s.warnf("waiting for allocation %s to end (%s); %.0f s left", job, why, deadline.Sub(now).Seconds())
 		}
-		s.sleep(interval)
+		s.sleep(ctx, interval)
 		interval = min(interval*3/2, time.Second)
 		if sent.IsZero() || s.now().Sub(sent) >= resendEvery {
 			if err := cancelJob(); err != nil {

@@ -240,9 +240,12 @@ func (r *execution) perform(ctx context.Context) (err error) {
 	r.record(func(*manifest.Accounting) {})
 	rc := 1
 	defer func() {
-		// finalize with a context of its own: a cancelled execute must still clean up
+		// finalize with a context of its own: a cancelled execute must still clean up (a
+		// second signal cuts it short, keeping the evidence)
 		search := !r.allocated && !r.noJob && r.runner.Label != platform.Local // look for our tag: a job may exist we were not told of
-		ferr := finalize(context.WithoutCancel(ctx), o.Slurm, r.root, o.CleanupSeconds, search)
+		cctx, done := proc.Cleanup(ctx)
+		ferr := finalize(cctx, o.Slurm, r.root, o.CleanupSeconds, search)
+		done()
 		if ferr != nil {
 			err = ferr
 			return

@@ -26,6 +26,15 @@ import (
 // controller, and returns its path and a function that makes it point at the live one.
 func (c *cluster) deadConf() (string, func()) {
 	c.t.Helper()
+	path, kill, revive := c.swappableConf()
+	kill()
+	return path, revive
+}
+
+// swappableConf writes a copy of the cluster's slurm.conf, live, and returns its path and
+// functions that make it point at a port with no controller (kill) and back (revive).
+func (c *cluster) swappableConf() (string, func(), func()) {
+	c.t.Helper()
 	b, err := os.ReadFile(c.conf)
 	if err != nil {
 		c.t.Fatal(err)
@@ -39,15 +48,17 @@ func (c *cluster) deadConf() (string, func()) {
 	if g, err := os.ReadFile(filepath.Join(filepath.Dir(c.conf), "gres.conf")); err == nil {
 		os.WriteFile(filepath.Join(dir, "gres.conf"), g, 0o644)
 	}
-	if err := os.WriteFile(path, dead, 0o644); err != nil {
-		c.t.Fatal(err)
-	}
-	revive := func() {
+	put := func(text []byte) {
 		tmp := path + ".new"
-		os.WriteFile(tmp, b, 0o644)
-		os.Rename(tmp, path)
+		if err := os.WriteFile(tmp, text, 0o644); err != nil {
+			c.t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			c.t.Fatal(err)
+		}
 	}
-	return path, revive
+	put(b)
+	return path, func() { put(dead) }, func() { put(b) }
 }
 
 // orphan makes an execution directory whose allocation (tagged with token) is running
@@ -543,4 +554,101 @@ func TestRunFailsFastWhenSlurmCannotAllocate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Issue 32: SIGTERM always ends opx. The first signal stops the benchmark and starts the
+// cleanup, which must confirm the allocation gone; with the controller gone at that
+// moment it waits (up to --cleanup-seconds, saying so), and a second signal was answered
+// but did not end that wait. Now the second signal ends opx at once (128+n), saying it is
+// stopping now; the output directory and the stage are kept as evidence, and finalize,
+// once the controller answers, releases the job and collects the rows.
+func TestSecondSignalEndsTheCleanupWait(t *testing.T) {
+	c := slurmCluster(t)
+	conf, kill, revive := c.swappableConf()
+	m, id := c.plan("slow", 1)
+	out := filepath.Join(c.dir, "out-second-signal")
+	cmd := c.execute(m, id, out)
+	for i, a := range cmd.Args {
+		if a == "--cleanup-seconds" {
+			cmd.Args[i+1] = "300"
+		}
+	}
+	cmd.Env = append(c.env(), "SLURM_CONF="+conf)
+	var se syncBuffer
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	waitFor(t, "a checkpointed row", 60*time.Second, func() bool {
+		found, _ := filepath.Glob(filepath.Join(c.stageRoot, ".operatorx-*", "77-1-*", "results", "cpu", "*", "*.json"))
+		return len(found) > 0 && len(shard.AllocationIDs(out)) == 1
+	})
+	job := shard.AllocationIDs(out)[0]
+	kill()
+	cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, "cleanup's refused scancel", 60*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(out, "cleanup.log"))
+		return strings.Contains(string(b), "scancel job="+job+" rc=")
+	})
+	select {
+	case err := <-exited:
+		t.Fatalf("execute ended before the second signal (%v): %s", err, se.String())
+	case <-time.After(time.Second):
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	t0 := time.Now()
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("a second SIGTERM did not end the cleanup's wait: %s", se.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	if code != 143 || !strings.Contains(se.String(), "opx: stopping now") || !strings.Contains(se.String(), "before allocation "+job+" was confirmed gone; retaining staged evidence") {
+		t.Fatalf("exit %d %s after the second signal: %s", code, time.Since(t0), se.String())
+	}
+	ex, err := manifest.ReadExecution(t.Context(), filepath.Join(out, "execution.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ex.Stage); err != nil {
+		t.Fatalf("the stage of an allocation not confirmed gone was removed: %v", err)
+	}
+	// the controller answers again: finalize releases the job and collects the rows
+	revive()
+	if r := run(c.opx("finalize", "--output", out, "--cleanup-seconds", "60")); r.code != 0 {
+		t.Fatalf("finalize: %d %s", r.code, r.stderr)
+	}
+	if c.jobListed(job) {
+		t.Errorf("job %s survived finalize", job)
+	}
+	if got := rows(t, out); got["ok"] < 1 {
+		t.Errorf("the checkpointed rows were lost: %v", got)
+	}
+	if _, err := os.Stat(ex.Stage); err == nil {
+		t.Errorf("stage %s left after finalize", ex.Stage)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

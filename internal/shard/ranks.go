@@ -41,7 +41,7 @@ func liveRanks(stage string) []int {
 // stopRanks is the local runner's cancel-and-confirm: SIGTERM to every live rank of stage,
 // then wait for them to end (SIGKILL after half the timeout), at most timeout seconds.
 // finalize removes a local stage only after this returns nil.
-func stopRanks(ctx context.Context, stage string, timeout int, sleep func(time.Duration)) error {
+func stopRanks(ctx context.Context, stage string, timeout int, sleep func(context.Context, time.Duration)) error {
 	pids := liveRanks(stage)
 	if len(pids) == 0 {
 		return nil
@@ -53,7 +53,7 @@ func stopRanks(ctx context.Context, stage string, timeout int, sleep func(time.D
 	killAt := time.Now().Add(time.Duration(timeout) * time.Second / 2)
 	interval := 10 * time.Millisecond
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		sleep(interval)
+		sleep(ctx, interval)
 		interval = min(interval*3/2, time.Second)
 		if pids = liveRanks(stage); len(pids) == 0 {
 			return nil

@@ -87,12 +87,18 @@ func (s *Slurm) warnf(format string, args ...any) {
 	}
 }
 
-func (s *Slurm) sleep(d time.Duration) {
+// sleep waits d, or until ctx ends.
+func (s *Slurm) sleep(ctx context.Context, d time.Duration) {
 	if s.Sleep != nil {
 		s.Sleep(d)
 		return
 	}
-	time.Sleep(d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 func (s *Slurm) now() time.Time {
@@ -174,7 +180,10 @@ func (s *Slurm) jobComments(ctx context.Context, root string, deadline time.Time
 		if err := appendFile(filepath.Join(root, "cleanup.log"), line); err != nil {
 			return nil, err
 		}
-		if !s.now().Before(deadline) || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("stopped (%v) before squeue could list this user's jobs", context.Cause(ctx))
+		}
+		if !s.now().Before(deadline) {
 			return nil, fmt.Errorf("squeue could not list this user's jobs (exit %d: %s)", rc, strings.TrimSpace(errOut))
 		}
 		if now := s.now(); now.Sub(said) >= 10*time.Second {
@@ -182,7 +191,7 @@ func (s *Slurm) jobComments(ctx context.Context, root string, deadline time.Time
 			s.warnf("waiting for the Slurm controller to list this user's jobs before cancelling any (squeue: %s); %.0f s left",
 				safe.OneLine(errOut), deadline.Sub(now).Seconds())
 		}
-		s.sleep(interval)
+		s.sleep(ctx, interval)
 		interval = min(interval*3/2, time.Second)
 	}
 }
@@ -257,7 +266,7 @@ func (s *Slurm) checkRunning(ctx context.Context, job string) error {
 				return EndedEarly(job, state)
 			}
 			completing = true // a job being cancelled completes first; its final state says why
-			s.sleep(poll)
+			s.sleep(ctx, poll)
 			continue
 		case strings.Contains(stderr.String(), "Invalid job id"):
 			if completing {
@@ -269,7 +278,7 @@ func (s *Slurm) checkRunning(ctx context.Context, job string) error {
 		if failed++; failed >= tries || ctx.Err() != nil {
 			return fmt.Errorf("could not confirm allocation %s was still running after the step: %s", job, last)
 		}
-		s.sleep(time.Duration(failed) * 500 * time.Millisecond)
+		s.sleep(ctx, time.Duration(failed)*500*time.Millisecond)
 	}
 }
 

@@ -1,0 +1,31 @@
+package proc
+
+import "context"
+
+// stopNowKey carries the context that ends opx now: the second signal, where the first
+// only stops new work and starts the cleanup.
+type stopNowKey struct{}
+
+// WithStopNow returns ctx carrying now, the context a second signal cancels. Cleanup
+// contexts derived from ctx end when now does.
+func WithStopNow(ctx, now context.Context) context.Context {
+	return context.WithValue(ctx, stopNowKey{}, now)
+}
+
+// Cleanup is the context for what must still run once ctx is cancelled (a shard's
+// allocation cancelled and confirmed gone, its rows collected): ctx's values, not ended by
+// ctx's cancellation, ended (with its cause) when the context set by WithStopNow is — a
+// second signal: the user asked to stop now, and the cleanup keeps what it could not
+// prove safe to delete. Without one it is context.WithoutCancel(ctx). Call stop when done.
+func Cleanup(ctx context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	now, ok := ctx.Value(stopNowKey{}).(context.Context)
+	if !ok {
+		return c, func() { cancel(nil) }
+	}
+	unregister := context.AfterFunc(now, func() { cancel(context.Cause(now)) })
+	return c, func() {
+		unregister()
+		cancel(nil)
+	}
+}
