@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +16,8 @@ import (
 // written; a directory there is the same error for a file opened by name, and for one
 // found by walking the tree no file (the shard's cases are missing, and the run fails;
 // history records them as missing);
-// a node fingerprint is evidence, never a reason to refuse a run.
+// a node fingerprint or a counters file (ncu's CSV, a rocprofv3 trace) is evidence,
+// never a reason to refuse a run.
 func TestEveryReaderAgainstEverySpecialFile(t *testing.T) {
 	kinds := []struct {
 		name, want string
@@ -29,26 +31,37 @@ func TestEveryReaderAgainstEverySpecialFile(t *testing.T) {
 	files := []struct {
 		name     string
 		path     func(run string) string
-		evidence bool // a fingerprint: set aside when it cannot be read
+		evidence bool // a fingerprint or a counters file: set aside when it cannot be read
+		counters bool // the cell is in counters mode (its results/counters are read)
 	}{
-		{"manifest", func(run string) string { return filepath.Join(run, "operatorx-manifest.json") }, false},
-		{"results", resultsFile, false},
-		{"execution.json", func(run string) string { return filepath.Join(run, "shards", "s1", "execution.json") }, false},
-		{"status.json", func(run string) string { return filepath.Join(run, "shards", "s1", "status.json") }, false},
-		{"accounting.json", func(run string) string { return filepath.Join(run, "shards", "s1", "accounting.json") }, false},
-		{"fingerprint", func(run string) string { return filepath.Join(run, "shards", "s1", "fingerprint-before.json") }, true},
+		{"manifest", func(run string) string { return filepath.Join(run, "operatorx-manifest.json") }, false, false},
+		{"results", resultsFile, false, false},
+		{"execution.json", func(run string) string { return filepath.Join(run, "shards", "s1", "execution.json") }, false, false},
+		{"status.json", func(run string) string { return filepath.Join(run, "shards", "s1", "status.json") }, false, false},
+		{"accounting.json", func(run string) string { return filepath.Join(run, "shards", "s1", "accounting.json") }, false, false},
+		{"fingerprint", func(run string) string { return filepath.Join(run, "shards", "s1", "fingerprint-before.json") }, true, false},
+		{"ncu counters", func(run string) string {
+			return filepath.Join(run, "shards", "s1", "results", "counters", "ncu-rank0.csv")
+		}, true, true},
+		{"rocprofv3 trace", func(run string) string {
+			return filepath.Join(run, "shards", "s1", "results", "counters", "fetch", "node", "123", "rank0_123_kernel_trace.csv")
+		}, true, true},
 	}
 	for _, f := range files {
 		for _, k := range kinds {
 			t.Run(f.name+"/"+k.name, func(t *testing.T) {
 				_, run := shardTree(t, t.TempDir())
-				p := f.path(run)
-				os.RemoveAll(p)
-				if err := k.plant(p); err != nil {
-					t.Fatal(err)
+				if f.counters {
+					for _, name := range []string{filepath.Join(run, "operatorx-manifest.json"), filepath.Join(run, "shards", "s1", "execution.json")} {
+						b, err := os.ReadFile(name)
+						if err != nil || !bytes.Contains(b, []byte(`"world_size": 1,`)) {
+							t.Fatalf("%s: %v %s", name, err, b)
+						}
+						os.WriteFile(name, bytes.ReplaceAll(b, []byte(`"world_size": 1,`), []byte(`"world_size": 1, "mode": "counters",`)), 0o644)
+					}
 				}
 				out := t.TempDir()
-				for _, c := range []struct {
+				commands := []struct {
 					args []string
 					out  string // the file it writes, if any
 				}{
@@ -57,7 +70,25 @@ func TestEveryReaderAgainstEverySpecialFile(t *testing.T) {
 					{[]string{"export", run, "--out", filepath.Join(out, "e.csv")}, filepath.Join(out, "e.csv")},
 					{[]string{"compare", run, run}, ""},
 					{[]string{"history", "add", "--db", filepath.Join(out, "h.db"), "--at", "2026-12-01T00:00:00Z", run}, ""},
-				} {
+				}
+				// evidence set aside leaves each command's answer as it is without the file
+				baseline := map[string]int{}
+				if f.evidence {
+					p := f.path(run)
+					os.RemoveAll(p)
+					for _, c := range commands {
+						os.Remove(c.out)
+						baseline[c.args[0]] = runWithin(t, 20*time.Second, c.args...).code
+					}
+					os.Remove(filepath.Join(out, "h.db"))
+				}
+				p := f.path(run)
+				os.RemoveAll(p)
+				os.MkdirAll(filepath.Dir(p), 0o755)
+				if err := k.plant(p); err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range commands {
 					os.Remove(c.out)
 					r := runWithin(t, 20*time.Second, c.args...)
 					name := strings.Join(c.args[:1], " ")
@@ -66,8 +97,8 @@ func TestEveryReaderAgainstEverySpecialFile(t *testing.T) {
 					}
 					switch {
 					case f.evidence:
-						if r.code != 0 {
-							t.Errorf("%s: an unreadable fingerprint refused the run: exit %d %q", name, r.code, r.stderr)
+						if r.code != baseline[c.args[0]] {
+							t.Errorf("%s: an unreadable %s changed the answer: exit %d (%d without it) %q", name, f.name, r.code, baseline[c.args[0]], r.stderr)
 						}
 					case k.want != "":
 						if r.code != 1 || !strings.Contains(r.stderr, p+": "+k.want) || strings.Count(r.stderr, "\n") != 1 {
