@@ -44,7 +44,7 @@ func TestEveryReaderAgainstEverySpecialFile(t *testing.T) {
 			return filepath.Join(run, "shards", "s1", "results", "counters", "ncu-rank0.csv")
 		}, true, true},
 		{"rocprofv3 trace", func(run string) string {
-			return filepath.Join(run, "shards", "s1", "results", "counters", "fetch", "node", "123", "rank0_123_kernel_trace.csv")
+			return filepath.Join(run, "shards", "s1", "results", "counters", "fetch", "mi300x-node-01", "7777", "rank0_kernel_trace.csv")
 		}, true, true},
 	}
 	for _, f := range files {
@@ -58,6 +58,16 @@ func TestEveryReaderAgainstEverySpecialFile(t *testing.T) {
 							t.Fatalf("%s: %v %s", name, err, b)
 						}
 						os.WriteFile(name, bytes.ReplaceAll(b, []byte(`"world_size": 1,`), []byte(`"world_size": 1, "mode": "counters",`)), 0o644)
+					}
+					// a rocprofv3 pass whose marker and counter files are there (the
+					// counters package's test data): its kernel trace is the one planted
+					pass := filepath.Join("fetch", "mi300x-node-01", "7777")
+					for _, name := range []string{"rank0_marker_api_trace.csv", "rank0_counter_collection.csv"} {
+						b, err := os.ReadFile(filepath.Join("..", "counters", "testdata", "rocprofv3", pass, name))
+						if err != nil {
+							t.Fatal(err)
+						}
+						writeFile(t, filepath.Join(run, "shards", "s1", "results", "counters", pass, name), string(b))
 					}
 				}
 				out := t.TempDir()
@@ -99,6 +109,18 @@ func TestEveryReaderAgainstEverySpecialFile(t *testing.T) {
 					case f.evidence:
 						if r.code != baseline[c.args[0]] {
 							t.Errorf("%s: an unreadable %s changed the answer: exit %d (%d without it) %q", name, f.name, r.code, baseline[c.args[0]], r.stderr)
+						}
+						// and it is said: summarize on stderr, the report on its page
+						rel, _ := filepath.Rel(filepath.Join(run, "shards", "s1"), p)
+						said := rel + ": " + k.want
+						switch {
+						case k.want == "": // a directory: no file there (a fingerprint's is opened by name)
+						case c.args[0] == "summarize" && !strings.Contains(r.stderr, "opx summarize: set aside (the attempt is judged without it): shard s1, attempt 1: "+said) && !strings.Contains(r.stderr, "opx summarize: set aside (the attempt is judged without it): shard s1, attempt 1: read "+said):
+							t.Errorf("summarize did not say what it set aside (%s): %q", said, r.stderr)
+						case c.args[0] == "report":
+							if b, _ := os.ReadFile(c.out); !strings.Contains(string(b), said) {
+								t.Errorf("the report does not list %q under evidence set aside", said)
+							}
 						}
 					case k.want != "":
 						if r.code != 1 || !strings.Contains(r.stderr, p+": "+k.want) || strings.Count(r.stderr, "\n") != 1 {

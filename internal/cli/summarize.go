@@ -8,6 +8,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/safe"
 )
 
 func newSummarizeCmd(env Env) *cobra.Command {
@@ -60,6 +61,14 @@ go to stderr, one line.`,
 			rep.Markdown(env.Stdout)
 			if table {
 				run.Ledger.Markdown(env.Stdout)
+			}
+			aside := run.Ledger.SetAside()
+			for i, s := range aside {
+				if i == results.MostSetAside {
+					fmt.Fprintf(env.Stderr, "opx summarize: … and %d more set aside (the report lists them)\n", len(aside)-i)
+					break
+				}
+				fmt.Fprintf(env.Stderr, "opx summarize: set aside (the attempt is judged without it): %s\n", safe.Text(s))
 			}
 			fmt.Fprintf(env.Stderr, "opx summarize: %s; ledger: %s\n", run.Ledger.Line(), cases)
 			if !rep.Success {

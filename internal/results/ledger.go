@@ -140,6 +140,9 @@ type Attempt struct {
 	Job              string
 	Retry            bool // not the shard's first attempt
 	Counted          bool // the execution summarize's shard report counts (the newest)
+	// SetAside is the attempt's evidence that could not be read (a node fingerprint, a
+	// counters file), each with why: the attempt is judged without it.
+	SetAside []string
 }
 
 // Share is what each of the attempt's cases is charged: its GPU time shared equally by the
@@ -325,9 +328,11 @@ func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*ex
 	exe := ex.Head // summary.Find parsed it
 	e.exe = exe
 	e.att.Cases = len(exe.Cell.Cases) * len(exe.Cell.Backends) // its distinct keys, unless a shape is listed twice
-	e.before, e.after = readFingerprint(ctx, ex.Dir, "before"), readFingerprint(ctx, ex.Dir, "after")
+	e.before = readFingerprint(ctx, ex.Dir, "before", &e.att.SetAside)
+	e.after = readFingerprint(ctx, ex.Dir, "after", &e.att.SetAside)
 	if exe.Cell.Mode == "counters" {
 		e.counters = counters.Read(ctx, filepath.Join(ex.Dir, "results", "counters"))
+		e.att.SetAside = append(e.att.SetAside, e.counters.Problems...)
 	}
 	e.throttled = fingerprint.Throttled(e.before, e.after, int(exe.Cell.WorldSize)).String()
 	if v, err := files.ReadJSON(ctx, filepath.Join(ex.Dir, "status.json")); err == nil {

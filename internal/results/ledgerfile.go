@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/semianalysis/opx/internal/files"
@@ -322,4 +323,29 @@ func (l *Ledger) Markdown(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| %s | %d / %d | %d | %d | %s | %s | %.0f |\n", safe.Text(id), a.t.Measured, a.t.Cases(), a.t.Unsupported, a.attempts, gpu, Hours(a.failed), a.wait)
 	}
+	if aside := l.SetAside(); len(aside) > 0 {
+		fmt.Fprintf(w, "\n**Evidence set aside** (%d: each attempt is judged without it):\n\n", len(aside))
+		for i, s := range aside {
+			if i == MostSetAside {
+				fmt.Fprintf(w, "- … and %d more\n", len(aside)-i)
+				break
+			}
+			fmt.Fprintf(w, "- %s\n", safe.Markdown(s))
+		}
+	}
+}
+
+// MostSetAside is how many pieces of evidence set aside a summary lists by itself.
+const MostSetAside = 20
+
+// SetAside is every attempt's evidence that could not be read, as "shard S, attempt N:
+// FILE: why", paths relative to the attempt's directory; shard order, oldest attempt first.
+func (l *Ledger) SetAside() []string {
+	var out []string
+	for _, a := range l.Attempts {
+		for _, s := range a.SetAside {
+			out = append(out, fmt.Sprintf("shard %s, attempt %d: %s", a.Shard, a.Attempt, strings.ReplaceAll(s, a.Dir+string(filepath.Separator), "")))
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ package results
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -457,9 +458,12 @@ func readMeta(sh *Shard, e *execRows) error {
 
 // readFingerprint reads an execution's fingerprint-<phase>.json (nil when it has none or
 // it cannot be read: a fingerprint is evidence, never a reason to refuse a run).
-func readFingerprint(ctx context.Context, dir, phase string) *fingerprint.Fingerprint {
+func readFingerprint(ctx context.Context, dir, phase string, setAside *[]string) *fingerprint.Fingerprint {
 	f, err := fingerprint.Read(ctx, filepath.Join(dir, "fingerprint-"+phase+".json"))
 	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) { // none taken is no evidence lost
+			*setAside = append(*setAside, err.Error())
+		}
 		return nil
 	}
 	return f
