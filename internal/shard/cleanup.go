@@ -3,9 +3,11 @@
 package shard
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/safe"
 )
@@ -46,10 +49,12 @@ func (s *Slurm) Cleanup(ctx context.Context, root string, timeout int, owner str
 	if timeout <= 0 {
 		return errors.New("cleanup timeout must be positive")
 	}
-	jobs := AllocationIDs(root)
+	jobs, err := allocationLog(ctx, root)
+	if err != nil {
+		return fmt.Errorf("reading the jobs allocation.log names: %w; retaining staged evidence", err)
+	}
 	ours := jobs
 	if search {
-		var err error
 		if ours, err = s.provablyOurs(ctx, root, jobs, owner, timeout); err != nil {
 			return err
 		}
@@ -71,6 +76,10 @@ func (s *Slurm) provablyOurs(ctx context.Context, root string, jobs []string, ow
 	logLine := func(line string) error { return appendFile(filepath.Join(root, "cleanup.log"), line) }
 	listed, err := s.jobComments(ctx, root, s.now().Add(time.Duration(timeout)*time.Second))
 	if err != nil {
+		if why, none := nothingGranted(ctx, root); none && ctx.Err() == nil {
+			// the controller cannot be asked, but there is nothing to ask it about
+			return nil, logLine(fmt.Sprintf("no job to cancel: %s\n", why))
+		}
 		return nil, fmt.Errorf("listing this user's jobs to tell which are this execution's: %v; retaining staged evidence", err)
 	}
 	var ours []string
@@ -160,4 +169,32 @@ func appendFile(path, text string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// sallocRefused is what salloc prints when the controller refused or never received its
+// request, so that no job was created ("Job submit/allocate failed: Unable to contact
+// slurm controller (connect failure)"; older releases said "Failed to allocate
+// resources").
+var sallocRefused = []string{"salloc: error: Job submit/allocate failed:", "salloc: error: Failed to allocate resources:"}
+
+// nothingGranted says, from allocation.log alone (for when the controller cannot be
+// asked), whether the execution in root provably never had a job: execute creates the
+// log before it starts salloc, so no log means salloc never ran; a log that names no job
+// and holds salloc's refusal of the request means the controller created none (salloc
+// names a job as soon as one exists: "Pending job allocation N").
+func nothingGranted(ctx context.Context, root string) (string, bool) {
+	b, err := files.ReadRegular(ctx, filepath.Join(root, "allocation.log"), files.MaxInput)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "salloc never started (no allocation.log)", true
+	case err != nil, allocationRE().Match(b):
+		return "", false
+	}
+	for _, refused := range sallocRefused {
+		if i := bytes.Index(b, []byte(refused)); i >= 0 {
+			line, _, _ := bytes.Cut(b[i:], []byte("\n"))
+			return "salloc's request created no job (allocation.log: " + safe.OneLine(string(line)) + ")", true
+		}
+	}
+	return "", false
 }

@@ -250,8 +250,9 @@ func (r *execution) perform(ctx context.Context) (err error) {
 			err = ferr
 			return
 		}
-		r.reportRelease()
-		status := pyjson.Obj("exit_code", rc, "slurm_jobs", AllocationIDs(r.root))
+		wctx := context.WithoutCancel(ctx) // the record of what ran is written whatever ended it
+		r.reportRelease(wctx)
+		status := pyjson.Obj("exit_code", rc, "slurm_jobs", AllocationIDs(wctx, r.root))
 		if err != nil {
 			status.Set("failure", r.failure(err)) // beyond the seed: what failed, for the report
 		}
@@ -287,11 +288,11 @@ func (r *execution) failure(err error) *pyjson.Object {
 }
 
 // reportRelease says how long after the benchmark the allocation was released.
-func (r *execution) reportRelease() {
+func (r *execution) reportRelease(ctx context.Context) {
 	if r.benchEnd.IsZero() {
 		return
 	}
-	if jobs := AllocationIDs(r.root); len(jobs) > 0 {
+	if jobs := AllocationIDs(ctx, r.root); len(jobs) > 0 {
 		fmt.Fprintf(r.o.Stderr, "opx: allocation %s released and stage removed %.3f s after the benchmark ended\n",
 			strings.Join(jobs, ","), time.Since(r.benchEnd).Seconds())
 	}
@@ -355,12 +356,12 @@ func (r *execution) run(ctx context.Context) error {
 	}
 	alloc := r.allocStep()
 	if err := r.command(ctx, alloc.Argv, alloc.Log, alloc.Env); err != nil {
-		if ctx.Err() == nil && len(AllocationIDs(r.root)) == 0 {
+		if ctx.Err() == nil && len(AllocationIDs(ctx, r.root)) == 0 {
 			r.noJob = true // salloc gave up by itself before any job existed: nothing to look for
 		}
 		return fmt.Errorf("%w (check this host: opx doctor --runner %s)", err, r.runner.Label)
 	}
-	jobs := AllocationIDs(r.root)
+	jobs := AllocationIDs(ctx, r.root)
 	if len(jobs) != 1 {
 		return errors.New("could not identify the unique Slurm allocation")
 	}

@@ -62,8 +62,27 @@ func (c *cluster) swappableConf() (string, func(), func()) {
 }
 
 // orphan makes an execution directory whose allocation (tagged with token) is running
-// and whose stage holds one checkpointed row; it returns the output dir, stage and job id.
+// and whose stage holds one checkpointed row, its allocation.log empty (execute died
+// before salloc's answer reached it); it returns the output dir, stage and job id.
 func (c *cluster) orphan(name, token string, withExecutionToken bool) (string, string, string) {
+	c.t.Helper()
+	out, stage := c.staged(name, token, withExecutionToken)
+	os.WriteFile(filepath.Join(out, "allocation.log"), nil, 0o644)
+	hold := exec.Command("salloc", "--no-shell", "--time=5", "--comment="+token, "--job-name=orphan")
+	hold.Env = c.env()
+	b, err := hold.CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("salloc: %v %s", err, b)
+	}
+	job := regexp.MustCompile(`allocation (\d+)`).FindSubmatch(b)
+	if job == nil {
+		c.t.Fatalf("salloc said %q", b)
+	}
+	return out, stage, string(job[1])
+}
+
+// staged makes an execution directory and its stage, which holds one checkpointed row.
+func (c *cluster) staged(name, token string, withExecutionToken bool) (string, string) {
 	c.t.Helper()
 	base := filepath.Join(c.stageRoot, fmt.Sprintf(".operatorx-%d", os.Getuid()))
 	os.MkdirAll(base, 0o700)
@@ -78,17 +97,7 @@ func (c *cluster) orphan(name, token string, withExecutionToken bool) (string, s
 	}
 	os.WriteFile(filepath.Join(out, "execution.json"), []byte(`{"cell": {"id": "opxtest-loopback-0123456789abcdef", "runner": "cluster:opxtest-loopback"},
 	  "source_sha": "abc", "run_id": "77", "attempt": "1", "stage": "`+stage+`"`+tok+`}`), 0o644)
-	hold := exec.Command("salloc", "--no-shell", "--time=5", "--comment="+token, "--job-name=orphan")
-	hold.Env = c.env()
-	b, err := hold.CombinedOutput()
-	if err != nil {
-		c.t.Fatalf("salloc: %v %s", err, b)
-	}
-	job := regexp.MustCompile(`allocation (\d+)`).FindSubmatch(b)
-	if job == nil {
-		c.t.Fatalf("salloc said %q", b)
-	}
-	return out, stage, string(job[1])
+	return out, stage
 }
 
 func (c *cluster) jobListed(job string) bool {
@@ -203,9 +212,9 @@ func TestExternallyCancelledShardFails(t *testing.T) {
 	go func() { res = run(cmd); close(done) }()
 	waitFor(t, "the benchmark step", 60*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(out, "benchmark.log"))
-		return err == nil && len(shard.AllocationIDs(out)) == 1
+		return err == nil && len(shard.AllocationIDs(t.Context(), out)) == 1
 	})
-	job := shard.AllocationIDs(out)[0]
+	job := shard.AllocationIDs(t.Context(), out)[0]
 	time.Sleep(300 * time.Millisecond)
 	if b, err := exec.Command("scancel", job).CombinedOutput(); err != nil {
 		t.Fatalf("scancel: %v %s", err, b)
@@ -261,7 +270,7 @@ func TestSameShardTwiceDoesNotCancelTheOther(t *testing.T) {
 	go func() { rb = run(b); close(doneB) }()
 	// the node is A's (--exclusive): B waits for its allocation
 	waitFor(t, "B's pending allocation", 30*time.Second, func() bool {
-		return len(shard.AllocationIDs(outB)) == 1
+		return len(shard.AllocationIDs(t.Context(), outB)) == 1
 	})
 	b.Process.Signal(syscall.SIGINT)
 	<-doneB
@@ -583,9 +592,9 @@ func TestSecondSignalEndsTheCleanupWait(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	waitFor(t, "a checkpointed row", 60*time.Second, func() bool {
 		found, _ := filepath.Glob(filepath.Join(c.stageRoot, ".operatorx-*", "77-1-*", "results", "cpu", "*", "*.json"))
-		return len(found) > 0 && len(shard.AllocationIDs(out)) == 1
+		return len(found) > 0 && len(shard.AllocationIDs(t.Context(), out)) == 1
 	})
-	job := shard.AllocationIDs(out)[0]
+	job := shard.AllocationIDs(t.Context(), out)[0]
 	kill()
 	cmd.Process.Signal(syscall.SIGTERM)
 	waitFor(t, "cleanup's refused scancel", 60*time.Second, func() bool {
@@ -651,4 +660,61 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Issue 32: a stage whose execution provably never had a job was kept while the controller
+// was down (finalize could not list the user's jobs, so it kept everything). Now, when the
+// controller cannot be asked, allocation.log decides: none (execute creates it before
+// salloc starts) or salloc's own refusal and no job named means nothing was granted, and
+// the stage is collected and removed; a log naming a job, or empty, still keeps it.
+func TestFinalizeRemovesAStageNothingWasGrantedFor(t *testing.T) {
+	c := slurmCluster(t)
+	dead, _ := c.deadConf()
+	// salloc's own words when the controller does not answer, from the real salloc
+	sa := exec.Command("salloc", "--no-shell", "--time=1", "--job-name=refused")
+	sa.Env = append(os.Environ(), "SLURM_CONF="+dead)
+	refused, err := sa.CombinedOutput()
+	if err == nil || !strings.Contains(string(refused), "salloc: error: Job submit/allocate failed:") {
+		t.Fatalf("salloc against no controller: %v %q", err, refused)
+	}
+	for i, tc := range []struct {
+		name string
+		log  []byte // nil: no allocation.log
+		kept bool
+	}{
+		{"salloc never started", nil, false},
+		{"salloc refused", refused, false},
+		{"a job named", append([]byte("salloc: Pending job allocation 999999\n"), refused...), true},
+		{"an empty log", []byte{}, true},
+		{"a FIFO for a log", []byte("fifo"), true}, // read as a regular file only: never a hang
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, stage := c.staged(fmt.Sprintf("out-nothing-granted-%d", i), "opx-"+strings.Repeat("ab", 12)+"-0000cafe", true)
+			switch {
+			case string(tc.log) == "fifo":
+				syscall.Mkfifo(filepath.Join(out, "allocation.log"), 0o644)
+			case tc.log != nil:
+				os.WriteFile(filepath.Join(out, "allocation.log"), tc.log, 0o644)
+			}
+			cmd := exec.Command(opxBin, "finalize", "--output", out, "--cleanup-seconds", "2")
+			cmd.Env = append(os.Environ(), "SLURM_CONF="+dead)
+			r := run(cmd)
+			_, serr := os.Stat(stage)
+			if tc.kept {
+				if r.code != 1 || serr != nil || !strings.Contains(r.stderr, "retaining staged evidence") {
+					t.Fatalf("exit %d, stage %v: %q", r.code, serr, r.stderr)
+				}
+				return
+			}
+			if r.code != 0 || serr == nil {
+				t.Fatalf("exit %d, stage %v (want removed): %q", r.code, serr, r.stderr)
+			}
+			if got := rows(t, out); got["ok"] != 1 {
+				t.Errorf("the stage's row was not collected: %v", got)
+			}
+			if b, _ := os.ReadFile(filepath.Join(out, "cleanup.log")); !strings.Contains(string(b), "no job to cancel: ") {
+				t.Errorf("cleanup.log does not say why: %q", b)
+			}
+		})
+	}
 }

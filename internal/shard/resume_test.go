@@ -255,7 +255,7 @@ func TestFingerprintOnSlurm(t *testing.T) {
 	if r := run(cmd); r.code != 0 {
 		t.Fatalf("execute: exit %d %s", r.code, r.stderr)
 	}
-	jobs := shard.AllocationIDs(out)
+	jobs := shard.AllocationIDs(t.Context(), out)
 	calls, _ := os.ReadFile(log)
 	if len(jobs) != 1 || string(calls) != "-q -x job="+jobs[0]+"\n-q -x job="+jobs[0]+"\n" {
 		t.Errorf("nvidia-smi calls %q (job %v): want two, on the allocation", calls, jobs)

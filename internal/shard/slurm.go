@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/safe"
@@ -30,11 +32,23 @@ var allocationRE = sync.OnceValue(func() *regexp.Regexp {
 })
 
 // AllocationIDs is the seed's allocation_ids: every job id named in allocation.log, unique,
-// sorted as strings.
-func AllocationIDs(root string) []string {
-	b, err := os.ReadFile(filepath.Join(root, "allocation.log"))
+// sorted as strings; none when the log cannot be read (what the log says, for status.json
+// and messages: cleanup reads it with allocationLog, which says when it cannot).
+func AllocationIDs(ctx context.Context, root string) []string {
+	ids, _ := allocationLog(ctx, root)
+	return ids
+}
+
+// allocationLog is AllocationIDs, and why allocation.log could not be read: not a regular
+// file (a FIFO, a link to a device or to nothing), or ctx ended. A log that is not there
+// names no job.
+func allocationLog(ctx context.Context, root string) ([]string, error) {
+	b, err := files.ReadRegular(ctx, filepath.Join(root, "allocation.log"), files.MaxInput)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []string{}, nil
+	}
 	if err != nil {
-		return []string{}
+		return []string{}, err
 	}
 	seen := map[string]bool{}
 	out := []string{}
@@ -45,7 +59,7 @@ func AllocationIDs(root string) []string {
 		}
 	}
 	sort.Strings(out)
-	return out
+	return out, nil
 }
 
 // Token is the part of an allocation's tag that names (run, attempt, shard): cleanup finds

@@ -460,7 +460,7 @@ func TestRunOnSlurmParallel(t *testing.T) {
 		t.Errorf("stderr: %s", r.stderr)
 	}
 	for id := range st {
-		if jobs := shard.AllocationIDs(filepath.Join(dir, "shards", id)); len(jobs) != 1 {
+		if jobs := shard.AllocationIDs(t.Context(), filepath.Join(dir, "shards", id)); len(jobs) != 1 {
 			t.Errorf("%s: allocation.log names %v, want one Slurm job", id, jobs)
 		}
 	}
