@@ -152,6 +152,33 @@ var (
 // would exhaust a submit host's memory.
 const MaxInput = 256 << 20
 
+// OpenRegular opens a regular file for reading, and its size and mode: the one way opx
+// opens a file that came from outside. It never blocks on a FIFO (opened non-blocking,
+// then refused), and a device, a directory or a link to nothing is an error naming the
+// path ("not a regular file", "a symbolic link to nothing").
+func OpenRegular(path string) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		if li, lerr := os.Lstat(path); lerr == nil && li.Mode()&fs.ModeSymlink != 0 {
+			// a link to nothing is not an absent file: someone put it there
+			return nil, nil, &fs.PathError{Op: "read", Path: path, Err: ErrDangling}
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, &fs.PathError{Op: "read", Path: path, Err: ErrNotRegular}
+	}
+	return f, fi, nil
+}
+
 // ReadRegular reads a whole regular file of at most max bytes. It never blocks on a FIFO
 // or reads a device (a results tree is outside input: it may hold a FIFO, or a symlink to
 // /dev/zero), and it stops between reads when ctx ends.
@@ -163,24 +190,11 @@ func ReadRegular(ctx context.Context, path string, max int64) ([]byte, error) {
 // reader that decodes a file and keeps nothing of its bytes, one buffer serves a run of
 // files, unzeroed and already mapped.
 func ReadRegularInto(ctx context.Context, path string, max int64, buf []byte) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		if li, lerr := os.Lstat(path); lerr == nil && li.Mode()&fs.ModeSymlink != 0 {
-			// a link to nothing is not an absent file: someone put it there
-			return nil, &fs.PathError{Op: "read", Path: path, Err: ErrDangling}
-		}
-	}
+	f, fi, err := OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: ErrNotRegular}
-	}
 	tooLarge := func(size string) error {
 		return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w (%s; at most %d)", ErrTooLarge, size, max)}
 	}

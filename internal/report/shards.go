@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/verdict"
@@ -90,15 +91,11 @@ func explain(s *results.Shard) (phase, reason, log string) {
 
 // tail is the last n lines of a log (at most 8 KiB of it).
 func tail(path string, n int) string {
-	f, err := os.Open(path)
+	f, fi, err := files.OpenRegular(path) // a FIFO there must not hang the report
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return ""
-	}
 	const most = 8 << 10
 	if fi.Size() > most {
 		f.Seek(fi.Size()-most, io.SeekStart)
