@@ -92,7 +92,7 @@ type Case struct {
 	Runner                         string
 	WorldSize                      int
 	ArgsJSON                       string // json.dumps(args, sort_keys=True), as the key has them
-	ArgsLabel                      string
+	argsText                       string // the args as the manifest writes them: Label reads them when asked
 	// Status is the kept row's: ok, unsupported or error; missing when no attempt wrote one.
 	Status, Message string
 	Attempt         int     // the attempt whose row is kept (0: missing)
@@ -108,8 +108,18 @@ type Case struct {
 // lists what is missing beside what was measured).
 func (c *Case) MissingRow() Row {
 	return Row{Shard: c.Shard, Testlist: c.Testlist, OpType: c.Op, Backend: c.Backend, Cluster: c.Cluster, Runner: c.Runner,
-		WorldSize: c.WorldSize, ArgsKey: c.ArgsJSON, ArgsLabel: c.ArgsLabel, Status: verdict.Missing.String(), Metrics: map[string]float64{},
+		WorldSize: c.WorldSize, ArgsKey: c.ArgsJSON, ArgsLabel: c.Label(), Status: verdict.Missing.String(), Metrics: map[string]float64{},
 		GPUSeconds: c.GPUSeconds, Tries: c.Tries}
+}
+
+// Label is the case's args as a row shows them (Label), made when asked: a run's
+// cases are keyed by the thousand, and only the missing ones are shown by their args.
+func (c *Case) Label() string {
+	v, err := pyjson.Parse([]byte(c.argsText))
+	if o, ok := v.(*pyjson.Object); ok && err == nil {
+		return Label(o)
+	}
+	return ""
 }
 
 // Outcome is the case's verdict: measured, unsupported, error or missing.
@@ -224,41 +234,42 @@ func CellCases(c *manifest.Cell) ([]Case, error) {
 // ShapeCases are the cases of the cell's i-th shape: one per backend of the cell.
 func ShapeCases(c *manifest.Cell, i int) ([]Case, error) {
 	cs := c.Cases[i]
-	op, args, argsJSON, err := shapeArgs(cs.Shape)
+	op, argsText, argsJSON, err := shapeArgs(cs.Shape)
 	if err != nil {
 		return nil, err
 	}
-	if args == nil {
+	if argsJSON == "" {
 		return nil, fmt.Errorf("shard %s case %d: a shape needs a type and an args object", c.ID, i)
 	}
 	out := make([]Case, 0, len(c.Backends))
 	for _, b := range c.Backends {
 		out = append(out, Case{Key: CaseKey(cs.Testlist, op, argsJSON, b, int(c.WorldSize), c.Cluster), Shard: c.ID,
 			Testlist: cs.Testlist, Op: op, Backend: b, Cluster: c.Cluster, Runner: c.Runner, WorldSize: int(c.WorldSize),
-			ArgsJSON: argsJSON, ArgsLabel: Label(args), Status: "missing"})
+			ArgsJSON: argsJSON, argsText: argsText, Status: "missing"})
 	}
 	return out, nil
 }
 
-// shapeArgs is a shape's type, args and args' key text (nil args when it has no args
-// object): decoded from its text as the manifest's outline keeps it, the key written as
-// the args are read.
-func shapeArgs(shape pyjson.Value) (op string, args *pyjson.Object, argsJSON string, err error) {
+// shapeArgs is a shape's type, its args' text as written and their key text ("" when it
+// has no args object): decoded from its text as the manifest's outline keeps it, the key
+// written as the args are read, nothing built.
+func shapeArgs(shape pyjson.Value) (op, argsText, argsJSON string, err error) {
 	raw, ok := shape.(pyjson.Raw)
 	if !ok { // built (a manifest read whole)
 		so, _ := shape.(*pyjson.Object)
 		op, _ = so.String("type")
-		if args, _ = so.Object("args"); args != nil {
+		if args, _ := so.Object("args"); args != nil {
+			argsText = string(pyjson.MustMarshal(args, pyjson.Default))
 			argsJSON = string(pyjson.MustMarshal(args, pyjson.Identity))
 		}
-		return op, args, argsJSON, nil
+		return op, argsText, argsJSON, nil
 	}
 	d, err := pyjson.NewDecoder(raw)
 	if err != nil {
-		return "", nil, "", err
+		return "", "", "", err
 	}
 	if d.Kind() != '{' {
-		return "", nil, "", d.Skip()
+		return "", "", "", d.Skip()
 	}
 	err = d.Object(func(key []byte) error {
 		var err error
@@ -266,7 +277,7 @@ func shapeArgs(shape pyjson.Value) (op string, args *pyjson.Object, argsJSON str
 		case "type":
 			op, _, err = d.Text()
 		case "args":
-			args, argsJSON = nil, ""
+			argsText, argsJSON = "", ""
 			if d.Kind() != '{' {
 				return nil
 			}
@@ -274,17 +285,15 @@ func shapeArgs(shape pyjson.Value) (op string, args *pyjson.Object, argsJSON str
 			if text, err = d.Raw(); err != nil {
 				return err
 			}
-			v, _ := pyjson.Parse(text) // the decoder has checked it
-			args = v.(*pyjson.Object)
-			b, _ := pyjson.Canonical(text)
-			argsJSON = string(b)
+			b, _ := pyjson.Canonical(text) // the decoder has checked it
+			argsText, argsJSON = string(text), string(b)
 		}
 		return err
 	})
 	if err == nil {
 		err = d.End()
 	}
-	return op, args, argsJSON, err
+	return op, argsText, argsJSON, err
 }
 
 // execRows is one execution of a shard being read: what it was asked, what it cost, and
