@@ -213,3 +213,56 @@ func TestRocprofJoinsByTheWholeRange(t *testing.T) {
 		t.Errorf("%d marker files; op 0: %+v; %d unranged", len(marks), res.Cases[0], res.Unranged)
 	}
 }
+
+// Real rocprofv3 output: the samples AMD publishes with rocprofiler-sdk's documentation
+// (testdata/rocprofiler-sdk-docs; its README names the source), in the names rocprofv3
+// gives them under --output-file rank0. They come from separate runs of AMD's examples, so
+// no kernel falls in an opx<index> range: what this holds is that every record of each
+// real file is read by its header's names, unquoted numbers and 16-digit timestamps too.
+func TestRocprofv3SamplesOfTheSDK(t *testing.T) {
+	src := filepath.Join("testdata", "rocprofiler-sdk-docs")
+	root := t.TempDir()
+	pass := filepath.Join(root, "pass", "node", "21228")
+	if err := os.MkdirAll(pass, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"kernel_trace.csv", "marker_api_trace.csv", "counter_collection.csv"} {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(pass, "rank0_"+name), b, 0o644)
+	}
+	// the kernel trace's 8 dispatches, none inside a range of the harness's
+	res := Read(t.Context(), root)
+	if len(res.Cases) != 0 || res.Unranged != 8 || len(res.Problems) != 0 {
+		t.Fatalf("%d cases, %d unranged (want 8), problems %q", len(res.Cases), res.Unranged, res.Problems)
+	}
+	kernels, err := readCSV(t.Context(), filepath.Join(pass, "rank0_kernel_trace.csv"))
+	if err != nil || len(kernels) != 8 {
+		t.Fatalf("kernel trace: %d records, %v", len(kernels), err)
+	}
+	start, ok1 := number(kernels[0]["Start_Timestamp"])
+	end, ok2 := number(kernels[0]["End_Timestamp"])
+	if !ok1 || !ok2 || end-start != 16157 || kernels[0]["Kernel_Name"] != "void addition_kernel<float>(float*, float const*, float const*, int, int)" || kernels[7]["Dispatch_Id"] != "8" {
+		t.Errorf("kernel trace's first record: %v (%v ns)", kernels[0], end-start)
+	}
+	counters, err := readCSV(t.Context(), filepath.Join(pass, "rank0_counter_collection.csv"))
+	if err != nil || len(counters) != 4 {
+		t.Fatalf("counter collection: %d records, %v", len(counters), err)
+	}
+	for _, c := range counters {
+		if v, ok := number(c["Counter_Value"]); !ok || v != 16384 || c["Counter_Name"] != "SQ_WAVES" {
+			t.Errorf("counter record %v", c)
+		}
+	}
+	markers, err := readCSV(t.Context(), filepath.Join(pass, "rank0_marker_api_trace.csv"))
+	if err != nil || len(markers) != 5 || markers[4]["Function"] != "hipLaunchKernel range" || markers[4]["End_Timestamp"] != "1520113901495882" {
+		t.Fatalf("marker trace: %d records %v, %v", len(markers), markers, err)
+	}
+	for _, m := range markers {
+		if rangeIndex(m["Function"]) >= 0 {
+			t.Errorf("%q read as a harness range", m["Function"])
+		}
+	}
+}
