@@ -237,3 +237,30 @@ func TestAMDNullAndOverflowingReadings(t *testing.T) {
 		t.Errorf("1e400: %v, %d GPUs", err, len(f.GPUs))
 	}
 }
+
+// Real nvidia-smi output from another driver generation: `nvidia-smi -q -x` of two Tesla
+// P100s on driver 375.66 (nvsmi_device_v8.dtd), as Apache Hadoop keeps it for its GPU
+// discovery tests (testdata/README.md names the source). Every figure below is read off
+// the file: the GPUs in nvidia-smi's order, their power limit and draw (power_readings),
+// clocks, temperature and ECC; GPU idle is the one reason active (recorded as such), and
+// idle is no slowdown.
+func TestNVIDIADriver375FromHadoop(t *testing.T) {
+	installFakes(t, "nvidia-smi", "enroot")
+	f := take(t, "before", "OPX_FAKE_NVIDIA=nvidia-smi-p100-375-hadoop.xml")
+	if f.Vendor != "nvidia" || f.Driver != "375.66" || len(f.GPUs) != 2 || len(f.Missing) != 0 {
+		t.Fatalf("%+v", f)
+	}
+	g := f.GPUs[0]
+	if g.Index != 0 || g.Model != "Tesla P100-PCIE-12GB" || g.Serial != "0320717030197" || g.UUID != "GPU-28604e81-21ec-cc48-6759-bf2648b22e16" ||
+		g.PowerLimitW != 250 || g.PowerDrawW != 24.84 || g.MaxSMMHz != 1328 || g.SMClockMHz != 405 || g.MemClockMHz != 715 ||
+		g.TemperatureC != 31 || g.ECC != "Enabled" || !slices.Equal(g.Throttle, []string{"gpu_idle"}) {
+		t.Errorf("gpu 0: %+v", g)
+	}
+	g = f.GPUs[1]
+	if g.Index != 1 || g.Serial != "0320717031755" || g.PowerDrawW != 25.54 || g.TemperatureC != 34 {
+		t.Errorf("gpu 1: %+v", g)
+	}
+	if th := Throttled(f, f, 2); len(th.GPUs) != 0 {
+		t.Errorf("an idle GPU read as throttled: %+v", th)
+	}
+}
