@@ -125,7 +125,11 @@ its results, remove its stage. Idempotent; exits 1 when nothing was found to rec
 			if !ok || !ok2 {
 				return fmt.Errorf("unknown runner %s (known: %v)", runner, reg.Labels())
 			}
-			n, err := shard.Recover(c.Context(), newSlurm(env), artifacts, runID, r, platform.Operator(entry), env.getenv, seconds)
+			st, err := platform.StorageOf(runner, entry)
+			if err != nil {
+				return err
+			}
+			n, err := shard.Recover(c.Context(), newSlurm(env), artifacts, runID, r, st, env.getenv, seconds)
 			if err != nil {
 				return err
 			}

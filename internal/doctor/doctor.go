@@ -385,7 +385,11 @@ func (d *doc) helperCaps(bin string) {
 
 // storage checks the stage base the runner's entry chooses, as execute will.
 func (d *doc) storage() {
-	base, err := shard.StageBase(platform.Operator(d.o.Entry), d.o.Runner, d.o.Getenv)
+	st, err := platform.StorageOf(d.o.Runner.Label, d.o.Entry)
+	base := ""
+	if err == nil {
+		base, err = shard.StageBase(st, d.o.Runner, d.o.Getenv)
+	}
 	if err != nil {
 		d.add(Finding{Check: "storage root", Status: Fail, Detail: err.Error(),
 			Fix: "set operator.stage_dir (or storage_roots) in the platform config to a directory shared with the compute nodes"})

@@ -347,15 +347,69 @@ func merge(base, own *pyjson.Object) *pyjson.Object {
 	return merged
 }
 
+// Storage is where a runner's shards may be staged, from its operator profile, typed:
+// the seed's shared_base reads these (docs/seed-spec.md §3.8).
+type Storage struct {
+	StageDir  string // operator.stage_dir ("" when unset, empty or null)
+	SquashDir string // operator.squash_dir (the same)
+	// Roots is operator.storage_roots: nil when it is not there, empty when it is an
+	// empty list.
+	Roots []string
+}
+
+// StorageOf reads the storage fields of a platform entry (as Entry returns it, merged). A
+// field of the wrong type is an error naming it, where the seed would fail later on the
+// node or take a number for a path.
+func StorageOf(label string, entry *pyjson.Object) (Storage, error) {
+	op := Operator(entry)
+	var st Storage
+	text := func(key string) (string, error) {
+		v, ok := op.Get(key)
+		if !ok || v == nil {
+			return "", nil
+		}
+		s, isText := v.(string)
+		if !isText {
+			return "", fmt.Errorf("platform entry for %s: operator.%s is %s, not a path", label, key, pyjson.TypeName(v))
+		}
+		return s, nil
+	}
+	var err error
+	if st.StageDir, err = text("stage_dir"); err != nil {
+		return st, err
+	}
+	if st.SquashDir, err = text("squash_dir"); err != nil {
+		return st, err
+	}
+	if v, ok := op.Get("storage_roots"); ok && v != nil {
+		list, isList := v.([]pyjson.Value)
+		if !isList {
+			return st, fmt.Errorf("platform entry for %s: operator.storage_roots is %s, not a list of paths", label, pyjson.TypeName(v))
+		}
+		st.Roots = make([]string, 0, len(list))
+		for i, r := range list {
+			root, isText := r.(string)
+			if !isText {
+				return st, fmt.Errorf("platform entry for %s: operator.storage_roots[%d] is %s, not a path", label, i, pyjson.TypeName(r))
+			}
+			st.Roots = append(st.Roots, root)
+		}
+	}
+	return st, nil
+}
+
 // Entry is a runner's merged platform entry, typed and checked once: what execute needs
 // of it to allocate and run a shard.
 type Entry struct {
 	Runner        Runner
 	GPUsPerNode   int64
 	ImagePlatform string
-	Container     string         // "pyxis" or "none"
-	Operator      *pyjson.Object // the operator profile as merged (storage roots are read from it)
-	Partition     string         // "" on the local runner
+	Container     string  // "pyxis" or "none"
+	Storage       Storage // where its shards are staged
+	// Peaks is operator.peaks, the site's figures for %SOL (nil when it declares none): a
+	// JSON object execution.json carries as it is, checked by sol.Override.
+	Peaks     *pyjson.Object
+	Partition string // "" on the local runner
 	// SallocFlags are --account, --qos and --exclude from the profile, as the seed writes them.
 	SallocFlags     []string
 	CPUsPerNode     int64 // operator.cpus_per_node; AMD runners need it
@@ -371,27 +425,32 @@ func (g *Registry) Lookup(label string) (e *Entry, ok bool, err error) {
 	if !ok1 || !ok2 {
 		return nil, false, nil
 	}
-	e = &Entry{Runner: runner, Operator: Operator(raw), Container: ContainerMode(label, raw)}
+	op := Operator(raw)
+	e = &Entry{Runner: runner, Container: ContainerMode(label, raw)}
+	if e.Storage, err = StorageOf(label, raw); err != nil {
+		return nil, true, err
+	}
+	e.Peaks, _ = op.Object("peaks")
 	gpus, _ := raw.Get("gpus_per_node")
 	n, isInt := gpus.(pyjson.Int)
 	if e.GPUsPerNode, ok = n.Int64(); !isInt || !ok {
 		return nil, true, fmt.Errorf("platform entry for %s needs an integer gpus_per_node", label)
 	}
 	e.ImagePlatform, _ = raw.String("image_platform")
-	e.EnrootCachePath, _ = e.Operator.String("enroot_cache_path")
+	e.EnrootCachePath, _ = op.String("enroot_cache_path")
 	if label == Local {
 		return e, true, nil
 	}
-	if e.Partition, ok = e.Operator.String("partition"); !ok {
+	if e.Partition, ok = op.String("partition"); !ok {
 		return nil, true, fmt.Errorf("platform entry for %s has no operator.partition", label)
 	}
 	for _, f := range [][2]string{{"account", "account"}, {"qos", "qos"}, {"exclude_nodes", "exclude"}} {
-		if v, _ := e.Operator.Get(f[0]); pyjson.Truthy(v) {
+		if v, _ := op.Get(f[0]); pyjson.Truthy(v) {
 			e.SallocFlags = append(e.SallocFlags, "--"+f[1]+"="+strings.Trim(string(pyjson.MustMarshal(v, pyjson.Default)), `"`))
 		}
 	}
 	if runner.AMD() {
-		cpus, _ := e.Operator.Get("cpus_per_node")
+		cpus, _ := op.Get("cpus_per_node")
 		n, isInt := cpus.(pyjson.Int)
 		if e.CPUsPerNode, ok = n.Int64(); !isInt || !ok {
 			return nil, true, fmt.Errorf("platform entry for %s needs an integer operator.cpus_per_node", label)
@@ -404,7 +463,8 @@ func (g *Registry) Lookup(label string) (e *Entry, ok bool, err error) {
 // runner and doctor fails it, both in these words, before any node is allocated:
 // gpus_per_node (an integer), image_platform, operator.partition (but for the local
 // runner), operator.cpus_per_node on AMD runners (their salloc gets
-// --cpus-per-task=cpus_per_node/gpus_per_node), and a container mode of pyxis or none.
+// --cpus-per-task=cpus_per_node/gpus_per_node), a container mode of pyxis or none, and
+// storage paths (stage_dir, squash_dir, storage_roots) that are text.
 func Missing(r Runner, e *pyjson.Object) []string {
 	isInt := func(v pyjson.Value) bool { _, ok := v.(pyjson.Int); return ok }
 	var missing []string
@@ -429,6 +489,10 @@ func Missing(r Runner, e *pyjson.Object) []string {
 	}
 	if m := ContainerMode(r.Label, e); m != "pyxis" && m != "none" {
 		missing = append(missing, fmt.Sprintf("operator.container (%q is neither pyxis nor none)", m))
+	}
+	if _, err := StorageOf(r.Label, e); err != nil {
+		_, field, _ := strings.Cut(err.Error(), ": ") // the field and what it is, without the runner
+		missing = append(missing, field)
 	}
 	return missing
 }

@@ -9,6 +9,7 @@ import (
 	"testing/fstest"
 
 	"github.com/semianalysis/opx/internal/catalog"
+	"github.com/semianalysis/opx/internal/pyjson"
 )
 
 func TestEmbeddedRegistry(t *testing.T) {
@@ -158,5 +159,48 @@ func TestOverlayOnTheEmbeddedBase(t *testing.T) {
 	}
 	if _, ok := g.Runner("cluster:lab-x"); !ok {
 		t.Error("the site's custom runner is missing")
+	}
+}
+
+// The storage fields are typed where the config is read: a path that is not text is an
+// error naming the field (it was a root of "" or silently skipped), null and "" are unset,
+// and storage_roots absent is nil while an empty list is empty (SharedBase tells them
+// apart, as the seed does).
+func TestStorageOf(t *testing.T) {
+	entry := func(op string) *pyjson.Object {
+		v, err := pyjson.Parse([]byte(`{"operator": ` + op + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(*pyjson.Object)
+	}
+	st, err := StorageOf("cluster:x", entry(`{"stage_dir": "/s", "squash_dir": null, "storage_roots": ["/a", "/b"]}`))
+	if err != nil || st.StageDir != "/s" || st.SquashDir != "" || len(st.Roots) != 2 || st.Roots[1] != "/b" {
+		t.Errorf("%+v %v", st, err)
+	}
+	if st, err := StorageOf("cluster:x", entry(`{"stage_dir": ""}`)); err != nil || st.StageDir != "" || st.Roots != nil {
+		t.Errorf("unset: %+v %v", st, err)
+	}
+	if st, err := StorageOf("cluster:x", entry(`{"storage_roots": []}`)); err != nil || st.Roots == nil || len(st.Roots) != 0 {
+		t.Errorf("an empty list: %+v %v", st, err)
+	}
+	for op, want := range map[string]string{
+		`{"stage_dir": 5}`:               "platform entry for cluster:x: operator.stage_dir is integer, not a path",
+		`{"squash_dir": ["/a"]}`:         "operator.squash_dir is array, not a path",
+		`{"storage_roots": "/a"}`:        "operator.storage_roots is string, not a list of paths",
+		`{"storage_roots": ["/a", 1.5]}`: "operator.storage_roots[1] is number, not a path",
+	} {
+		if _, err := StorageOf("cluster:x", entry(op)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", op, err, want)
+		}
+	}
+}
+
+// plan and doctor refuse a storage path that is not text in the same words (Missing).
+func TestMissingNamesAStoragePathThatIsNotText(t *testing.T) {
+	v, _ := pyjson.Parse([]byte(`{"gpus_per_node": 8, "image_platform": "linux/amd64", "operator": {"partition": "p", "storage_roots": ["/a", 2]}}`))
+	got := Missing(Runner{Label: "cluster:x"}, v.(*pyjson.Object))
+	if len(got) != 1 || got[0] != "operator.storage_roots[1] is integer, not a path" {
+		t.Errorf("missing %q", got)
 	}
 }

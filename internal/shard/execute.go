@@ -117,7 +117,7 @@ func prepare(ctx context.Context, o Options) (*execution, error) {
 		// beyond the seed: refuse before allocating, not on the node after the wait
 		return nil, fmt.Errorf("shard %s in %s has no image digest for %s (digest %s); plan resolves one: plan again", o.Shard, o.Manifest, cell.Image, pyjson.Repr(cell.Digest))
 	}
-	base, err := StageBase(entry.Operator, entry.Runner, o.Getenv)
+	base, err := StageBase(entry.Storage, entry.Runner, o.Getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -192,8 +192,8 @@ func checkEntry(o Options, cell *manifest.Cell) (*platform.Entry, error) {
 	if err := cell.Check(); err != nil {
 		return nil, fmt.Errorf("shard %s in %s: %v", o.Shard, o.Manifest, err)
 	}
-	if pk, ok := entry.Operator.Object("peaks"); ok {
-		if _, err := sol.Override(sol.Peaks[sol.Family(cell.Runner)], pk); err != nil {
+	if entry.Peaks != nil {
+		if _, err := sol.Override(sol.Peaks[sol.Family(cell.Runner)], entry.Peaks); err != nil {
 			return nil, fmt.Errorf("platform entry for %s: %v", cell.Runner, err)
 		}
 	}
@@ -226,7 +226,7 @@ func (r *execution) perform(ctx context.Context) (err error) {
 		return err
 	}
 	ex := &manifest.Execution{Cell: r.cell, SourceSHA: o.SourceSHA, RunID: o.RunID, Attempt: o.Attempt, Stage: r.stage, Token: r.token}
-	ex.Peaks, _ = r.entry.Operator.Object("peaks")
+	ex.Peaks = r.entry.Peaks
 	if err := ex.Write(filepath.Join(r.root, "execution.json")); err != nil {
 		os.RemoveAll(r.stage)
 		return err

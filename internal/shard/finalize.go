@@ -161,8 +161,8 @@ func copyFile(src, dst string) error {
 // Recover is the seed's recover (docs/seed-spec.md §11): finalize every execution of run_id on this
 // runner found under artifacts, after checking it belongs here. Beyond the seed it also
 // recovers the local runner's executions (their stage base is StageBase's).
-func Recover(ctx context.Context, s *Slurm, artifacts, runID string, runner platform.Runner, profile *pyjson.Object, getenv func(string) string, cleanupSeconds int) (int, error) {
-	base, err := StageBase(profile, runner, getenv)
+func Recover(ctx context.Context, s *Slurm, artifacts, runID string, runner platform.Runner, st platform.Storage, getenv func(string) string, cleanupSeconds int) (int, error) {
+	base, err := StageBase(st, runner, getenv)
 	if err != nil {
 		return 0, err
 	}

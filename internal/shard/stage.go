@@ -17,7 +17,6 @@ import (
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/platform"
-	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/safe"
 )
 
@@ -57,8 +56,8 @@ func checkStage(ex *manifest.Execution) error {
 
 // StageBase is where execute stages a shard: SharedBase, except that the local runner
 // stages under the system temp dir unless its entry says otherwise.
-func StageBase(profile *pyjson.Object, runner platform.Runner, getenv func(string) string) (string, error) {
-	base, err := SharedBase(profile, runner, getenv)
+func StageBase(st platform.Storage, runner platform.Runner, getenv func(string) string) (string, error) {
+	base, err := SharedBase(st, runner, getenv)
 	if runner.Label == platform.Local && err != nil {
 		tmp := getenv("TMPDIR") // os.TempDir's rule, from the environment opx was given
 		if tmp == "" {
@@ -73,12 +72,11 @@ func StageBase(profile *pyjson.Object, runner platform.Runner, getenv func(strin
 }
 
 // SharedBase is the seed's shared_base (docs/seed-spec.md §3.8): <first usable root>/.operatorx-<uid>.
-func SharedBase(profile *pyjson.Object, runner platform.Runner, getenv func(string) string) (string, error) {
+func SharedBase(st platform.Storage, runner platform.Runner, getenv func(string) string) (string, error) {
 	var roots []string
 	switch {
-	case pyjson.Truthy(get(profile, "stage_dir")):
-		s, _ := profile.String("stage_dir")
-		roots = []string{s}
+	case st.StageDir != "":
+		roots = []string{st.StageDir}
 	case runner.AMD():
 		rt := getenv("RUNNER_TEMP")
 		if rt == "" {
@@ -95,20 +93,13 @@ func SharedBase(profile *pyjson.Object, runner platform.Runner, getenv func(stri
 			return "", fmt.Errorf("looking up this account's home: %w", err)
 		}
 		roots = []string{u.HomeDir}
-	case pyjson.Truthy(get(profile, "squash_dir")):
-		s, _ := profile.String("squash_dir")
-		roots = []string{filepath.Dir(s)}
+	case st.SquashDir != "":
+		roots = []string{filepath.Dir(st.SquashDir)}
 	default:
-		v, ok := profile.Get("storage_roots")
-		arr, isArr := v.([]pyjson.Value)
-		if !ok || !isArr {
+		if st.Roots == nil {
 			return "", fmt.Errorf("platform entry for %s has no operator.storage_roots, stage_dir or squash_dir", runner.Label)
 		}
-		for _, r := range arr {
-			if s, ok := r.(string); ok {
-				roots = append(roots, s)
-			}
-		}
+		roots = st.Roots
 	}
 	var why []string
 	for _, r := range roots {
@@ -133,8 +124,6 @@ func SharedBase(profile *pyjson.Object, runner platform.Runner, getenv func(stri
 	}
 	return "", fmt.Errorf("no writable shared storage root configured for this runner (%s)", strings.Join(why, "; ")) // ci.py's words, and why
 }
-
-func get(o *pyjson.Object, k string) pyjson.Value { v, _ := o.Get(k); return v }
 
 // writable is the seed's os.access(W_OK | X_OK): it asks the kernel, creating nothing
 // (execute --dry-run must not touch storage).
