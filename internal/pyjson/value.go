@@ -257,3 +257,26 @@ func ParseInt(s string) (int64, error) {
 	}
 	return 0, fmt.Errorf("invalid literal for int() with base 10: %s", Repr(s))
 }
+
+// Scalar is a value as text, for a message or a label: a string as itself, null, true and
+// false, an integer as written, a float as Python writes it; an object or a list as
+// compact JSON.
+func Scalar(v Value) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case nil:
+		return "null"
+	case bool:
+		return strconv.FormatBool(x)
+	case Int:
+		return string(x)
+	case float64:
+		return FloatRepr(x)
+	}
+	b, err := Marshal(v, Default)
+	if err != nil {
+		return "?"
+	}
+	return string(b)
+}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/semianalysis/opx/internal/counters"
-	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/fingerprint"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/pyjson"
@@ -307,7 +306,8 @@ type execRows struct {
 	throttled string
 	before    *fingerprint.Fingerprint
 	after     *fingerprint.Fingerprint
-	status    *pyjson.Object   // status.json, nil when absent
+	status    *manifest.Status // status.json, nil when absent or unreadable
+	statusErr error            // why status.json could not be read
 	exited0   bool             // status.json says exit 0
 	counters  *counters.Result // counters mode: results/counters read
 }
@@ -344,21 +344,14 @@ func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*ex
 		e.att.SetAside = append(e.att.SetAside, e.counters.Problems...)
 	}
 	e.throttled = fingerprint.Throttled(e.before, e.after, int(exe.Cell.WorldSize)).String()
-	if v, err := files.ReadJSON(ctx, filepath.Join(ex.Dir, "status.json")); err == nil {
-		o, _ := v.(*pyjson.Object)
-		if o == nil {
-			o = pyjson.NewObject() // not an object: the attempt did not succeed
-		}
-		e.status = o
-		code, _ := o.Get("exit_code")
-		e.exited0 = summary.ExitZero(code)
+	// a status.json that cannot be read fails the run only when it is the counted
+	// execution's (readShard); an older attempt's is judged as not ended
+	if e.status, e.statusErr = manifest.ReadStatus(ctx, filepath.Join(ex.Dir, manifest.StatusFile)); e.status != nil {
+		e.exited0 = e.status.Exited0
 		e.att.Exited0 = e.exited0
 		e.att.Outcome = verdict.Failed // settled over its cases by settleShard
-		if f, ok := o.Object("failure"); ok {
-			ph, _ := f.String("phase")
-			msg, _ := f.String("message")
-			e.att.Failure = strings.TrimPrefix(ph+": "+msg, ": ")
-		}
+		f := e.status.Failure
+		e.att.Failure = strings.TrimPrefix(f.Phase+": "+f.Message, ": ")
 	}
 	acct, err := manifest.ReadAccounting(ctx, filepath.Join(ex.Dir, manifest.AccountingFile))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -21,6 +21,7 @@ import (
 	"github.com/semianalysis/opx/internal/counters"
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/fingerprint"
+	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/par"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/safe"
@@ -291,12 +292,12 @@ type shardRead struct {
 // readShard reads every file of every execution of a shard: execution.json (already
 // parsed by summary.Find), status, accounting, fingerprints and counters, then each
 // execution's results files, oldest attempt first.
-func readShard(ctx context.Context, s *summary.Shard, manifest string, lean bool) (*shardRead, error) {
+func readShard(ctx context.Context, s *summary.Shard, manifestPath string, lean bool) (*shardRead, error) {
 	r := &shardRead{w: &walked{sh: Shard{Shard: *s, Software: map[string]string{}}, hosts: map[string]bool{}, versions: map[string]bool{}}}
 	r.w.sh.Cell = nil
 	var err error
 	if r.cases, err = CellCases(s.Cell); err != nil { // keyed here, on every core
-		return nil, fmt.Errorf("%s: %v", manifest, err)
+		return nil, fmt.Errorf("%s: %v", manifestPath, err)
 	}
 	for _, ex := range s.Executions {
 		e, err := readAttempt(ctx, s.ID, ex)
@@ -322,10 +323,14 @@ func readShard(ctx context.Context, s *summary.Shard, manifest string, lean bool
 		if err != nil {
 			return nil, err
 		}
-		if e.ex.Dir == s.Dir {
-			if r.ended, r.exit0, err = summary.Ended(ctx, e.ex.Dir); err != nil {
-				return nil, err
+		if e.ex.Dir == s.Dir { // the counted execution's status must be readable
+			if e.statusErr != nil {
+				return nil, e.statusErr
 			}
+			if e.status != nil && !e.status.HasExitCode {
+				return nil, fmt.Errorf("%s: status file has no exit_code", filepath.Join(e.ex.Dir, manifest.StatusFile))
+			}
+			r.ended, r.exit0 = e.status != nil, e.status != nil && e.status.Exited0
 		}
 	}
 	return r, nil
@@ -440,17 +445,12 @@ func readMeta(sh *Shard, e *execRows) error {
 	}
 	sh.Before, sh.After = e.before, e.after
 	sh.Throttle = fingerprint.Throttled(sh.Before, sh.After, sh.WorldSize)
-	if o := e.status; o != nil {
+	if st := e.status; st != nil {
 		sh.HasStatus = true
-		if x, ok := o.Get("exit_code"); ok {
-			sh.ExitCode = scalar(x)
-		}
-		if f, ok := o.Object("failure"); ok {
-			sh.FailPhase, _ = f.String("phase")
-			sh.FailMessage, _ = f.String("message")
-			if l, _ := f.String("log"); files.SafeName(l) {
-				sh.FailLog = l
-			}
+		sh.ExitCode = st.ExitCode
+		sh.FailPhase, sh.FailMessage = st.Failure.Phase, st.Failure.Message
+		if files.SafeName(st.Failure.Log) {
+			sh.FailLog = st.Failure.Log
 		}
 	}
 	return nil
@@ -482,7 +482,7 @@ func readResults(f *summary.ResultsFile, w *walked, lean bool) []Row {
 		w.versions[f.Run.Version] = true
 	}
 	for _, m := range f.Run.Software {
-		sh.Software[m.Key] = scalar(m.Value)
+		sh.Software[m.Key] = pyjson.Scalar(m.Value)
 	}
 	out := make([]Row, len(f.Rows))
 	for i := range f.Rows {
@@ -558,28 +558,8 @@ func label(b *strings.Builder, prefix string, o *pyjson.Object) {
 		b.WriteString(prefix)
 		b.WriteString(m.Key)
 		b.WriteByte('=')
-		b.WriteString(scalar(m.Value))
+		b.WriteString(pyjson.Scalar(m.Value))
 	}
-}
-
-func scalar(v pyjson.Value) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case nil:
-		return "null"
-	case bool:
-		return strconv.FormatBool(x)
-	case pyjson.Int:
-		return string(x)
-	case float64:
-		return pyjson.FloatRepr(x)
-	}
-	b, err := pyjson.Marshal(v, pyjson.Default)
-	if err != nil {
-		return "?"
-	}
-	return string(b)
 }
 
 // invalid says why an ok row's metrics are no measurement (verdict.Invalid): its headline
@@ -610,9 +590,9 @@ func invalid(ms *pyjson.Object) string {
 	case float64:
 		f = x
 	default:
-		return fmt.Sprintf("invalid measurement: %s is %s, not a number", name, safe.OneLine(scalar(raw)))
+		return fmt.Sprintf("invalid measurement: %s is %s, not a number", name, safe.OneLine(pyjson.Scalar(raw)))
 	}
-	return verdict.Invalid(name, f, scalar(raw), true)
+	return verdict.Invalid(name, f, pyjson.Scalar(raw), true)
 }
 
 func number(v pyjson.Value) (float64, bool) {

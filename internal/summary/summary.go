@@ -21,7 +21,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/par"
 	"github.com/semianalysis/opx/internal/pyjson"
@@ -166,12 +165,6 @@ func Results(ctx context.Context, dir string, what Decode, each func(path string
 	})
 }
 
-// Ended reads how an execution ended: whether it has a status.json, and whether that says
-// exit_code 0.
-func Ended(ctx context.Context, dir string) (ended, exited0 bool, err error) {
-	return exitCode(ctx, filepath.Join(dir, "status.json"))
-}
-
 type found struct {
 	attempt    int
 	dir        string
@@ -281,45 +274,6 @@ func pyStr(v pyjson.Value) string {
 		return "False"
 	}
 	return string(pyjson.MustMarshal(v, pyjson.Default))
-}
-
-// exitCode reports whether status.json exists and whether it says exit_code 0 (Python's
-// == 0: 0, 0.0, -0.0 and false are all zero).
-func exitCode(ctx context.Context, path string) (ended, zero bool, err error) {
-	v, err := files.ReadJSON(ctx, path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, false, nil
-	}
-	if err != nil {
-		var se *pyjson.SyntaxError
-		if errors.As(err, &se) {
-			return false, false, fmt.Errorf("%s: not a status file: %v", path, se)
-		}
-		return false, false, err
-	}
-	o, ok := v.(*pyjson.Object)
-	if !ok {
-		return false, false, fmt.Errorf("%s: not a status file: a status file is a JSON object", path)
-	}
-	x, ok := o.Get("exit_code")
-	if !ok {
-		return false, false, fmt.Errorf("%s: status file has no exit_code", path)
-	}
-	return true, ExitZero(x), nil
-}
-
-// ExitZero is whether status.json's exit_code is zero as the seed tests it (Python's
-// == 0: 0, 0.0, -0.0 and false are all zero; a string or null is not).
-func ExitZero(x pyjson.Value) bool {
-	switch n := x.(type) {
-	case pyjson.Int:
-		return n.Big().Sign() == 0
-	case float64:
-		return n == 0
-	case bool:
-		return !n
-	}
-	return false
 }
 
 // RowsIn counts the result rows in the *.json files under dir, skipping files that are

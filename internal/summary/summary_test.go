@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/semianalysis/opx/internal/manifest"
 )
 
 // tree writes a manifest of two one-shape shards and executions of them under artifacts:
@@ -49,8 +51,8 @@ func TestFindChoosesTheNewestAttempt(t *testing.T) {
 	if err := Results(t.Context(), s.Dir, OnlyStatuses, func(path string, f *ResultsFile) error { files++; return nil }); err != nil || files != 1 {
 		t.Errorf("Results: %v, %d files", err, files)
 	}
-	if ended, exit0, err := Ended(t.Context(), s.Dir); !ended || !exit0 || err != nil {
-		t.Errorf("Ended: %v %v %v", ended, exit0, err)
+	if st, err := manifest.ReadStatus(t.Context(), filepath.Join(s.Dir, manifest.StatusFile)); err != nil || st == nil || !st.Exited0 {
+		t.Errorf("status: %+v %v", st, err)
 	}
 	if n := RowsIn(t.Context(), a); n != 4 {
 		t.Errorf("RowsIn: %d, want 4", n)
@@ -70,9 +72,5 @@ func TestFindRefusesForeignOrBrokenExecutions(t *testing.T) {
 		if _, err := Find(t.Context(), m, a); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.execs, err, c.want)
 		}
-	}
-	m, a := tree(t, map[string][4]string{"x": {"a", "1", "7", `[1]`}})
-	if _, _, err := Ended(t.Context(), filepath.Join(a, "x")); err == nil || !strings.Contains(err.Error(), "not a status file") {
-		t.Errorf("a status.json that is no object: %v (%s)", err, m)
 	}
 }
