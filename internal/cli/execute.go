@@ -28,8 +28,9 @@ func newExecuteCmd(env Env) *cobra.Command {
 import the image on it (pyxis runners), run one rank per GPU, and — whatever happens:
 success, a failing benchmark, a cancelled workflow — cancel the allocation, confirm it is
 gone, collect every result row and remove the stage. Interrupted by SIGINT, SIGTERM or
-SIGHUP it cleans up and exits 128+n. The allocation carries a token (--comment) so that
-finalize and recover find it even if execute was killed outright.
+SIGHUP it cleans up and exits 128+n; a second signal ends a cleanup still waiting for the
+allocation to go, keeping the output and stage for finalize. The allocation carries a
+token (--comment) so that finalize and recover find it even if execute was killed outright.
 
 Recipe shards get their checkpoint's config.json from $HF_ENDPOINT (default
 https://huggingface.co) into the stage; OPERATORX_MODEL_CONFIG is set only when it came.
@@ -89,7 +90,9 @@ func newFinalizeCmd(env Env) *cobra.Command {
 		Long: `Repeat execute's cleanup: cancel every allocation named in allocation.log or tagged with
 the shard's token, poll until Slurm no longer lists it, copy the stage's results into the
 output directory and remove the stage. Safe to run again; a missing output is a no-op.
-A stage it cannot prove is ours is kept, with the reason.`,
+A stage it cannot prove is ours is kept, with the reason. With the controller down it
+still removes a stage that provably never had a job (no allocation.log, or salloc's own
+refusal and no job named); a signal ends it, keeping what it has not confirmed.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return shard.Finalize(c.Context(), newSlurm(env), output, seconds)

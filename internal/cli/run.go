@@ -65,7 +65,12 @@ share of the GPU-hours.
 --resume DIR pays for each case once: it finalizes the executions that run left
 unfinished (killed: their allocations cancelled, checkpointed rows collected), then runs
 the next attempt holding only the cases with no ok or unsupported row (it logs each one
-and why), into DIR/shards/<shard>.attempt-N, and summarizes the whole run again.`
+and why), into DIR/shards/<shard>.attempt-N, and summarizes the whole run again.
+
+Ctrl-C (or SIGTERM) stops cleanly: no new shard starts, the running ones cancel their
+allocations and save their rows, what finished is summarized, and the last line is the
+opx run --resume that runs only what is missing. A second Ctrl-C stops at once: a shard
+whose allocation is not yet confirmed gone keeps its output and stage for opx finalize.`
 
 func newRunCmd(env Env) *cobra.Command {
 	o := &runOptions{plan: planOptions{Runner: "local", Backends: "cpu", Testlists: "cpu_smoke", WorldSizes: "1"}}
