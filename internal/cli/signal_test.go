@@ -5,19 +5,19 @@ import (
 	"errors"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/semianalysis/opx/internal/proc"
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 // The handlers are in place when SignalContext returns: a signal at once cancels the
 // context with the SignalError that gives the exit code (before, they were armed in the
 // background and a signal in the first milliseconds killed opx with its default action).
 func TestSignalContextIsArmedAtOnce(t *testing.T) {
-	var said syncBuffer
+	var said testenv.Buffer
 	ctx, stop := SignalContext(context.Background(), &said, syscall.SIGHUP)
 	defer stop()
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
@@ -80,21 +80,4 @@ func TestCleanupOutlivesTheFirstSignalOnly(t *testing.T) {
 	if c2.Err() == nil {
 		t.Fatal("done did not end the cleanup")
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

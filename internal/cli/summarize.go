@@ -62,13 +62,12 @@ go to stderr, one line.`,
 			if table {
 				run.Ledger.Markdown(env.Stdout)
 			}
-			aside := run.Ledger.SetAside()
-			for i, s := range aside {
-				if i == results.MostSetAside {
-					fmt.Fprintf(env.Stderr, "opx summarize: … and %d more set aside (the report lists them)\n", len(aside)-i)
-					break
-				}
+			aside, more := run.Ledger.SetAside()
+			for _, s := range aside {
 				fmt.Fprintf(env.Stderr, "opx summarize: set aside (the attempt is judged without it): %s\n", safe.Text(s))
+			}
+			if more > 0 {
+				fmt.Fprintf(env.Stderr, "opx summarize: … and %d more set aside\n", more)
 			}
 			fmt.Fprintf(env.Stderr, "opx summarize: %s; ledger: %s\n", run.Ledger.Line(), cases)
 			if !rep.Success {

@@ -361,6 +361,15 @@ type Storage struct {
 // field of the wrong type is an error naming it, where the seed would fail later on the
 // node or take a number for a path.
 func StorageOf(label string, entry *pyjson.Object) (Storage, error) {
+	st, err := storageOf(entry)
+	if err != nil {
+		return st, fmt.Errorf("platform entry for %s: %w", label, err)
+	}
+	return st, nil
+}
+
+// storageOf is StorageOf, its error naming the field alone.
+func storageOf(entry *pyjson.Object) (Storage, error) {
 	op := Operator(entry)
 	var st Storage
 	text := func(key string) (string, error) {
@@ -370,7 +379,7 @@ func StorageOf(label string, entry *pyjson.Object) (Storage, error) {
 		}
 		s, isText := v.(string)
 		if !isText {
-			return "", fmt.Errorf("platform entry for %s: operator.%s is %s, not a path", label, key, pyjson.TypeName(v))
+			return "", fmt.Errorf("operator.%s is %s, not a path", key, pyjson.TypeName(v))
 		}
 		return s, nil
 	}
@@ -384,13 +393,13 @@ func StorageOf(label string, entry *pyjson.Object) (Storage, error) {
 	if v, ok := op.Get("storage_roots"); ok && v != nil {
 		list, isList := v.([]pyjson.Value)
 		if !isList {
-			return st, fmt.Errorf("platform entry for %s: operator.storage_roots is %s, not a list of paths", label, pyjson.TypeName(v))
+			return st, fmt.Errorf("operator.storage_roots is %s, not a list of paths", pyjson.TypeName(v))
 		}
 		st.Roots = make([]string, 0, len(list))
 		for i, r := range list {
 			root, isText := r.(string)
 			if !isText {
-				return st, fmt.Errorf("platform entry for %s: operator.storage_roots[%d] is %s, not a path", label, i, pyjson.TypeName(r))
+				return st, fmt.Errorf("operator.storage_roots[%d] is %s, not a path", i, pyjson.TypeName(r))
 			}
 			st.Roots = append(st.Roots, root)
 		}
@@ -490,9 +499,8 @@ func Missing(r Runner, e *pyjson.Object) []string {
 	if m := ContainerMode(r.Label, e); m != "pyxis" && m != "none" {
 		missing = append(missing, fmt.Sprintf("operator.container (%q is neither pyxis nor none)", m))
 	}
-	if _, err := StorageOf(r.Label, e); err != nil {
-		_, field, _ := strings.Cut(err.Error(), ": ") // the field and what it is, without the runner
-		missing = append(missing, field)
+	if _, err := storageOf(e); err != nil {
+		missing = append(missing, err.Error())
 	}
 	return missing
 }

@@ -16,8 +16,8 @@ type costView struct {
 	Attempts    []attemptRow
 	Missing     []missingRow
 	MoreMissing int
-	// SetAside is the attempts' evidence that could not be read (results.Ledger.SetAside),
-	// the first MostSetAside of it; MoreSetAside counts the rest.
+	// SetAside is the attempts' evidence that could not be read (results.Ledger.SetAside):
+	// the first of it, and how many more.
 	SetAside     []string
 	MoreSetAside int
 }
@@ -59,10 +59,7 @@ func cost(run *results.Run) costView {
 		v.Missing = append(v.Missing, missingRow{Key: c.Key, Status: c.Status, Message: safe.Trunc(c.Message, 300)})
 	}
 	v.MoreMissing = l.MoreMissing
-	v.SetAside = l.SetAside()
-	if n := len(v.SetAside); n > results.MostSetAside {
-		v.SetAside, v.MoreSetAside = v.SetAside[:results.MostSetAside], n-results.MostSetAside
-	}
+	v.SetAside, v.MoreSetAside = l.SetAside()
 	return v
 }
 

@@ -323,14 +323,13 @@ func (l *Ledger) Markdown(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| %s | %d / %d | %d | %d | %s | %s | %.0f |\n", safe.Text(id), a.t.Measured, a.t.Cases(), a.t.Unsupported, a.attempts, gpu, Hours(a.failed), a.wait)
 	}
-	if aside := l.SetAside(); len(aside) > 0 {
-		fmt.Fprintf(w, "\n**Evidence set aside** (%d: each attempt is judged without it):\n\n", len(aside))
-		for i, s := range aside {
-			if i == MostSetAside {
-				fmt.Fprintf(w, "- … and %d more\n", len(aside)-i)
-				break
-			}
+	if aside, more := l.SetAside(); len(aside) > 0 {
+		fmt.Fprintf(w, "\n**Evidence set aside** (%d: each attempt is judged without it):\n\n", len(aside)+more)
+		for _, s := range aside {
 			fmt.Fprintf(w, "- %s\n", safe.Markdown(s))
+		}
+		if more > 0 {
+			fmt.Fprintf(w, "- … and %d more\n", more)
 		}
 	}
 }
@@ -338,14 +337,18 @@ func (l *Ledger) Markdown(w io.Writer) {
 // MostSetAside is how many pieces of evidence set aside a summary lists by itself.
 const MostSetAside = 20
 
-// SetAside is every attempt's evidence that could not be read, as "shard S, attempt N:
-// FILE: why", paths relative to the attempt's directory; shard order, oldest attempt first.
-func (l *Ledger) SetAside() []string {
-	var out []string
+// SetAside is the attempts' evidence that could not be read, as "shard S, attempt N:
+// FILE: why", paths relative to the attempt's directory, shard order, oldest attempt
+// first: the first MostSetAside of it, and how many more there are.
+func (l *Ledger) SetAside() (shown []string, more int) {
 	for _, a := range l.Attempts {
 		for _, s := range a.SetAside {
-			out = append(out, fmt.Sprintf("shard %s, attempt %d: %s", a.Shard, a.Attempt, strings.ReplaceAll(s, a.Dir+string(filepath.Separator), "")))
+			if len(shown) == MostSetAside {
+				more++
+				continue
+			}
+			shown = append(shown, fmt.Sprintf("shard %s, attempt %d: %s", a.Shard, a.Attempt, strings.ReplaceAll(s, a.Dir+string(filepath.Separator), "")))
 		}
 	}
-	return out
+	return shown, more
 }

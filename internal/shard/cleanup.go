@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/safe"
 )
@@ -49,13 +47,13 @@ func (s *Slurm) Cleanup(ctx context.Context, root string, timeout int, owner str
 	if timeout <= 0 {
 		return errors.New("cleanup timeout must be positive")
 	}
-	jobs, err := allocationLog(ctx, root)
+	log, err := readAllocationLog(ctx, root)
 	if err != nil {
 		return fmt.Errorf("reading the jobs allocation.log names: %w; retaining staged evidence", err)
 	}
-	ours := jobs
+	ours := log.jobs
 	if search {
-		if ours, err = s.provablyOurs(ctx, root, jobs, owner, timeout); err != nil {
+		if ours, err = s.provablyOurs(ctx, root, log, owner, timeout); err != nil {
 			return err
 		}
 	}
@@ -67,16 +65,17 @@ func (s *Slurm) Cleanup(ctx context.Context, root string, timeout int, owner str
 	return nil
 }
 
-// provablyOurs is the jobs to cancel for an execution tagged owner: those of jobs (from
-// allocation.log) this user's job list shows with that tag, then any other job with it.
-func (s *Slurm) provablyOurs(ctx context.Context, root string, jobs []string, owner string, timeout int) ([]string, error) {
+// provablyOurs is the jobs to cancel for an execution tagged owner: those allocation.log
+// names that this user's job list shows with that tag, then any other job with it.
+func (s *Slurm) provablyOurs(ctx context.Context, root string, log allocationLog, owner string, timeout int) ([]string, error) {
+	jobs := log.jobs
 	if len(jobs) == 0 && owner == "" {
 		return nil, nil
 	}
 	logLine := func(line string) error { return appendFile(filepath.Join(root, "cleanup.log"), line) }
 	listed, err := s.jobComments(ctx, root, s.now().Add(time.Duration(timeout)*time.Second))
 	if err != nil {
-		if why, none := nothingGranted(ctx, root); none && ctx.Err() == nil {
+		if why, none := log.nothingGranted(); none && ctx.Err() == nil {
 			// the controller cannot be asked, but there is nothing to ask it about
 			return nil, logLine(fmt.Sprintf("no job to cancel: %s\n", why))
 		}
@@ -178,21 +177,20 @@ func appendFile(path, text string) error {
 var sallocRefused = []string{"salloc: error: Job submit/allocate failed:", "salloc: error: Failed to allocate resources:"}
 
 // nothingGranted says, from allocation.log alone (for when the controller cannot be
-// asked), whether the execution in root provably never had a job: execute creates the
-// log before it starts salloc, so no log means salloc never ran; a log that names no job
-// and holds salloc's refusal of the request means the controller created none (salloc
-// names a job as soon as one exists: "Pending job allocation N").
-func nothingGranted(ctx context.Context, root string) (string, bool) {
-	b, err := files.ReadRegular(ctx, filepath.Join(root, "allocation.log"), files.MaxInput)
+// asked), whether the execution provably never had a job: execute creates the log before
+// it starts salloc, so no log means salloc never ran; a log that names no job and holds
+// salloc's refusal of the request means the controller created none (salloc names a job
+// as soon as one exists: "Pending job allocation N").
+func (l allocationLog) nothingGranted() (string, bool) {
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case !l.present:
 		return "salloc never started (no allocation.log)", true
-	case err != nil, allocationRE().Match(b):
+	case len(l.jobs) > 0:
 		return "", false
 	}
 	for _, refused := range sallocRefused {
-		if i := bytes.Index(b, []byte(refused)); i >= 0 {
-			line, _, _ := bytes.Cut(b[i:], []byte("\n"))
+		if i := bytes.Index(l.text, []byte(refused)); i >= 0 {
+			line, _, _ := bytes.Cut(l.text[i:], []byte("\n"))
 			return "salloc's request created no job (allocation.log: " + safe.OneLine(string(line)) + ")", true
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/shard"
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 // deadConf writes a copy of the cluster's slurm.conf that points at a port with no
@@ -583,7 +584,7 @@ func TestSecondSignalEndsTheCleanupWait(t *testing.T) {
 		}
 	}
 	cmd.Env = append(c.env(), "SLURM_CONF="+conf)
-	var se syncBuffer
+	var se testenv.Buffer
 	cmd.Stderr = &se
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -643,23 +644,6 @@ func TestSecondSignalEndsTheCleanupWait(t *testing.T) {
 	if _, err := os.Stat(ex.Stage); err == nil {
 		t.Errorf("stage %s left after finalize", ex.Stage)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Issue 32: a stage whose execution provably never had a job was kept while the controller

@@ -33,33 +33,42 @@ var allocationRE = sync.OnceValue(func() *regexp.Regexp {
 
 // AllocationIDs is the seed's allocation_ids: every job id named in allocation.log, unique,
 // sorted as strings; none when the log cannot be read (what the log says, for status.json
-// and messages: cleanup reads it with allocationLog, which says when it cannot).
+// and messages: cleanup reads it with readAllocationLog, which says when it cannot).
 func AllocationIDs(ctx context.Context, root string) []string {
-	ids, _ := allocationLog(ctx, root)
-	return ids
+	l, _ := readAllocationLog(ctx, root)
+	return l.jobs
 }
 
-// allocationLog is AllocationIDs, and why allocation.log could not be read: not a regular
-// file (a FIFO, a link to a device or to nothing), or ctx ended. A log that is not there
-// names no job.
-func allocationLog(ctx context.Context, root string) ([]string, error) {
+// allocationLog is what an execution's allocation.log says: whether it is there, its
+// text, and the job ids it names (unique, sorted as strings).
+type allocationLog struct {
+	present bool
+	text    []byte
+	jobs    []string
+}
+
+// readAllocationLog reads allocation.log, and says why it could not: not a regular file (a
+// FIFO, a link to a device or to nothing), or ctx ended. A log that is not there names no
+// job.
+func readAllocationLog(ctx context.Context, root string) (allocationLog, error) {
+	l := allocationLog{jobs: []string{}}
 	b, err := files.ReadRegular(ctx, filepath.Join(root, "allocation.log"), files.MaxInput)
 	if errors.Is(err, fs.ErrNotExist) {
-		return []string{}, nil
+		return l, nil
 	}
 	if err != nil {
-		return []string{}, err
+		return l, err
 	}
+	l.present, l.text = true, b
 	seen := map[string]bool{}
-	out := []string{}
 	for _, m := range allocationRE().FindAllSubmatch(b, -1) {
 		if id := string(m[1]); !seen[id] {
 			seen[id] = true
-			out = append(out, id)
+			l.jobs = append(l.jobs, id)
 		}
 	}
-	sort.Strings(out)
-	return out, nil
+	sort.Strings(l.jobs)
+	return l, nil
 }
 
 // Token is the part of an allocation's tag that names (run, attempt, shard): cleanup finds
