@@ -28,6 +28,7 @@ import (
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/pytext"
 	"github.com/semianalysis/opx/internal/recipes"
 	"github.com/semianalysis/opx/internal/version"
 )
@@ -197,7 +198,7 @@ func newResults(o Options) (*results, error) {
 	cluster := getenv("OPERATORX_CLUSTER")
 	if cluster != "" && !files.SafeName(cluster) {
 		// it names the results directory: a cluster of "../.." would write outside it
-		return nil, fmt.Errorf("OPERATORX_CLUSTER=%s is not a plain name (letters, digits, '.', '_', '-')", pyjson.Repr(cluster))
+		return nil, fmt.Errorf("OPERATORX_CLUSTER=%s is not a plain name (letters, digits, '.', '_', '-')", pytext.Repr(cluster))
 	}
 	started := now().UTC()
 	rid := make([]byte, 3)

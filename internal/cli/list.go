@@ -16,6 +16,7 @@ import (
 	"github.com/semianalysis/opx/internal/plan"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/pytext"
 )
 
 type listOptions struct {
@@ -64,7 +65,7 @@ func runList(env Env, o *listOptions, what string) error {
 	case "testlists":
 		rows, err = listTestlists(o)
 	default:
-		return &UsageError{fmt.Errorf("opx list takes runners, backends, testlists or images, not %s", pyjson.Repr(what))}
+		return &UsageError{fmt.Errorf("opx list takes runners, backends, testlists or images, not %s", pytext.Repr(what))}
 	}
 	if err != nil {
 		return err

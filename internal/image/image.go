@@ -20,14 +20,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/semianalysis/opx/internal/manifest"
-
 	"github.com/gofrs/flock"
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/proc"
-	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/pytext"
 )
 
 // Options are import's flags and surroundings.
@@ -125,7 +124,7 @@ func checkInputs(o Options) error {
 		return errors.New("import needs --image and --digest")
 	}
 	if !manifest.ValidDigest(o.Digest) {
-		return fmt.Errorf("--digest %s is not a sha256:<64 hex> manifest digest", pyjson.Repr(o.Digest))
+		return fmt.Errorf("--digest %s is not a sha256:<64 hex> manifest digest", pytext.Repr(o.Digest))
 	}
 	if err := os.MkdirAll(o.Cache, 0o700); err != nil {
 		return err
@@ -254,7 +253,7 @@ func removeStalePartials(cache, key string) error {
 func TagURI(image string) (string, error) {
 	ref, err := name.ParseReference(image)
 	if err != nil {
-		return "", fmt.Errorf("image %s: %v", pyjson.Repr(image), err)
+		return "", fmt.Errorf("image %s: %v", pytext.Repr(image), err)
 	}
 	host := ref.Context().RegistryStr()
 	if host == name.DefaultRegistry {

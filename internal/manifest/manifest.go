@@ -18,6 +18,7 @@ import (
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/pytext"
 )
 
 // Manifest is operatorx-manifest.json (docs/seed-spec.md §5).
@@ -176,7 +177,7 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 func (c *Cell) Check() error {
 	if !files.SafeName(c.Cluster) {
 		cluster, _ := c.Raw.String("cluster")
-		return fmt.Errorf("has cluster %s: use letters, digits, '.', '_' and '-'", pyjson.Repr(cluster))
+		return fmt.Errorf("has cluster %s: use letters, digits, '.', '_' and '-'", pytext.Repr(cluster))
 	}
 	backends, ok := c.Raw.Array("backends")
 	if !ok || len(backends) == 0 {
@@ -184,7 +185,7 @@ func (c *Cell) Check() error {
 	}
 	for _, b := range backends {
 		if s, ok := b.(string); !ok || !files.SafeName(s) {
-			return fmt.Errorf("has backend %s: use letters, digits, '.', '_' and '-'", pyjson.Repr(fmt.Sprint(b)))
+			return fmt.Errorf("has backend %s: use letters, digits, '.', '_' and '-'", pytext.Repr(fmt.Sprint(b)))
 		}
 	}
 	if xs, ok := c.Raw.Get("exclude_nodes"); ok {
@@ -194,12 +195,12 @@ func (c *Cell) Check() error {
 		}
 		for _, x := range list {
 			if s, ok := x.(string); !ok || !files.SafeName(s) {
-				return fmt.Errorf("has exclude_nodes entry %s: a node name (letters, digits, '.', '_' and '-')", pyjson.Repr(fmt.Sprint(x)))
+				return fmt.Errorf("has exclude_nodes entry %s: a node name (letters, digits, '.', '_' and '-')", pytext.Repr(fmt.Sprint(x)))
 			}
 		}
 	}
 	if mode, ok := c.Raw.String("mode"); ok && mode != "timing" && mode != "counters" {
-		return fmt.Errorf("has mode %s: timing or counters", pyjson.Repr(mode))
+		return fmt.Errorf("has mode %s: timing or counters", pytext.Repr(mode))
 	}
 	if v, ok := c.Raw.Get("env"); ok && v != nil {
 		e, isObj := v.(*pyjson.Object)
@@ -209,17 +210,17 @@ func (c *Cell) Check() error {
 		for _, m := range e.Members() {
 			val, isStr := m.Value.(string)
 			if !envName.MatchString(m.Key) || !isStr || strings.ContainsRune(val, 0) {
-				return fmt.Errorf("env member %s is not NAME: string", pyjson.Repr(m.Key))
+				return fmt.Errorf("env member %s is not NAME: string", pytext.Repr(m.Key))
 			}
 		}
 	}
 	for _, f := range []struct{ key, v string }{{"image", c.Image}, {"import_uri", c.ImportURI}} {
 		if strings.ContainsFunc(f.v, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-			return fmt.Errorf("has %s %s: no spaces or control characters", f.key, pyjson.Repr(f.v))
+			return fmt.Errorf("has %s %s: no spaces or control characters", f.key, pytext.Repr(f.v))
 		}
 	}
 	if c.ImportURI != "" && !strings.HasPrefix(c.ImportURI, "docker://") {
-		return fmt.Errorf("has import_uri %s: it must be docker://<image>", pyjson.Repr(c.ImportURI))
+		return fmt.Errorf("has import_uri %s: it must be docker://<image>", pytext.Repr(c.ImportURI))
 	}
 	return nil
 }
@@ -235,7 +236,7 @@ func (c *Cell) Testlists() (names []string, shapes map[string][]pyjson.Value, er
 		}
 		name := c.Cases[i].Testlist
 		if !catalog.ValidTestlistName(name) {
-			return nil, nil, fmt.Errorf("manifest case names an invalid testlist %s", pyjson.Repr(name))
+			return nil, nil, fmt.Errorf("manifest case names an invalid testlist %s", pytext.Repr(name))
 		}
 		if _, seen := shapes[name]; !seen {
 			names = append(names, name)

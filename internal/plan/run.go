@@ -13,6 +13,7 @@ import (
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/pytext"
 	"github.com/semianalysis/opx/internal/recipes"
 	"github.com/semianalysis/opx/internal/registry"
 )
@@ -85,7 +86,7 @@ func (o *Request) inputs() (Selection, Inputs, error) {
 	names := strings.Split(o.Testlists, ",")
 	for _, n := range names {
 		if !catalog.ValidTestlistName(n) {
-			return sel, in, fmt.Errorf("invalid testlist name: %s (allowed: letters, digits, '_' and '-')", pyjson.Repr(n))
+			return sel, in, fmt.Errorf("invalid testlist name: %s (allowed: letters, digits, '_' and '-')", pytext.Repr(n))
 		}
 	}
 	tls := catalog.NewTestlists(o.TestlistDir)

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/semianalysis/opx/internal/pytext"
 )
 
 // SyntaxError reports where a document stopped being valid JSON.
@@ -361,7 +363,7 @@ func (p *parser) str(build bool) (string, error) {
 					p.pos = save
 				}
 			}
-			b = appendWTF8(b, r)
+			b = pytext.AppendWTF8(b, r)
 		default:
 			p.pos--
 			return "", p.errorf("invalid \\escape")
@@ -379,24 +381,6 @@ func (p *parser) hex4() (rune, bool) {
 	}
 	p.pos += 4
 	return rune(n), true
-}
-
-// appendWTF8 is utf8.AppendRune, except that surrogates are encoded as three bytes
-// instead of being replaced.
-func appendWTF8(b []byte, r rune) []byte {
-	if r >= 0xD800 && r <= 0xDFFF {
-		return append(b, 0xE0|byte(r>>12), 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
-	}
-	return utf8.AppendRune(b, r)
-}
-
-// decodeWTF8 decodes one code point of a WTF-8 string, accepting encoded surrogates.
-// Invalid bytes decode as U+FFFD, one byte at a time.
-func decodeWTF8(s string) (rune, int) {
-	if len(s) >= 3 && s[0] == 0xED && s[1] >= 0xA0 && s[1] <= 0xBF && s[2] >= 0x80 && s[2] <= 0xBF {
-		return rune(s[0]&0x0F)<<12 | rune(s[1]&0x3F)<<6 | rune(s[2]&0x3F), 3
-	}
-	return utf8.DecodeRuneInString(s)
 }
 
 // Detach gives every Raw inside v a copy of its text, so that the document v was parsed

@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
+
+	"github.com/semianalysis/opx/internal/pytext"
 )
 
 // Options selects one of json.dumps' output modes.
@@ -173,7 +174,7 @@ func appendString(buf []byte, s string) []byte {
 			i++
 			continue
 		}
-		r, n := decodeWTF8(s[i:])
+		r, n := pytext.DecodeWTF8(s[i:])
 		i += n
 		if r >= 0x10000 {
 			r -= 0x10000
@@ -230,50 +231,4 @@ func FloatRepr(f float64) string {
 	default:
 		return sign + digits[:point] + "." + digits[point:]
 	}
-}
-
-// Repr is Python's repr() of a str: single quotes unless the text holds a ' and no ",
-// backslash escapes for \, the quote, \n, \r, \t and unprintable characters
-// (cleanup.log and some seed messages use it; docs/seed-spec.md §3.7).
-func Repr(s string) string {
-	quote := byte('\'')
-	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
-		quote = '"'
-	}
-	var b strings.Builder
-	b.WriteByte(quote)
-	for i := 0; i < len(s); {
-		r, n := decodeWTF8(s[i:])
-		i += n
-		switch {
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == rune(quote):
-			b.WriteByte('\\')
-			b.WriteByte(quote)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case r < 0x7f:
-			b.WriteRune(r)
-		case (r >= 0xD800 && r <= 0xDFFF) || !unicode.IsPrint(r):
-			switch {
-			case r <= 0xff:
-				fmt.Fprintf(&b, `\x%02x`, r)
-			case r <= 0xffff:
-				fmt.Fprintf(&b, `\u%04x`, r)
-			default:
-				fmt.Fprintf(&b, `\U%08x`, r)
-			}
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte(quote)
-	return b.String()
 }

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/semianalysis/opx/internal/pytext"
 )
 
 // Value is any JSON value of this package's model.
@@ -255,7 +257,7 @@ func ParseInt(s string) (int64, error) {
 			return n, nil
 		}
 	}
-	return 0, fmt.Errorf("invalid literal for int() with base 10: %s", Repr(s))
+	return 0, fmt.Errorf("invalid literal for int() with base 10: %s", pytext.Repr(s))
 }
 
 // Scalar is a value as text, for a message or a label: a string as itself, null, true and

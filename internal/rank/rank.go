@@ -18,7 +18,7 @@ import (
 	"github.com/semianalysis/opx/internal/bench"
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/proc"
-	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/pytext"
 )
 
 // NCUMetrics is the seed's counter list (docs/seed-spec.md §2.2), in order.
@@ -116,7 +116,7 @@ func inputs(o Options) (*rank, error) {
 	for i, k := range []string{"SLURM_PROCID", "SLURM_LOCALID", "WORLD_SIZE"} {
 		n, err := strconv.Atoi(getenv(k))
 		if err != nil || n < 0 {
-			return nil, fmt.Errorf("%s=%s is not a non-negative integer", k, pyjson.Repr(getenv(k)))
+			return nil, fmt.Errorf("%s=%s is not a non-negative integer", k, pytext.Repr(getenv(k)))
 		}
 		nums[i] = n
 	}
@@ -142,7 +142,7 @@ func inputs(o Options) (*rank, error) {
 		return nil, errors.New("required rank input missing: SLURM_JOB_ID")
 	}
 	if !files.SafeName(job) || !files.SafeName(r.id) {
-		return nil, fmt.Errorf("SLURM_JOB_ID=%s is not a plain job id", pyjson.Repr(job))
+		return nil, fmt.Errorf("SLURM_JOB_ID=%s is not a plain job id", pytext.Repr(job))
 	}
 	r.cacheBase, r.cachePrefix = "/tmp", fmt.Sprintf("operatorx-%s-%s-", job, r.id)
 	for _, k := range []string{"SLURM_TMPDIR", "TMPDIR"} {

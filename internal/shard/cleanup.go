@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/pytext"
 	"github.com/semianalysis/opx/internal/safe"
 )
 
@@ -92,7 +92,7 @@ func (s *Slurm) provablyOurs(ctx context.Context, root string, log allocationLog
 		case owner != "" && comment == owner:
 			ours = append(ours, job)
 		default:
-			msg := fmt.Sprintf("job %s, named in allocation.log, is not this execution's (its comment is %s, not %s): left alone", job, pyjson.Repr(comment), pyjson.Repr(owner))
+			msg := fmt.Sprintf("job %s, named in allocation.log, is not this execution's (its comment is %s, not %s): left alone", job, pytext.Repr(comment), pytext.Repr(owner))
 			s.warnf("%s", msg)
 			if err := logLine(msg + "\n"); err != nil {
 				return nil, err
@@ -119,7 +119,7 @@ func (s *Slurm) release(ctx context.Context, root, job string, timeout int) erro
 			sent = s.now()
 			return nil
 		}
-		return logLine(fmt.Sprintf("scancel job=%s rc=%d error=%s\n", job, rc, pyjson.Repr(errOut)))
+		return logLine(fmt.Sprintf("scancel job=%s rc=%d error=%s\n", job, rc, pytext.Repr(errOut)))
 	}
 	if err := cancelJob(); err != nil {
 		return err
@@ -133,7 +133,7 @@ func (s *Slurm) release(ctx context.Context, root, job string, timeout int) erro
 			return fmt.Errorf("stopped (%v) before allocation %s was confirmed gone; retaining staged evidence (opx finalize releases it)", context.Cause(ctx), job)
 		}
 		rc, out, errOut := s.squeue(ctx, "%A")
-		if err := logLine(fmt.Sprintf("job=%s rc=%d active=%s error=%s\n", job, rc, pyjson.Repr(out), pyjson.Repr(errOut))); err != nil {
+		if err := logLine(fmt.Sprintf("job=%s rc=%d active=%s error=%s\n", job, rc, pytext.Repr(out), pytext.Repr(errOut))); err != nil {
 			return err
 		}
 		if rc == 0 && !slices.Contains(strings.Fields(out), job) {

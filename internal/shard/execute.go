@@ -22,6 +22,7 @@ import (
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/pytext"
 	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/sol"
 )
@@ -50,7 +51,7 @@ func SafeID(v string) bool { return files.SafeName(v) }
 
 func checkID(what, v string) error {
 	if !SafeID(v) {
-		return fmt.Errorf("invalid %s %s: use letters, digits, '.', '_' and '-'", what, pyjson.Repr(v))
+		return fmt.Errorf("invalid %s %s: use letters, digits, '.', '_' and '-'", what, pytext.Repr(v))
 	}
 	return nil
 }
@@ -115,7 +116,7 @@ func prepare(ctx context.Context, o Options) (*execution, error) {
 	}
 	if cell.Image != "" && entry.Container == "pyxis" && !manifest.ValidDigest(cell.Digest) {
 		// beyond the seed: refuse before allocating, not on the node after the wait
-		return nil, fmt.Errorf("shard %s in %s has no image digest for %s (digest %s); plan resolves one: plan again", o.Shard, o.Manifest, cell.Image, pyjson.Repr(cell.Digest))
+		return nil, fmt.Errorf("shard %s in %s has no image digest for %s (digest %s); plan resolves one: plan again", o.Shard, o.Manifest, cell.Image, pytext.Repr(cell.Digest))
 	}
 	base, err := StageBase(entry.Storage, entry.Runner, o.Getenv)
 	if err != nil {

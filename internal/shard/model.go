@@ -12,6 +12,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/pytext"
 )
 
 // DefaultHFEndpoint is where model configs come from unless HF_ENDPOINT names a mirror.
@@ -45,7 +46,7 @@ func (r *execution) stageModelConfig(ctx context.Context, ckpt string) {
 		fmt.Fprintf(r.o.Stdout, "[operatorx] no config.json for %s: %v\n", ckpt, err)
 	}
 	if !validCheckpoint(ckpt) {
-		note(fmt.Errorf("checkpoint %s is not <org>/<model>", pyjson.Repr(ckpt)))
+		note(fmt.Errorf("checkpoint %s is not <org>/<model>", pytext.Repr(ckpt)))
 		return
 	}
 	dir := filepath.Join(r.stage, "models", ckpt)

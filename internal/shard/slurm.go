@@ -23,7 +23,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/proc"
-	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/pytext"
 	"github.com/semianalysis/opx/internal/safe"
 )
 
@@ -199,7 +199,7 @@ func (s *Slurm) jobComments(ctx context.Context, root string, deadline time.Time
 			}
 			return jobs, nil
 		}
-		line := fmt.Sprintf("jobs rc=%d error=%s\n", rc, pyjson.Repr(errOut))
+		line := fmt.Sprintf("jobs rc=%d error=%s\n", rc, pytext.Repr(errOut))
 		if err := appendFile(filepath.Join(root, "cleanup.log"), line); err != nil {
 			return nil, err
 		}

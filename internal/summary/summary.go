@@ -24,6 +24,7 @@ import (
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/par"
 	"github.com/semianalysis/opx/internal/pyjson"
+	"github.com/semianalysis/opx/internal/pytext"
 	"github.com/semianalysis/opx/internal/safe"
 )
 
@@ -224,7 +225,7 @@ func walkExecutions(ctx context.Context, artifacts string) (map[string][]found, 
 		}
 		attempt, err := pyjson.ParseInt(ex.Attempt)
 		if err != nil {
-			return fmt.Errorf("%s: attempt %s is not an integer", paths[i], pyjson.Repr(ex.Attempt))
+			return fmt.Errorf("%s: attempt %s is not an integer", paths[i], pytext.Repr(ex.Attempt))
 		}
 		latest[ex.ShardID()] = append(latest[ex.ShardID()], found{attempt: int(attempt), dir: filepath.Dir(paths[i]), runID: ex.RunID, sha: ex.SourceSHA, head: ex})
 		return nil
