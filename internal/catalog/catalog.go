@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -216,6 +218,21 @@ func (t Testlists) Load(name string) ([]pyjson.Value, error) {
 		}
 	}
 	return shapes, nil
+}
+
+// Summary is a testlist as `opx list testlists` shows it: how many shapes it has and its
+// op types, sorted.
+func (t Testlists) Summary(name string) (shapes int, opTypes []string, err error) {
+	all, err := t.Load(name)
+	if err != nil {
+		return 0, nil, err
+	}
+	types := map[string]bool{}
+	for _, s := range all {
+		typ, _ := s.(*pyjson.Object).String("type") // Load checked it
+		types[typ] = true
+	}
+	return len(all), slices.Sorted(maps.Keys(types)), nil
 }
 
 // Image is one backend's entry of containers.toml.

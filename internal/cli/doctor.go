@@ -40,12 +40,11 @@ Exit 1 when something required is missing; warnings alone exit 0.`,
 			if err != nil {
 				return err
 			}
-			r, ok := reg.Runner(runner)
-			entry, ok2 := reg.Entry(runner)
-			if !ok || !ok2 {
+			entry, ok := reg.Facts(runner)
+			if !ok {
 				return fmt.Errorf("unknown runner %s: %s has no entry for it", runner, src)
 			}
-			fs := doctor.Run(c.Context(), doctor.Options{Runner: r, Entry: entry, Getenv: env.getenv, Environ: env.environ(),
+			fs := doctor.Run(c.Context(), doctor.Options{Entry: entry, Getenv: env.getenv, Environ: env.environ(),
 				MinFree: uint64(minFree * (1 << 30)),
 				Binary:  func(ip string) (string, error) { return shard.StagedBinary(ip, amd64, arm64) }})
 			if asJSON {

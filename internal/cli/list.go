@@ -15,7 +15,6 @@ import (
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/plan"
 	"github.com/semianalysis/opx/internal/platform"
-	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/pytext"
 )
 
@@ -99,7 +98,7 @@ type runnerRow struct {
 	Cluster       string `json:"cluster"`
 	Family        string `json:"family"`
 	Vendor        string `json:"vendor"`
-	GPUsPerNode   any    `json:"gpus_per_node"`
+	GPUsPerNode   *int64 `json:"gpus_per_node"` // null when the entry has no integer
 	ImagePlatform string `json:"image_platform"`
 	Container     string `json:"container"`
 }
@@ -113,7 +112,11 @@ func (r runnerRow) cells() []string {
 	if r.Runner == platform.Local {
 		c = "local (processes on this machine)"
 	}
-	return []string{r.Runner, r.Cluster, r.Family, r.Vendor, fmt.Sprint(r.GPUsPerNode), r.ImagePlatform, c}
+	gpus := "-"
+	if r.GPUsPerNode != nil {
+		gpus = strconv.FormatInt(*r.GPUsPerNode, 10)
+	}
+	return []string{r.Runner, r.Cluster, r.Family, r.Vendor, gpus, r.ImagePlatform, c}
 }
 
 func listRunners(o *listOptions) ([]runnerRow, error) {
@@ -123,18 +126,17 @@ func listRunners(o *listOptions) ([]runnerRow, error) {
 	}
 	var out []runnerRow
 	for _, label := range reg.Labels() {
-		r, _ := reg.Runner(label)
-		e, _ := reg.Entry(label)
-		gpus, _ := e.Get("gpus_per_node")
-		if n, ok := gpus.(pyjson.Int); ok {
-			gpus = json.Number(n)
+		e, _ := reg.Facts(label)
+		r := e.Runner
+		var gpus *int64
+		if e.GPUsKnown {
+			gpus = &e.GPUsPerNode
 		}
-		ip, _ := e.String("image_platform")
 		vendor := r.Vendor()
 		if label == platform.Local { // processes on this machine's CPU: no GPU vendor
 			vendor = "cpu"
 		}
-		out = append(out, runnerRow{label, r.Cluster, r.Family, vendor, gpus, ip, platform.ContainerMode(label, e)})
+		out = append(out, runnerRow{label, r.Cluster, r.Family, vendor, gpus, e.ImagePlatform, e.Container})
 	}
 	return out, nil
 }
@@ -230,16 +232,11 @@ func listTestlists(o *listOptions) ([]testlistRow, error) {
 	tls := catalog.NewTestlists(o.testlistDir)
 	var out []testlistRow
 	for _, n := range tls.Names() {
-		shapes, err := tls.Load(n)
+		shapes, types, err := tls.Summary(n)
 		if err != nil {
 			return nil, err
 		}
-		types := map[string]bool{}
-		for _, s := range shapes {
-			t, _ := s.(*pyjson.Object).String("type")
-			types[t] = true
-		}
-		out = append(out, testlistRow{n, len(shapes), slices.Sorted(maps.Keys(types))})
+		out = append(out, testlistRow{n, shapes, types})
 	}
 	return out, nil
 }

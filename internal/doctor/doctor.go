@@ -27,7 +27,6 @@ import (
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/proc"
-	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/shard"
 )
 
@@ -63,8 +62,7 @@ func WriteJSON(w io.Writer, runner string, fs []Finding) error {
 
 // Options are the host facts doctor reads; tests point them at fakes and temp dirs.
 type Options struct {
-	Runner   platform.Runner
-	Entry    *pyjson.Object
+	Entry    *platform.Facts // the runner's entry (platform.Registry.Facts)
 	Getenv   func(string) string
 	Environ  []string      // the environment commands run with (PATH decides what is found)
 	Timeout  time.Duration // per command (default 15 s)
@@ -86,8 +84,8 @@ func Run(ctx context.Context, o Options) []Finding {
 	}
 	d := &doc{o: o, ctx: ctx}
 	d.entry()
-	local := o.Runner.Label == platform.Local
-	mode := platform.ContainerMode(o.Runner.Label, o.Entry)
+	local := o.Entry.Runner.Label == platform.Local
+	mode := o.Entry.Container
 	if local {
 		d.add(Finding{Check: "slurm", Status: Skip, Detail: "the local runner runs ranks as processes on this machine"})
 		// what plan allows on it: the same words (platform.LocalBackends)
@@ -189,25 +187,21 @@ func (d *doc) tool(check, name, why, fix string) bool {
 // entry checks the platform entry has what execute reads.
 func (d *doc) entry() {
 	e := d.o.Entry
-	if missing := platform.Missing(d.o.Runner, e); len(missing) > 0 {
-		d.add(Finding{Check: "platform entry", Status: Fail, Detail: d.o.Runner.Label + " lacks " + strings.Join(missing, ", "),
+	if len(e.Missing) > 0 {
+		d.add(Finding{Check: "platform entry", Status: Fail, Detail: e.Runner.Label + " lacks " + strings.Join(e.Missing, ", "),
 			Fix: "complete the entry in the platform config (--platform-config)"})
 		return
 	}
-	g, _ := e.Get("gpus_per_node")
-	ip, _ := e.String("image_platform")
-	part, _ := platform.Operator(e).String("partition")
-	gpus := fmt.Sprintf("%v GPUs", g)
-	if fmt.Sprint(g) == "1" {
+	gpus := fmt.Sprintf("%d GPUs", e.GPUsPerNode)
+	if e.GPUsPerNode == 1 {
 		gpus = "1 GPU"
 	}
-	detail := fmt.Sprintf("%s: cluster %s, %s per node, %s, container %s", d.o.Runner.Label, d.o.Runner.Cluster, gpus, ip,
-		platform.ContainerMode(d.o.Runner.Label, e))
-	if d.o.Runner.Label == platform.Local {
-		detail = fmt.Sprintf("local: this machine's CPU (%d cores), %s, ranks as processes here (no container)", runtime.NumCPU(), ip)
+	detail := fmt.Sprintf("%s: cluster %s, %s per node, %s, container %s", e.Runner.Label, e.Runner.Cluster, gpus, e.ImagePlatform, e.Container)
+	if e.Runner.Label == platform.Local {
+		detail = fmt.Sprintf("local: this machine's CPU (%d cores), %s, ranks as processes here (no container)", runtime.NumCPU(), e.ImagePlatform)
 	}
-	if part != "" {
-		detail += ", partition " + part
+	if e.Partition != "" {
+		detail += ", partition " + e.Partition
 	}
 	d.add(Finding{Check: "platform entry", Status: OK, Detail: detail})
 }
@@ -233,7 +227,7 @@ func (d *doc) slurm() {
 	}
 	n := len(strings.Fields(out))
 	d.add(Finding{Check: "slurm controller", Status: OK, Detail: fmt.Sprintf("squeue answers; %d job(s) of this user", n)})
-	part, _ := platform.Operator(d.o.Entry).String("partition")
+	part := d.o.Entry.Partition
 	if part == "" {
 		return
 	}
@@ -385,17 +379,16 @@ func (d *doc) helperCaps(bin string) {
 
 // storage checks the stage base the runner's entry chooses, as execute will.
 func (d *doc) storage() {
-	st, err := platform.StorageOf(d.o.Runner.Label, d.o.Entry)
-	base := ""
+	base, err := "", d.o.Entry.StorageErr
 	if err == nil {
-		base, err = shard.StageBase(st, d.o.Runner, d.o.Getenv)
+		base, err = shard.StageBase(d.o.Entry.Storage, d.o.Entry.Runner, d.o.Getenv)
 	}
 	if err != nil {
 		d.add(Finding{Check: "storage root", Status: Fail, Detail: err.Error(),
 			Fix: "set operator.stage_dir (or storage_roots) in the platform config to a directory shared with the compute nodes"})
 		return
 	}
-	if platform.ContainerMode(d.o.Runner.Label, d.o.Entry) == "pyxis" {
+	if d.o.Entry.Container == "pyxis" {
 		if err := shard.MountableStage(base); err != nil {
 			d.add(Finding{Check: "storage root", Status: Fail, Detail: err.Error(),
 				Fix: "set operator.stage_dir (or storage_roots) to a shared directory whose path has no ':' or ','"})
@@ -442,7 +435,7 @@ func (d *doc) space(check, dir, how string, required bool) {
 }
 
 func (d *doc) binary() {
-	ip, _ := d.o.Entry.String("image_platform")
+	ip := d.o.Entry.ImagePlatform
 	if d.o.Binary == nil || ip == "" {
 		return
 	}

@@ -468,6 +468,40 @@ func (g *Registry) Lookup(label string) (e *Entry, ok bool, err error) {
 	return e, true, nil
 }
 
+// Facts is a runner's entry as the commands that show it (doctor, list) read it:
+// leniently, each field as the entry has it ("" or unknown when absent), with Missing
+// naming what execute would refuse. Lookup is the strict reading plan and execute use.
+type Facts struct {
+	Runner        Runner
+	GPUsPerNode   int64 // valid when GPUsKnown: gpus_per_node is an integer
+	GPUsKnown     bool
+	ImagePlatform string
+	Container     string // operator.container: "pyxis" (default) or "none"; local: "none"
+	Partition     string
+	Storage       Storage // valid when StorageErr is nil
+	StorageErr    error
+	Missing       []string // as Missing words it; empty when execute has all it reads
+}
+
+// Facts returns label's entry, read leniently (ok false when the registry has no such
+// runner or entry).
+func (g *Registry) Facts(label string) (f *Facts, ok bool) {
+	runner, ok1 := g.Runner(label)
+	raw, ok2 := g.Entry(label)
+	if !ok1 || !ok2 {
+		return nil, false
+	}
+	f = &Facts{Runner: runner, Container: ContainerMode(label, raw), Missing: Missing(runner, raw)}
+	gpus, _ := raw.Get("gpus_per_node")
+	n, isInt := gpus.(pyjson.Int)
+	f.GPUsPerNode, f.GPUsKnown = n.Int64()
+	f.GPUsKnown = f.GPUsKnown && isInt
+	f.ImagePlatform, _ = raw.String("image_platform")
+	f.Partition, _ = Operator(raw).String("partition")
+	f.Storage, f.StorageErr = StorageOf(label, raw)
+	return f, true
+}
+
 // Missing is what a runner's entry lacks that execute will read — plan refuses such a
 // runner and doctor fails it, both in these words, before any node is allocated:
 // gpus_per_node (an integer), image_platform, operator.partition (but for the local

@@ -204,3 +204,32 @@ func TestMissingNamesAStoragePathThatIsNotText(t *testing.T) {
 		t.Errorf("missing %q", got)
 	}
 }
+
+// Facts reads an entry leniently for doctor and list: a complete entry's fields as they
+// are, and one that lacks what execute reads says so in Missing, with nothing invented.
+func TestFactsOfACompleteAndABrokenEntry(t *testing.T) {
+	fs := fstest.MapFS{"p.json": {Data: []byte(`{"platforms": {
+		"cluster:good-x": {"cluster": "good_8x", "gpus_per_node": 8, "image_platform": "linux/arm64",
+			"operator": {"container": "none", "partition": "batch", "stage_dir": "/shared/stage"}},
+		"cluster:bad-x": {"cluster": "bad_8x", "gpus_per_node": "8", "operator": {"stage_dir": 7}}}}`)}}
+	g, err := Load(catalog.Source{FS: fs, Path: "p.json", Name: "p.json"}, LocalDefaults{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, ok := g.Facts("cluster:good-x")
+	if !ok || !good.GPUsKnown || good.GPUsPerNode != 8 || good.ImagePlatform != "linux/arm64" || good.Container != "none" ||
+		good.Partition != "batch" || good.StorageErr != nil || good.Storage.StageDir != "/shared/stage" || len(good.Missing) != 0 {
+		t.Fatalf("complete entry: %+v", good)
+	}
+	bad, ok := g.Facts("cluster:bad-x")
+	if !ok || bad.GPUsKnown || bad.Container != "pyxis" || bad.StorageErr == nil {
+		t.Fatalf("broken entry: %+v", bad)
+	}
+	want := []string{"gpus_per_node (an integer)", "image_platform (linux/amd64 or linux/arm64)", "operator.partition"}
+	if got := strings.Join(bad.Missing, "; "); !strings.HasPrefix(got, strings.Join(want, "; ")) || !strings.Contains(got, "stage_dir") {
+		t.Fatalf("missing: %q", got)
+	}
+	if _, ok := g.Facts("cluster:nosuch"); ok {
+		t.Fatal("facts of a runner the registry does not have")
+	}
+}
