@@ -29,10 +29,7 @@ func TestJudgedColumns(t *testing.T) {
 		t.Errorf("harness flops: %s", got)
 	}
 	// a site's peaks (operator.peaks, recorded in execution.json) replace the family's
-	site, err := sol.Override(sol.Peaks["h100"], pyjson.Obj("bf16_tflops", 700.0, "hbm_tbps", 3.0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	site := sol.Override(sol.Peaks["h100"], &sol.Site{TFLOPS: map[string]float64{"bf16": 700}, HBM: 3})
 	delete(r.Metrics, "flops")
 	r.Peak = &site
 	if j := judged(&r); j[4] != "41.6987" { // 291.891 of 700

@@ -5,6 +5,7 @@ package platform
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sort"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/semianalysis/opx/internal/catalog"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/safe"
+	"github.com/semianalysis/opx/internal/sol"
 )
 
 // Runner is one runner label and what follows from it.
@@ -416,8 +418,9 @@ type Entry struct {
 	Container     string  // "pyxis" or "none"
 	Storage       Storage // where its shards are staged
 	// Peaks is operator.peaks, the site's figures for %SOL (nil when it declares none): a
-	// JSON object execution.json carries as it is, checked by sol.Override.
+	// JSON object execution.json carries as it is; Site is the same, read and checked.
 	Peaks     *pyjson.Object
+	Site      *sol.Site
 	Partition string // "" on the local runner
 	// SallocFlags are --account, --qos and --exclude from the profile, as the seed writes them.
 	SallocFlags     []string
@@ -440,6 +443,9 @@ func (g *Registry) Lookup(label string) (e *Entry, ok bool, err error) {
 		return nil, true, err
 	}
 	e.Peaks, _ = op.Object("peaks")
+	if e.Site, err = SitePeaks(e.Peaks); err != nil {
+		return nil, true, fmt.Errorf("platform entry for %s: %v", label, err)
+	}
 	gpus, _ := raw.Get("gpus_per_node")
 	n, isInt := gpus.(pyjson.Int)
 	if e.GPUsPerNode, ok = n.Int64(); !isInt || !ok {
@@ -466,6 +472,42 @@ func (g *Registry) Lookup(label string) (e *Entry, ok bool, err error) {
 		}
 	}
 	return e, true, nil
+}
+
+// SitePeaks reads a platform entry's operator.peaks ("bf16_tflops", "fp8_tflops",
+// "fp4_tflops", "hbm_tbps": positive numbers; "source": text), as execute checks it before
+// allocating and summarize reads it back from execution.json; nil when o is nil.
+func SitePeaks(o *pyjson.Object) (*sol.Site, error) {
+	if o == nil {
+		return nil, nil
+	}
+	s := &sol.Site{TFLOPS: map[string]float64{}}
+	for _, m := range o.Members() {
+		if m.Key == "source" {
+			src, ok := m.Value.(string)
+			if !ok {
+				return nil, fmt.Errorf("operator.peaks.source is %s, not a string", pyjson.TypeName(m.Value))
+			}
+			s.Source = src
+			continue
+		}
+		f, ok := o.Number(m.Key)
+		if !ok {
+			return nil, fmt.Errorf("operator.peaks.%s is %s, not a number", m.Key, pyjson.TypeName(m.Value))
+		}
+		if !(f > 0) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("operator.peaks.%s must be a positive number", m.Key)
+		}
+		switch m.Key {
+		case "bf16_tflops", "fp8_tflops", "fp4_tflops":
+			s.TFLOPS[strings.TrimSuffix(m.Key, "_tflops")] = f
+		case "hbm_tbps":
+			s.HBM = f
+		default:
+			return nil, fmt.Errorf("operator.peaks.%s is not one of bf16_tflops, fp8_tflops, fp4_tflops, hbm_tbps, source", m.Key)
+		}
+	}
+	return s, nil
 }
 
 // Facts is a runner's entry as the commands that show it (doctor, list) read it:

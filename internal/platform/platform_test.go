@@ -233,3 +233,25 @@ func TestFactsOfACompleteAndABrokenEntry(t *testing.T) {
 		t.Fatal("facts of a runner the registry does not have")
 	}
 }
+
+// operator.peaks: positive numbers of the four known names and a text source are read;
+// anything else is refused with the member named, as execute says before allocating.
+func TestSitePeaks(t *testing.T) {
+	s, err := SitePeaks(pyjson.Obj("bf16_tflops", 700.0, "hbm_tbps", pyjson.NewInt(3), "source", "measured at 500 W"))
+	if err != nil || s.TFLOPS["bf16"] != 700 || len(s.TFLOPS) != 1 || s.HBM != 3 || s.Source != "measured at 500 W" {
+		t.Fatalf("peaks: %+v %v", s, err)
+	}
+	if s, err := SitePeaks(nil); s != nil || err != nil {
+		t.Fatalf("no peaks: %+v %v", s, err)
+	}
+	for bad, want := range map[*pyjson.Object]string{
+		pyjson.Obj("bf16_tflops", "fast"): "operator.peaks.bf16_tflops is string, not a number",
+		pyjson.Obj("bf16_tflops", -1.0):   "operator.peaks.bf16_tflops must be a positive number",
+		pyjson.Obj("fp16", 1.0):           "operator.peaks.fp16 is not one of bf16_tflops, fp8_tflops, fp4_tflops, hbm_tbps, source",
+		pyjson.Obj("source", 3):           "operator.peaks.source is integer, not a string",
+	} {
+		if _, err := SitePeaks(bad); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %q", pyjson.MustMarshal(bad, pyjson.Default), err, want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ package pyjson
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"slices"
 	"strconv"
@@ -181,6 +182,35 @@ func (o *Object) String(key string) (string, bool) {
 	}
 	s, ok := v.(string)
 	return s, ok
+}
+
+// Number returns the member as a float64 if it is a number (an Int as its nearest float).
+func (o *Object) Number(key string) (float64, bool) {
+	v, _ := o.Get(key)
+	switch x := v.(type) {
+	case Int:
+		f, err := strconv.ParseFloat(string(x), 64)
+		return f, err == nil || math.IsInf(f, 0)
+	case float64:
+		return x, true
+	}
+	return 0, false
+}
+
+// Bool returns the member as a bool if it is true or false.
+func (o *Object) Bool(key string) (b, ok bool) {
+	v, _ := o.Get(key)
+	b, ok = v.(bool)
+	return b, ok
+}
+
+// StringIn returns o[key][sub] if o[key] is an object and its member sub a string.
+func (o *Object) StringIn(key, sub string) (string, bool) {
+	in, ok := o.Object(key)
+	if !ok {
+		return "", false
+	}
+	return in.String(sub)
 }
 
 // Object returns the member as an object if it is one.

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/sol"
 )
@@ -181,16 +180,19 @@ func throughputMetric(r *results.Row) string {
 // size is where a case sits on the charts' x axis: 2·m·n·k for a GEMM (its FLOPs), else
 // the product of the args' positive numbers; 0 when it has none (the chart then orders
 // such cases by their args).
-func size(op string, args *pyjson.Object) float64 {
-	num := func(k string) float64 { return sol.Number(args, k) }
+func size(op string, args interface {
+	Number(key string) (float64, bool)
+	Keys() []string
+}) float64 {
+	num := func(k string) float64 { f, _ := args.Number(k); return f }
 	if op == "gemm" {
 		if m, n, k := num("m"), num("n"), num("k"); m > 0 && n > 0 && k > 0 {
 			return 2 * m * n * k
 		}
 	}
 	p := 0.0
-	for _, m := range args.Members() {
-		if f := num(m.Key); f > 0 && !math.IsInf(f, 0) {
+	for _, k := range args.Keys() {
+		if f := num(k); f > 0 && !math.IsInf(f, 0) {
 			if p == 0 {
 				p = 1
 			}

@@ -23,6 +23,7 @@ import (
 	"github.com/semianalysis/opx/internal/fingerprint"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/par"
+	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/sol"
@@ -437,10 +438,11 @@ func readMeta(sh *Shard, e *execRows) error {
 		}
 	}
 	if ex.Peaks != nil {
-		p, err := sol.Override(sol.Peaks[sol.Family(c.Runner)], ex.Peaks)
+		site, err := platform.SitePeaks(ex.Peaks)
 		if err != nil {
 			return fmt.Errorf("%s: %v", filepath.Join(sh.Dir, "execution.json"), err)
 		}
+		p := sol.Override(sol.Peaks[sol.Family(c.Runner)], site)
 		sh.Peak = &p
 	}
 	sh.Before, sh.After = e.before, e.after

@@ -24,7 +24,6 @@ import (
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/pytext"
 	"github.com/semianalysis/opx/internal/safe"
-	"github.com/semianalysis/opx/internal/sol"
 )
 
 // Options are execute's flags and surroundings.
@@ -192,11 +191,6 @@ func checkEntry(o Options, cell *manifest.Cell) (*platform.Entry, error) {
 	}
 	if err := cell.Check(); err != nil {
 		return nil, fmt.Errorf("shard %s in %s: %v", o.Shard, o.Manifest, err)
-	}
-	if entry.Peaks != nil {
-		if _, err := sol.Override(sol.Peaks[sol.Family(cell.Runner)], entry.Peaks); err != nil {
-			return nil, fmt.Errorf("platform entry for %s: %v", cell.Runner, err)
-		}
 	}
 	if _, _, err := cell.Testlists(); err != nil {
 		return nil, err

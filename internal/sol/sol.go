@@ -7,12 +7,8 @@
 package sol
 
 import (
-	"fmt"
 	"math"
-	"strconv"
 	"strings"
-
-	"github.com/semianalysis/opx/internal/pyjson"
 )
 
 // Peak is one family's published limits, per GPU: dense tensor TFLOP/s by compute dtype
@@ -76,13 +72,22 @@ func class(dtype string) string {
 	return ""
 }
 
+// Args is what the formulas read of a case's args: numbers, text and flags by key, and
+// the "dtype" of a member that is an object ({"a": {"dtype": "bf16"}}). The rows' args
+// (the ordered JSON object the testlist gave) provide it.
+type Args interface {
+	Number(key string) (float64, bool)
+	String(key string) (string, bool)
+	Bool(key string) (bool, bool)
+	StringIn(key, sub string) (string, bool)
+}
+
 // WorkOf is a case's work from its op type and args, when they determine it: gemm,
 // moe_forward and attention_mha (docs/sol.md has the formulas).
-func WorkOf(op string, args *pyjson.Object, worldSize int) (Work, bool) {
-	num := func(k string) float64 { return Number(args, k) }
+func WorkOf(op string, args Args, worldSize int) (Work, bool) {
+	num := func(k string) float64 { f, _ := args.Number(k); return f }
 	dtype := func(k string) string {
-		if o, ok := args.Object(k); ok {
-			s, _ := o.String("dtype")
+		if s, ok := args.StringIn(k, "dtype"); ok {
 			return s
 		}
 		s, _ := args.String(k)
@@ -109,7 +114,7 @@ func WorkOf(op string, args *pyjson.Object, worldSize int) (Work, bool) {
 			return Work{}, false
 		}
 		flops := 4 * b * h * sq * skv * d // QKᵀ and PV
-		if c, _ := args.Get("causal"); c == true {
+		if c, _ := args.Bool("causal"); c {
 			flops /= 2
 		}
 		bytes := sz * (2*b*sq*h*d + 2*b*skv*hkv*d) // Q and O; K and V
@@ -165,65 +170,38 @@ func Judge(w Work, latencyUS float64, p Peak) (Judgement, bool) {
 	return j, true
 }
 
-// Number is an arg's numeric value (0 when it is missing or not a number).
-func Number(args *pyjson.Object, key string) float64 {
-	v, _ := args.Get(key)
-	switch x := v.(type) {
-	case pyjson.Int:
-		f, _ := strconv.ParseFloat(string(x), 64)
-		return f
-	case float64:
-		return x
-	}
-	return 0
+// Site is a platform entry's operator.peaks as platform.SitePeaks reads and checks it:
+// the figures a site declares for its GPUs, which run at other clocks or power limits or
+// are a custom runner's family, and where they come from.
+type Site struct {
+	TFLOPS map[string]float64 // by dtype class (bf16, fp8, fp4): only those it declares
+	HBM    float64            // TB/s; 0 when it does not declare it
+	Source string             // "" when it does not say
 }
 
-// Override is p with the figures a site's platform entry declares (operator.peaks:
-// "bf16_tflops", "fp8_tflops", "fp4_tflops", "hbm_tbps", and an optional "source"): its
-// GPUs run at other clocks or power limits, or it is a custom runner's family.
-func Override(p Peak, o *pyjson.Object) (Peak, error) {
+// Override is p with the figures the site declares; the others stay the family's.
+func Override(p Peak, s *Site) Peak {
 	out := Peak{Family: p.Family, FormFactor: p.FormFactor, TFLOPS: map[string]float64{}, HBM: p.HBM,
 		Certainty: "site", Source: "the platform config's operator.peaks"}
 	for k, v := range p.TFLOPS {
 		out.TFLOPS[k] = v
 	}
-	for _, m := range o.Members() {
-		if m.Key == "source" {
-			src, ok := m.Value.(string)
-			if !ok {
-				return p, fmt.Errorf("operator.peaks.source is %s, not a string", pyjson.TypeName(m.Value))
-			}
-			out.Source = src
-			continue
-		}
-		var f float64
-		switch x := m.Value.(type) {
-		case pyjson.Int:
-			f, _ = strconv.ParseFloat(string(x), 64)
-		case float64:
-			f = x
-		default:
-			return p, fmt.Errorf("operator.peaks.%s is %s, not a number", m.Key, pyjson.TypeName(m.Value))
-		}
-		if !(f > 0) || math.IsInf(f, 0) {
-			return p, fmt.Errorf("operator.peaks.%s must be a positive number", m.Key)
-		}
-		switch m.Key {
-		case "bf16_tflops", "fp8_tflops", "fp4_tflops":
-			out.TFLOPS[strings.TrimSuffix(m.Key, "_tflops")] = f
-		case "hbm_tbps":
-			out.HBM = f
-		default:
-			return p, fmt.Errorf("operator.peaks.%s is not one of bf16_tflops, fp8_tflops, fp4_tflops, hbm_tbps, source", m.Key)
-		}
+	for k, v := range s.TFLOPS {
+		out.TFLOPS[k] = v
 	}
-	return out, nil
+	if s.HBM > 0 {
+		out.HBM = s.HBM
+	}
+	if s.Source != "" {
+		out.Source = s.Source
+	}
+	return out
 }
 
 // Case is what judging one ok row takes.
 type Case struct {
 	Op        string
-	Args      *pyjson.Object
+	Args      Args
 	WorldSize int
 	Runner    string
 	LatencyUS float64
