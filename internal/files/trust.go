@@ -264,3 +264,17 @@ func ReadJSONDepth(ctx context.Context, path string, depth int) (pyjson.Value, e
 	}
 	return v, nil
 }
+
+// CheckJSONObject says whether b is a JSON object by the same rules as ReadJSON: for a
+// document fetched rather than read from a file (a model's config.json), before opx
+// writes it into a stage.
+func CheckJSONObject(b []byte) error {
+	v, err := pyjson.Parse(b)
+	if err != nil {
+		return fmt.Errorf("not JSON: %v", err)
+	}
+	if _, ok := v.(*pyjson.Object); !ok {
+		return errors.New("not a JSON object")
+	}
+	return nil
+}

@@ -32,6 +32,21 @@ func ReadExecution(ctx context.Context, path string) (*Execution, error) {
 	return readExecution(ctx, path, math.MaxInt)
 }
 
+// ExecutionOwner is the run id and the runner an execution.json names, read leniently:
+// ok is false when the file is not a readable JSON object. recover checks them, in the
+// seed's order, before ReadExecution checks the layout.
+func ExecutionOwner(ctx context.Context, path string) (runID, runner string, ok bool) {
+	v, err := files.ReadJSON(ctx, path)
+	o, isObj := v.(*pyjson.Object)
+	if err != nil || !isObj {
+		return "", "", false
+	}
+	runID, _ = o.String("run_id")
+	cell, _ := o.Object("cell")
+	runner, _ = cell.String("runner")
+	return runID, runner, true
+}
+
 // ReadExecutionHead is ReadExecution with the cell's cases left as their JSON text (each
 // Case's Shape a pyjson.Raw, its Testlist empty): for readers that need an execution's
 // provenance, attempt and cell facts but not its 500 shapes — summarize's walk over

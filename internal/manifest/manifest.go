@@ -225,11 +225,32 @@ func (c *Cell) Check() error {
 	return nil
 }
 
+// Testlist is one testlist's shapes as a cell carries them, in case order: what execute
+// writes into the stage for the harness.
+type Testlist []pyjson.Value
+
+// Write writes the testlist as the harness reads it.
+func (t Testlist) Write(path string) error { return files.WriteJSON(path, []pyjson.Value(t)) }
+
+// EngineArgsJSON and ParallelJSON are the cell's engine_args and parallel as the harness's
+// environment carries them: json.dumps of the value, {} when it is empty or absent.
+func (c *Cell) EngineArgsJSON() string { return objectJSON(c.EngineArgs) }
+
+// ParallelJSON: see EngineArgsJSON.
+func (c *Cell) ParallelJSON() string { return objectJSON(c.Parallel) }
+
+func objectJSON(v pyjson.Value) string {
+	if !pyjson.Truthy(v) {
+		return "{}"
+	}
+	return string(pyjson.MustMarshal(v, pyjson.Default))
+}
+
 // Testlists groups the cell's case shapes by testlist, in case order, and returns the
 // testlist names sorted.
-func (c *Cell) Testlists() (names []string, shapes map[string][]pyjson.Value, err error) {
+func (c *Cell) Testlists() (names []string, shapes map[string]Testlist, err error) {
 	cases, _ := c.Raw.Array("cases")
-	shapes = map[string][]pyjson.Value{}
+	shapes = map[string]Testlist{}
 	for i, cv := range cases {
 		if _, ok := cv.(*pyjson.Object); !ok {
 			return nil, nil, errors.New("manifest case is not an object")

@@ -24,7 +24,25 @@ type Status struct {
 	Exited0     bool
 	// Failure is the phase that failed, its error and its log's name ("" when none of
 	// them was written).
-	Failure struct{ Phase, Message, Log string }
+	Failure Failure
+}
+
+// Failure is status.json's account of a failed execution: the phase, the error, and the
+// phase's log when it has one.
+type Failure struct{ Phase, Message, Log string }
+
+// WriteStatus writes a status.json as execute ends: the exit code, the Slurm jobs, and
+// the failure when there was one (nil: none): the one writer of the format.
+func WriteStatus(path string, exitCode int, jobs []string, f *Failure) error {
+	o := pyjson.Obj("exit_code", exitCode, "slurm_jobs", jobs)
+	if f != nil { // beyond the seed: what failed, for the report
+		fo := pyjson.Obj("phase", f.Phase, "message", f.Message)
+		if f.Log != "" {
+			fo.Set("log", f.Log)
+		}
+		o.Set("failure", fo)
+	}
+	return files.WriteJSON(path, o)
 }
 
 // ReadStatus reads a status.json: the one reader of the format. A file that is not there

@@ -21,7 +21,6 @@ import (
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/proc"
-	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/pytext"
 	"github.com/semianalysis/opx/internal/safe"
 )
@@ -247,11 +246,11 @@ func (r *execution) perform(ctx context.Context) (err error) {
 		}
 		wctx := context.WithoutCancel(ctx) // the record of what ran is written whatever ended it
 		r.reportRelease(wctx)
-		status := pyjson.Obj("exit_code", rc, "slurm_jobs", AllocationIDs(wctx, r.root))
+		var failure *manifest.Failure
 		if err != nil {
-			status.Set("failure", r.failure(err)) // beyond the seed: what failed, for the report
+			failure = r.failure(err)
 		}
-		if werr := files.WriteJSON(filepath.Join(r.root, "status.json"), status); werr != nil && err == nil {
+		if werr := manifest.WriteStatus(filepath.Join(r.root, manifest.StatusFile), rc, AllocationIDs(wctx, r.root), failure); werr != nil && err == nil {
 			err = werr
 		}
 	}()
@@ -274,10 +273,10 @@ func (r *execution) record(change func(*manifest.Accounting)) {
 
 // failure is status.json's account of a failed execution: the phase, the error, and the
 // phase's log when it has one.
-func (r *execution) failure(err error) *pyjson.Object {
-	f := pyjson.Obj("phase", r.phase, "message", safe.OneLine(err.Error()))
+func (r *execution) failure(err error) *manifest.Failure {
+	f := &manifest.Failure{Phase: r.phase, Message: safe.OneLine(err.Error())}
 	if fi, serr := os.Stat(filepath.Join(r.root, r.phase+".log")); serr == nil && fi.Mode().IsRegular() {
-		f.Set("log", r.phase+".log")
+		f.Log = r.phase + ".log"
 	}
 	return f
 }

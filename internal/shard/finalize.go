@@ -11,10 +11,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/platform"
-	"github.com/semianalysis/opx/internal/pyjson"
 )
 
 // Finalize is the seed's finalize (docs/seed-spec.md §9): cancel and confirm, copy results out of
@@ -185,14 +183,8 @@ func Recover(ctx context.Context, s *Slurm, artifacts, runID string, runner plat
 	n := 0
 	for _, path := range found {
 		// ci.py's order: whether it is this run's and runner's first, then its layout
-		if v, err := files.ReadJSON(ctx, path); err == nil {
-			o, _ := v.(*pyjson.Object)
-			rid, _ := o.String("run_id")
-			cell, _ := o.Object("cell")
-			label, _ := cell.String("runner")
-			if o != nil && (rid != runID || label != runner.Label) {
-				return n, errors.New("recovery artifact does not match requested run/runner")
-			}
+		if rid, label, ok := manifest.ExecutionOwner(ctx, path); ok && (rid != runID || label != runner.Label) {
+			return n, errors.New("recovery artifact does not match requested run/runner")
 		}
 		ex, err := manifest.ReadExecution(ctx, path)
 		if err != nil {

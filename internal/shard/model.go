@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/semianalysis/opx/internal/files"
-	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/pytext"
 )
 
@@ -85,11 +84,8 @@ func (r *execution) stageModelConfig(ctx context.Context, ckpt string) {
 		note(fmt.Errorf("GET %s: larger than %d bytes", url, maxConfigBytes))
 		return
 	}
-	if v, err := pyjson.Parse(body); err != nil {
-		note(fmt.Errorf("GET %s: not JSON: %v", url, err))
-		return
-	} else if _, ok := v.(*pyjson.Object); !ok {
-		note(fmt.Errorf("GET %s: not a JSON object", url))
+	if err := files.CheckJSONObject(body); err != nil {
+		note(fmt.Errorf("GET %s: %v", url, err))
 		return
 	}
 	if err := files.WriteAtomic(filepath.Join(dir, "config.json"), body, 0o644); err != nil {

@@ -10,11 +10,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/proc"
-	"github.com/semianalysis/opx/internal/pyjson"
 )
 
 // Step is one command execute runs: its phase name, its log in the output directory, its
@@ -31,7 +29,7 @@ type Step struct {
 type layoutOp struct {
 	kind     string // copy-binary, copy-harness, fetch-model, write-testlist, mkdir
 	src, dst string
-	shapes   []pyjson.Value // write-testlist
+	shapes   manifest.Testlist // write-testlist
 }
 
 // layout is the stage's contents (docs/seed-spec.md §12.8): the opx binary, harness sources, the
@@ -72,7 +70,7 @@ func (r *execution) applyLayout(ctx context.Context) error {
 		case "fetch-model":
 			r.stageModelConfig(ctx, op.src)
 		case "write-testlist":
-			err = files.WriteJSON(op.dst, op.shapes)
+			err = op.shapes.Write(op.dst)
 		case "mkdir":
 			err = os.MkdirAll(op.dst, 0o755)
 		}
@@ -263,23 +261,16 @@ func (r *execution) benchEnv(job string) (env, keep []string) {
 func (r *execution) contractVars(job string) [][2]string {
 	c := r.cell
 	names, _, _ := c.Testlists()
-	engineArgs, par := c.EngineArgs, c.Parallel
-	if !pyjson.Truthy(engineArgs) {
-		engineArgs = pyjson.NewObject()
-	}
-	if !pyjson.Truthy(par) {
-		par = pyjson.NewObject()
-	}
 	return [][2]string{
 		{"OPERATORX_CLUSTER", c.Cluster}, {"OPERATORX_CONTAINER_IMAGE", c.Image}, {"OPERATORX_IMAGE_DIGEST", c.Digest},
 		{"OPERATORX_IMAGE_PLATFORM", r.entry.ImagePlatform}, {"OPERATORX_GPUS_PER_NODE", strconv.FormatInt(r.entry.GPUsPerNode, 10)},
 		{"OPERATORX_SOURCE_SHA", r.o.SourceSHA}, {"OPERATORX_GITHUB_RUN_ID", r.o.RunID},
 		{"OPERATORX_GITHUB_RUN_ATTEMPT", r.o.Attempt}, {"OPERATORX_SHARD_ID", c.ID},
 		{"OPERATORX_BACKENDS", strings.Join(c.Backends, ",")}, {"OPERATORX_MODE", c.Mode}, {"OPERATORX_RECIPE", c.Recipe},
-		{"OPERATORX_ENGINE_ARGS", string(pyjson.MustMarshal(engineArgs, pyjson.Default))},
+		{"OPERATORX_ENGINE_ARGS", c.EngineArgsJSON()},
 		{"OPERATORX_TESTLISTS", strings.Join(names, ",")}, {"PYTHONPATH", "/opx/source"}, {"PYTHONDONTWRITEBYTECODE", "1"},
 		{"WORLD_SIZE", strconv.FormatInt(c.WorldSize, 10)},
-		{"OPERATORX_PARALLEL", string(pyjson.MustMarshal(par, pyjson.Default))},
+		{"OPERATORX_PARALLEL", c.ParallelJSON()},
 		{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", masterPort(job, c.ID)},
 	}
 }
