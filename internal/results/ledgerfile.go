@@ -117,7 +117,8 @@ func WriteLedger(path, artifacts string, l *Ledger) error {
 	return files.WriteAtomicFunc(path, 0o644, func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 256<<10)
 		bw.Write(head[:len(head)-1])
-		// the items are encoded a batch at a time on every core and written in order
+		// the items are encoded a batch at a time on every core and written in order; not
+		// under the caller's context: the record is written whatever ended the run
 		list := func(name string, n int, item func(i int) any) error {
 			bw.WriteString(`,"` + name + `":[`)
 			batches := (n + ledgerBatch - 1) / ledgerBatch
