@@ -156,6 +156,28 @@ func TestAMDSMI(t *testing.T) {
 	}
 }
 
+// AMD's own published `amd-smi metric -p --json` (ROCm 6.1, from amdsmi's CHANGELOG; see
+// testdata/README.md): one GPU's power section and nothing else. The socket power is read;
+// what it does not report (clocks, temperatures, the other GPU) stays unknown (0), and
+// "throttle_status": "UNTHROTTLED" with no accumulators is no slowdown.
+func TestAMDMetricPowerAsAMDPublishesIt(t *testing.T) {
+	installFakes(t, "amd-smi")
+	f := take(t, "before", "OPX_FAKE_AMD_STATIC=amd-smi-mi300x-static.json", "OPX_FAKE_AMD_METRIC=amd-smi-metric-power-amdsmi-changelog.json")
+	if len(f.GPUs) != 2 {
+		t.Fatalf("%+v", f)
+	}
+	g0, g1 := f.GPUs[0], f.GPUs[1]
+	if g0.PowerDrawW != 10 || g0.SMClockMHz != 0 || g0.MemClockMHz != 0 || g0.TemperatureC != 0 || g0.PowerLimitW != 750 {
+		t.Errorf("gpu 0: %+v", g0)
+	}
+	if g1.PowerDrawW != 0 || g1.SMClockMHz != 0 {
+		t.Errorf("gpu 1 has no metric in the sample, yet: %+v", g1)
+	}
+	if th := Throttled(f, f, 8); len(th.GPUs) != 0 || len(th.Reasons) != 0 {
+		t.Errorf("UNTHROTTLED read as a slowdown: %+v", th)
+	}
+}
+
 func TestToolsAbsent(t *testing.T) {
 	installFakes(t)
 	f := take(t, "before")
