@@ -12,7 +12,6 @@ import (
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
-	"github.com/semianalysis/opx/internal/par"
 	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/verdict"
 )
@@ -90,9 +89,6 @@ type caseDoc struct {
 	Reached    bool            `json:"reached_by_newest"`
 }
 
-// ledgerBatch is how many attempts or cases WriteLedger encodes as one piece of work.
-const ledgerBatch = 2048
-
 // WriteLedger writes the ledger to path, atomically, an attempt and a case a line (a
 // 128,000-case ledger is written without holding its text); attempt directories are
 // written relative to artifacts.
@@ -117,31 +113,21 @@ func WriteLedger(path, artifacts string, l *Ledger) error {
 	return files.WriteAtomicFunc(path, 0o644, func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 256<<10)
 		bw.Write(head[:len(head)-1])
-		// the items are encoded a batch at a time on every core and written in order; not
-		// under the caller's context: the record is written whatever ended the run
 		list := func(name string, n int, item func(i int) any) error {
 			bw.WriteString(`,"` + name + `":[`)
-			batches := (n + ledgerBatch - 1) / ledgerBatch
-			err := par.Ordered(context.Background(), batches, 0, func(_ context.Context, b int) ([]byte, error) {
-				var out []byte
-				for i := b * ledgerBatch; i < min(n, (b+1)*ledgerBatch); i++ {
-					if i > 0 {
-						out = append(out, ',')
-					}
-					out = append(out, '\n')
-					enc, err := json.Marshal(item(i))
-					if err != nil {
-						return nil, err
-					}
-					out = append(out, enc...)
+			for i := range n {
+				if i > 0 {
+					bw.WriteByte(',')
 				}
-				return out, nil
-			}, func(_ int, text []byte) error {
-				_, err := bw.Write(text)
-				return err
-			})
+				b, err := json.Marshal(item(i))
+				if err != nil {
+					return err
+				}
+				bw.WriteByte('\n')
+				bw.Write(b)
+			}
 			bw.WriteString("\n]")
-			return err
+			return nil
 		}
 		err := list("attempts", len(l.Attempts), func(i int) any {
 			a := &l.Attempts[i]
