@@ -83,6 +83,27 @@ func TestPlanRefusesAnIncompleteCustomRunner(t *testing.T) {
 	}
 }
 
+// Site peaks execute would refuse are refused by plan and failed by doctor, in one wording,
+// before any node is allocated.
+func TestPlanAndDoctorRefuseSitePeaksExecuteWould(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "site.json")
+	os.WriteFile(cfg, []byte(`{"base": "opx:embedded", "platforms": {"cluster:lab-x": {"cluster": "lab", "gpus_per_node": 8,
+	  "image_platform": "linux/amd64", "operator": {"partition": "gpu", "stage_dir": "/tmp", "peaks": {"bf16_tflops": "fast"}}}}}`), 0o644)
+	want := "cluster:lab-x lacks valid operator.peaks (operator.peaks.bf16_tflops is string, not a number)"
+	out := filepath.Join(dir, "m.json")
+	r := runOpx(t, "plan", "--runner", "cluster:lab-x", "--platform-config", cfg, "--backends", "vllm", "--testlists", "gemm_perf", "--world-sizes", "1", "--out", out)
+	if r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("plan: exit %d %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a manifest was written for a runner whose peaks execute refuses")
+	}
+	if d := runOpx(t, "doctor", "--runner", "cluster:lab-x", "--platform-config", cfg); d.code != 1 || !strings.Contains(d.stdout, want) {
+		t.Errorf("doctor: exit %d %s", d.code, d.stdout)
+	}
+}
+
 // --estimate-from prices a plan without writing over anything (issue 32): no --out, no
 // manifest written here; --out that is the ledger, refused; another machine's ledger,
 // said to be so.

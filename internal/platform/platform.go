@@ -548,8 +548,9 @@ func (g *Registry) Facts(label string) (f *Facts, ok bool) {
 // runner and doctor fails it, both in these words, before any node is allocated:
 // gpus_per_node (an integer), image_platform, operator.partition (but for the local
 // runner), operator.cpus_per_node on AMD runners (their salloc gets
-// --cpus-per-task=cpus_per_node/gpus_per_node), a container mode of pyxis or none, and
-// storage paths (stage_dir, squash_dir, storage_roots) that are text.
+// --cpus-per-task=cpus_per_node/gpus_per_node), a container mode of pyxis or none,
+// storage paths (stage_dir, squash_dir, storage_roots) that are text, and operator.peaks,
+// when declared, as SitePeaks reads them.
 func Missing(r Runner, e *pyjson.Object) []string {
 	isInt := func(v pyjson.Value) bool { _, ok := v.(pyjson.Int); return ok }
 	var missing []string
@@ -577,6 +578,11 @@ func Missing(r Runner, e *pyjson.Object) []string {
 	}
 	if _, err := storageOf(e); err != nil {
 		missing = append(missing, err.Error())
+	}
+	if peaks, _ := op.Object("peaks"); peaks != nil {
+		if _, err := SitePeaks(peaks); err != nil {
+			missing = append(missing, "valid operator.peaks ("+err.Error()+")")
+		}
 	}
 	return missing
 }
