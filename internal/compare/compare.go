@@ -37,7 +37,6 @@ import (
 	"unique"
 
 	"github.com/semianalysis/opx/internal/fingerprint"
-	"github.com/semianalysis/opx/internal/par"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/verdict"
@@ -186,7 +185,6 @@ const mostValues = 20
 // entry is one case of one run.
 type entry struct {
 	*group
-	key                    string // the join key (byKey's)
 	label, status, message string
 	primary                string // the headline metric ("" when none)
 	metrics                []value
@@ -279,7 +277,6 @@ func (s *Run) add(rows []results.Row) {
 		}
 		x := s.entryOf(r)
 		k := r.KeyOf(s.key)
-		x.key = k
 		if i, ok := s.byKey[k]; ok {
 			s.Duplicate++
 			if s.dupKey == "" {
@@ -436,43 +433,25 @@ func Join(base, nw *Run, opt Options) *Result {
 			res.Throttled[side] = n
 		}
 	}
-	// every case of the base, then the new run's cases the base lacks, classed on every
-	// core a range of rows at a time (the order is the sort's below)
-	for _, side := range []struct {
-		rows     []entry
-		other    *Run
-		baseRows bool
-	}{{base.rows, nw, true}, {nw.rows, base, false}} {
-		parts := make([][]joined, par.Parts(len(side.rows)))
-		par.Ranges(len(side.rows), func(p, lo, hi int) {
-			for i := lo; i < hi; i++ {
-				x := &side.rows[i]
-				j, in := side.other.byKey[x.key]
-				var b, n *entry
-				switch {
-				case side.baseRows:
-					b = x
-					if in {
-						n = &side.other.rows[j]
-					}
-				case in:
-					continue // joined from the base's side
-				default:
-					n = x
-				}
-				c := build(x.key, b, n, opt)
-				jn := joined{key: x.key, b: b, n: n, class: c.Class, hasPrimary: c.Primary != nil}
-				if c.Primary != nil {
-					jn.speedup = c.Primary.Speedup
-				}
-				parts[p] = append(parts[p], jn)
-			}
-		})
-		for _, part := range parts {
-			for _, jn := range part {
-				res.Counts[jn.class]++
-			}
-			res.cases = append(res.cases, part...)
+	add := func(k string, b, n *entry) {
+		c := build(k, b, n, opt)
+		j := joined{key: k, b: b, n: n, class: c.Class, hasPrimary: c.Primary != nil}
+		if c.Primary != nil {
+			j.speedup = c.Primary.Speedup
+		}
+		res.Counts[c.Class]++
+		res.cases = append(res.cases, j)
+	}
+	for k, i := range base.byKey {
+		var n *entry
+		if j, ok := nw.byKey[k]; ok {
+			n = &nw.rows[j]
+		}
+		add(k, &base.rows[i], n)
+	}
+	for k, j := range nw.byKey {
+		if _, ok := base.byKey[k]; !ok {
+			add(k, nil, &nw.rows[j])
 		}
 	}
 	sort.Slice(res.cases, func(i, j int) bool {

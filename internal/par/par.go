@@ -78,19 +78,3 @@ func Ordered[T any](ctx context.Context, n, window int, read func(ctx context.Co
 	}
 	return nil
 }
-
-// Ranges splits [0, n) into Parts(n) contiguous ranges, in order, and runs work on each at
-// once, returning when all are done: for work in memory that blocks on nothing and is
-// done in a moment (no context to stop it). part is the range's place, 0 to Parts(n)-1.
-func Ranges(n int, work func(part, lo, hi int)) {
-	parts := Parts(n)
-	var wg sync.WaitGroup
-	for p := range parts {
-		lo, hi := p*n/parts, (p+1)*n/parts
-		wg.Go(func() { work(p, lo, hi) })
-	}
-	wg.Wait()
-}
-
-// Parts is how many ranges Ranges makes of n items: one per core, at most n, at least 1.
-func Parts(n int) int { return max(1, min(runtime.GOMAXPROCS(0), n)) }

@@ -78,33 +78,3 @@ func TestOrderedStopsAtTheFirstErrorInOrder(t *testing.T) {
 		t.Error("a cancelled context: no error")
 	}
 }
-
-// Every index is worked on exactly once, the ranges are contiguous and in part order, and
-// there is one part for no items.
-func TestRangesCoverEveryIndexOnce(t *testing.T) {
-	for _, n := range []int{0, 1, 2, 3, 7, 1000} {
-		seen := make([]int32, n)
-		parts := make([][2]int, Parts(n))
-		Ranges(n, func(p, lo, hi int) {
-			parts[p] = [2]int{lo, hi}
-			for i := lo; i < hi; i++ {
-				atomic.AddInt32(&seen[i], 1)
-			}
-		})
-		for i, c := range seen {
-			if c != 1 {
-				t.Fatalf("n=%d: index %d worked on %d times", n, i, c)
-			}
-		}
-		next := 0
-		for p, r := range parts {
-			if r[0] != next || r[1] < r[0] {
-				t.Fatalf("n=%d: part %d is %v after %d", n, p, r, next)
-			}
-			next = r[1]
-		}
-		if next != n || Parts(n) < 1 {
-			t.Fatalf("n=%d: parts end at %d (%d parts)", n, next, Parts(n))
-		}
-	}
-}
