@@ -1,7 +1,8 @@
 package compare_test
 
 // compare's false-positive rate, measured: the same cpu sweep run twice on this machine
-// (A/A) must have at most 1 % of its cases called faster or slower, and the same sweep
+// (A/A) must show a false-call rate of at most 1 % (no more than 3 of its 100 cases called
+// faster or slower: see maxAACalls), and the same sweep
 // made slower on purpose (OPERATORX_CPU_REPEAT=3: every timed GEMM done three times) must
 // be called slower and fail the gate. Real processes end to end: opx run, then opx compare.
 //
@@ -95,6 +96,10 @@ func compareRuns(t *testing.T, base, nw string, args ...string) (map[string]int,
 	return doc.Counts, r
 }
 
+// maxAACalls is the most cases of 100 an A/A comparison may call without refuting a false-
+// call rate of 1 %: P(4 or more | 1 %) = 1.8 %.
+const maxAACalls = 3
+
 func TestCompareAAAndAKnownSlowdown(t *testing.T) {
 	tl := aaTestlist(t)
 	dir := t.TempDir()
@@ -110,8 +115,13 @@ func TestCompareAAAndAKnownSlowdown(t *testing.T) {
 	}
 	called := counts["faster"] + counts["slower"]
 	t.Logf("A/A: %d cases, %d called faster or slower (%v)", cases, called, counts)
-	if cases != 100 || called > cases/100 {
-		t.Errorf("A/A: %d of %d cases called faster or slower, at most 1 %% allowed: %v\n%s", called, cases, counts, r.Stdout)
+	// the claim is a false-call rate of at most 1 %. 100 cases are a sample of it: at
+	// exactly 1 %, 2 or more calls come in 26 % of runs and 3 or more in 7.9 % (binomial),
+	// so those are no evidence against it; 4 or more come in 1.8 % of runs, and fail. A
+	// detector at 5 % fails 74 % of runs, at 10 % 99 %; the VM's drift (9 and 28 of 100
+	// seen) fails at once.
+	if cases != 100 || called > maxAACalls {
+		t.Errorf("A/A: %d of %d cases called faster or slower, more than a 1 %% false-call rate gives but in 1.8 %% of runs (at most %d): %v\n%s", called, cases, maxAACalls, counts, r.Stdout)
 	}
 	if counts["slower"] == 0 && r.Code != 0 {
 		t.Errorf("A/A with no case slower failed the gate: exit %d %s", r.Code, r.Stderr)
