@@ -200,6 +200,15 @@ func (d *Decoder) Canonical(dst []byte) ([]byte, error) {
 	return dst, err
 }
 
+// CanonicalText is Canonical, and the value's own text as the document writes it.
+func (d *Decoder) CanonicalText(dst []byte) ([]byte, Raw, error) {
+	start := d.p.pos
+	dst, err := d.canonical(dst)
+	text := Raw(d.p.data[start:d.p.pos])
+	d.p.skip()
+	return dst, text, err
+}
+
 func (d *Decoder) canonical(dst []byte) ([]byte, error) {
 	p := &d.p
 	switch d.Kind() {

@@ -252,6 +252,19 @@ func FuzzRoundTrip(f *testing.F) {
 		if want := MustMarshal(v, Identity); !bytes.Equal(canon, want) {
 			t.Fatalf("%q: Canonical wrote %s, Marshal %s", data, canon, want)
 		}
+		// Detach's compact copy reads as the same value, and holds no white space between
+		// tokens (its strings' own are kept)
+		compact := appendCompact(nil, bytes.TrimLeft(data, " \t\r\n"))
+		cv, err := Parse(compact)
+		if err != nil {
+			t.Fatalf("%q compacted to %q: %v", data, compact, err)
+		}
+		if a, b := MustMarshal(v, Identity), MustMarshal(cv, Identity); !bytes.Equal(a, b) {
+			t.Fatalf("%q compacted to %q: %s, not %s", data, compact, b, a)
+		}
+		if again := appendCompact(nil, compact); !bytes.Equal(again, compact) {
+			t.Fatalf("%q compacted to %q, then to %q", data, compact, again)
+		}
 		for _, opt := range []Options{Identity, Default, Compact, File} {
 			once := MustMarshal(v, opt)
 			v2, err := Parse(once)

@@ -1,6 +1,7 @@
 package results
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -37,8 +38,9 @@ type Ledger struct {
 	MoreMissing int
 	// CPU is whether every shard ran on the local runner: its "GPUs" are processes on this
 	// machine's CPU, and its hours are said to be CPU-hours.
-	CPU   bool
-	tally tally
+	CPU    bool
+	tally  tally
+	chunks [][]Case // each shard's cases, as the walk settles them
 }
 
 // Unit is what the run's hours are of, in the words every command uses: "GPU", or "CPU"
@@ -60,10 +62,17 @@ type tally struct {
 	charged, kept float64 // GPU-seconds charged to cases, and to the rows kept
 }
 
-// add settles cases into the ledger: tallied, listed when missing, kept when keep.
+// add settles cases into the ledger: tallied, listed when missing, kept when keep (walk
+// puts the kept shards' lists together once it is done). A case that has its row lets
+// its args' text go; one still missing keeps its own copy, not the manifest's.
 func (l *Ledger) add(cases []Case, keep bool) {
 	for i := range cases {
 		c := &cases[i]
+		if c.Status == "missing" {
+			c.argsText = bytes.Clone(c.argsText)
+		} else {
+			c.argsText = nil
+		}
 		t := &l.tally
 		t.judge.Case(c.Backend, c.Outcome())
 		t.charged += c.GPUSeconds
@@ -79,7 +88,7 @@ func (l *Ledger) add(cases []Case, keep bool) {
 		}
 	}
 	if keep {
-		l.Cases = append(l.Cases, cases...)
+		l.chunks = append(l.chunks, cases)
 	}
 }
 
@@ -90,8 +99,11 @@ type Case struct {
 	Testlist, Op, Backend, Cluster string
 	Runner                         string
 	WorldSize                      int
-	ArgsJSON                       string // json.dumps(args, sort_keys=True), as the key has them
-	argsText                       string // the args as the manifest writes them: Label reads them when asked
+	ArgsJSON                       string // json.dumps(args, sort_keys=True): the key's own text
+	// argsText is the args as the manifest writes them, which Label reads when asked: the
+	// manifest's own bytes until the case is settled, then a copy for a case still
+	// missing, and nothing for one that has its row (Ledger.add)
+	argsText []byte
 	// Status is the kept row's: ok, unsupported or error; missing when no attempt wrote one.
 	Status, Message string
 	Attempt         int     // the attempt whose row is kept (0: missing)
@@ -114,7 +126,7 @@ func (c *Case) MissingRow() Row {
 // Label is the case's args as a row shows them (Label), made when asked: a run's
 // cases are keyed by the thousand, and only the missing ones are shown by their args.
 func (c *Case) Label() string {
-	v, err := pyjson.Parse([]byte(c.argsText))
+	v, err := pyjson.Parse(c.argsText)
 	if o, ok := v.(*pyjson.Object); ok && err == nil {
 		return Label(o)
 	}
@@ -213,62 +225,88 @@ func CaseKey(testlist, op, argsJSON, backend string, worldSize int, cluster stri
 
 // CellCases are a cell's requested cases, one per distinct key, in case then backend order.
 func CellCases(c *manifest.Cell) ([]Case, error) {
-	var out []Case
-	seen := map[string]bool{}
+	all := make([]Case, 0, len(c.Cases)*len(c.Backends))
+	var buf keyBuf
+	var err error
 	for i := range c.Cases {
-		cs, err := ShapeCases(c, i)
-		if err != nil {
+		if all, err = appendShapeCases(all, c, i, &buf); err != nil {
 			return nil, err
 		}
-		for _, k := range cs {
-			if !seen[k.Key] {
-				seen[k.Key] = true
-				out = append(out, k)
-			}
+	}
+	// a shape listed twice is one case: the first keeps its place
+	seen := make(map[string]bool, len(all))
+	out := all[:0]
+	for _, k := range all {
+		if !seen[k.Key] {
+			seen[k.Key] = true
+			out = append(out, k)
 		}
 	}
+	clear(all[len(out):]) // what moved down is not held twice
 	return out, nil
 }
 
 // ShapeCases are the cases of the cell's i-th shape: one per backend of the cell.
 func ShapeCases(c *manifest.Cell, i int) ([]Case, error) {
+	return appendShapeCases(make([]Case, 0, len(c.Backends)), c, i, &keyBuf{})
+}
+
+// keyBuf is where a cell's case keys are written before each is made a string.
+type keyBuf struct{ args, key []byte }
+
+// appendShapeCases appends the cases of the cell's i-th shape to dst. A case's ArgsJSON
+// is its key's own text (one string for both), and its args' text as written is the
+// manifest's own bytes until the case is settled (Ledger.add).
+func appendShapeCases(dst []Case, c *manifest.Cell, i int, buf *keyBuf) ([]Case, error) {
 	cs := c.Cases[i]
-	op, argsText, argsJSON, err := shapeArgs(cs.Shape)
+	op, argsText, argsJSON, err := shapeArgs(cs.Shape, buf.args[:0])
 	if err != nil {
 		return nil, err
 	}
-	if argsJSON == "" {
+	if argsJSON == nil {
 		return nil, fmt.Errorf("shard %s case %d: a shape needs a type and an args object", c.ID, i)
 	}
-	out := make([]Case, 0, len(c.Backends))
+	buf.args = argsJSON
 	for _, b := range c.Backends {
-		out = append(out, Case{Key: CaseKey(cs.Testlist, op, argsJSON, b, int(c.WorldSize), c.Cluster), Shard: c.ID,
-			Testlist: cs.Testlist, Op: op, Backend: b, Cluster: c.Cluster, Runner: c.Runner, WorldSize: int(c.WorldSize),
-			ArgsJSON: argsJSON, argsText: argsText, Status: "missing"})
+		// CaseKey, written once: the args' text is the key's, from lo to hi
+		k := append(buf.key[:0], cs.Testlist...)
+		k = append(append(k, " | "...), op...)
+		k = append(k, " | "...)
+		lo := len(k)
+		k = append(k, argsJSON...)
+		hi := len(k)
+		k = append(append(k, " | "...), b...)
+		k = strconv.AppendInt(append(k, " | ws="...), c.WorldSize, 10)
+		k = append(append(k, " | "...), c.Cluster...)
+		buf.key = k
+		key := string(k)
+		dst = append(dst, Case{Key: key, Shard: c.ID, Testlist: cs.Testlist, Op: op, Backend: b, Cluster: c.Cluster,
+			Runner: c.Runner, WorldSize: int(c.WorldSize), ArgsJSON: key[lo:hi], argsText: argsText, Status: "missing"})
 	}
-	return out, nil
+	return dst, nil
 }
 
-// shapeArgs is a shape's type, its args' text as written and their key text ("" when it
-// has no args object): decoded from its text as the manifest's outline keeps it, the key
-// written as the args are read, nothing built.
-func shapeArgs(shape pyjson.Value) (op, argsText, argsJSON string, err error) {
+// shapeArgs is a shape's type, its args' text as written and their key text (nil when it
+// has no args object), the key appended to scratch: decoded from its text as the
+// manifest's outline keeps it, each read once, the text as written being the manifest's
+// own bytes; a built shape (a manifest read whole) is written out.
+func shapeArgs(shape pyjson.Value, scratch []byte) (op string, argsText, argsJSON []byte, err error) {
 	raw, ok := shape.(pyjson.Raw)
 	if !ok { // built (a manifest read whole)
 		so, _ := shape.(*pyjson.Object)
 		op, _ = so.String("type")
 		if args, _ := so.Object("args"); args != nil {
-			argsText = string(pyjson.MustMarshal(args, pyjson.Default))
-			argsJSON = string(pyjson.MustMarshal(args, pyjson.Identity))
+			argsText = pyjson.MustMarshal(args, pyjson.Default)
+			argsJSON = append(scratch, pyjson.MustMarshal(args, pyjson.Identity)...)
 		}
 		return op, argsText, argsJSON, nil
 	}
 	d, err := pyjson.NewDecoder(raw)
 	if err != nil {
-		return "", "", "", err
+		return "", nil, nil, err
 	}
 	if d.Kind() != '{' {
-		return "", "", "", d.Skip()
+		return "", nil, nil, d.Skip()
 	}
 	err = d.Object(func(key []byte) error {
 		var err error
@@ -276,16 +314,11 @@ func shapeArgs(shape pyjson.Value) (op, argsText, argsJSON string, err error) {
 		case "type":
 			op, _, err = d.Text()
 		case "args":
-			argsText, argsJSON = "", ""
+			argsText, argsJSON = nil, nil
 			if d.Kind() != '{' {
 				return nil
 			}
-			var text pyjson.Raw
-			if text, err = d.Raw(); err != nil {
-				return err
-			}
-			b, _ := pyjson.Canonical(text) // the decoder has checked it
-			argsText, argsJSON = string(text), string(b)
+			argsJSON, argsText, err = d.CanonicalText(scratch[:0])
 		}
 		return err
 	})

@@ -216,3 +216,45 @@ func TestLedgerMarkdown(t *testing.T) {
 		t.Errorf("markdown:\n%s\nwant the row %q", b.String(), want)
 	}
 }
+
+// Every shard's cases are keyed into the ledger in place: in manifest order, a shape listed
+// twice once, each key CaseKey's with the args json.dumps(sort_keys=True) writes, its
+// ArgsJSON the key's own args, and a case still missing labelled as the manifest writes
+// its args (its text kept), a measured one keeping none.
+func TestLedgerCasesInPlace(t *testing.T) {
+	f := newFakeRun(t)
+	second := `{"id": "s-2", "runner": "cluster:x", "cluster": "x_8x", "backends": ["torch"], "world_size": 2, "gpus_per_node": 8,
+	  "cases": [{"testlist": "u", "shape": {"type": "gemm", "args": {
+	      "n": 8,
+	      "m": 1.50,
+	      "a": {"z": "é", "b": [1, 2]}}}},
+	    {"testlist": "u", "shape": {"type": "gemm", "args": {"m": 1.5, "n": 8, "a": {"b": [1, 2], "z": "\u00e9"}}}},
+	    {"testlist": "u", "shape": {"type": "gemm", "args": {"m": 2, "n": 8}}}]}`
+	f.write(f.manifest, `{"run_id": "9", "source_sha": "abc", "include": [`+f.cellJ+`, `+second+`]}`)
+	f.attempt(1, []int{0, 1, 2, 3}, []row{{0, "torch", "ok"}, {1, "vllm", "unsupported"}}, 0, 0)
+	l := f.ledger().Ledger
+	var got []string
+	for _, c := range l.Cases {
+		if want := CaseKey(c.Testlist, c.Op, c.ArgsJSON, c.Backend, c.WorldSize, c.Cluster); c.Key != want {
+			t.Errorf("key %q, want %q", c.Key, want)
+		}
+		if (c.Status == "missing") != (c.argsText != nil) {
+			t.Errorf("%s: %s, its args' text %q", c.Key, c.Status, c.argsText)
+		}
+		got = append(got, c.Shard+" "+c.Backend+" "+c.ArgsJSON+" "+c.Status)
+	}
+	want := []string{
+		`s-1 torch {"k": 8, "m": 16, "n": 8} ok`, `s-1 vllm {"k": 8, "m": 16, "n": 8} missing`,
+		`s-1 torch {"k": 8, "m": 32, "n": 8} missing`, `s-1 vllm {"k": 8, "m": 32, "n": 8} unsupported`,
+		`s-1 torch {"k": 8, "m": 48, "n": 8} missing`, `s-1 vllm {"k": 8, "m": 48, "n": 8} missing`,
+		`s-1 torch {"k": 8, "m": 64, "n": 8} missing`, `s-1 vllm {"k": 8, "m": 64, "n": 8} missing`,
+		`s-2 torch {"a": {"b": [1, 2], "z": "\u00e9"}, "m": 1.5, "n": 8} missing`,
+		`s-2 torch {"m": 2, "n": 8} missing`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("cases:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if r := l.Cases[8].MissingRow(); r.ArgsLabel != "n=8 m=1.5 a.z=é a.b=[1, 2]" || r.ArgsKey != l.Cases[8].ArgsJSON {
+		t.Errorf("missing row's label %q, key %q", r.ArgsLabel, r.ArgsKey)
+	}
+}

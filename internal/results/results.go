@@ -249,13 +249,6 @@ func walk(ctx context.Context, manifest, artifacts string, opt walker, start fun
 	for _, s := range rep.Shards {
 		run.Ledger.CPU = run.Ledger.CPU && s.Cell.Runner == "local" // platform.Local: processes on this CPU
 	}
-	if wk.keep { // the ledger's cases: each shape once per backend (fewer when one is listed twice)
-		n := 0
-		for _, s := range rep.Shards {
-			n += len(s.Cell.Cases) * len(s.Cell.Backends)
-		}
-		run.Ledger.Cases = make([]Case, 0, n)
-	}
 	err = par.Ordered(ctx, len(rep.Shards), runtime.GOMAXPROCS(0), func(ctx context.Context, i int) (*shardRead, error) {
 		return readShard(ctx, &rep.Shards[i], manifest, wk.lean)
 	}, func(i int, r *shardRead) error {
@@ -263,6 +256,12 @@ func walk(ctx context.Context, manifest, artifacts string, opt walker, start fun
 	})
 	if err != nil {
 		return err
+	}
+	if wk.keep {
+		// one list, written at once: a list made ahead of the walk and filled as it goes
+		// costs every page twice (the collector reads it first)
+		run.Ledger.Cases = slices.Concat(run.Ledger.chunks...)
+		run.Ledger.chunks = nil
 	}
 	run.Ledger.RunID, run.Ledger.SourceSHA = run.RunID, run.SourceSHA
 	rep.Success = run.Ledger.Verdict().OK
