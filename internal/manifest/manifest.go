@@ -49,21 +49,23 @@ type Cell struct {
 	Raw                  *pyjson.Object
 }
 
-// Case is one requested shape of a cell. In a manifest read with LoadOutline, Shape is the
-// shape's JSON text (pyjson.Raw).
+// Case is one requested shape of a cell. In a manifest read with LoadOutline (and an
+// execution read with ReadExecutionHead) the case is left as its JSON text, Text, compact,
+// and Testlist and Shape are unset: results.CellCases reads it.
 type Case struct {
 	Testlist string
 	Shape    pyjson.Value
+	Text     pyjson.Raw
 }
 
 // Load reads a manifest and every cell's cases.
 func Load(ctx context.Context, path string) (*Manifest, error) { return load(ctx, path, math.MaxInt) }
 
-// LoadOutline reads a manifest without building its cases' shapes (a 128,000-case sweep's
-// manifest is tens of megabytes): for readers that need the cells and the number and
-// testlists of their cases.
+// LoadOutline reads a manifest without building its cases (a 128,000-case sweep's manifest
+// is tens of megabytes): for readers that need the cells and how many cases they have,
+// each case kept as its text (Case.Text).
 func LoadOutline(ctx context.Context, path string) (*Manifest, error) {
-	return load(ctx, path, 5) // document, include, cell, cases, case: a case's members are depth 5
+	return load(ctx, path, 4) // document, include, cell, cases: a case is depth 4
 }
 
 func load(ctx context.Context, path string, depth int) (*Manifest, error) {
@@ -146,8 +148,9 @@ func DecodeCell(o *pyjson.Object) *Cell {
 	cases, _ := o.Array("cases")
 	for _, cv := range cases {
 		co, ok := cv.(*pyjson.Object)
-		if !ok { // read without its cases (ReadExecutionHead): the case's text
-			c.Cases = append(c.Cases, Case{Shape: cv})
+		if !ok { // read as an outline: the case's text
+			raw, _ := cv.(pyjson.Raw)
+			c.Cases = append(c.Cases, Case{Text: raw})
 			continue
 		}
 		name, _ := co.String("testlist")
@@ -274,7 +277,7 @@ func (c *Cell) Testlists() (names []string, shapes map[string]Testlist, err erro
 // turn) keeps the cells' facts, not their shapes or the files they came from.
 func (c *Cell) LetCasesGo() {
 	for i := range c.Cases {
-		c.Cases[i].Shape = nil
+		c.Cases[i].Shape, c.Cases[i].Text = nil, nil
 	}
 	if c.Raw == nil {
 		return

@@ -258,8 +258,7 @@ type keyBuf struct{ args, key []byte }
 // is its key's own text (one string for both), and its args' text as written is the
 // manifest's own bytes until the case is settled (Ledger.add).
 func appendShapeCases(dst []Case, c *manifest.Cell, i int, buf *keyBuf) ([]Case, error) {
-	cs := c.Cases[i]
-	op, argsText, argsJSON, err := shapeArgs(cs.Shape, buf.args[:0])
+	testlist, op, argsText, argsJSON, err := caseArgs(c.Cases[i], buf.args[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +268,7 @@ func appendShapeCases(dst []Case, c *manifest.Cell, i int, buf *keyBuf) ([]Case,
 	buf.args = argsJSON
 	for _, b := range c.Backends {
 		// CaseKey, written once: the args' text is the key's, from lo to hi
-		k := append(buf.key[:0], cs.Testlist...)
+		k := append(buf.key[:0], testlist...)
 		k = append(append(k, " | "...), op...)
 		k = append(k, " | "...)
 		lo := len(k)
@@ -280,52 +279,64 @@ func appendShapeCases(dst []Case, c *manifest.Cell, i int, buf *keyBuf) ([]Case,
 		k = append(append(k, " | "...), c.Cluster...)
 		buf.key = k
 		key := string(k)
-		dst = append(dst, Case{Key: key, Shard: c.ID, Testlist: cs.Testlist, Op: op, Backend: b, Cluster: c.Cluster,
+		dst = append(dst, Case{Key: key, Shard: c.ID, Testlist: testlist, Op: op, Backend: b, Cluster: c.Cluster,
 			Runner: c.Runner, WorldSize: int(c.WorldSize), ArgsJSON: key[lo:hi], argsText: argsText, Status: "missing"})
 	}
 	return dst, nil
 }
 
-// shapeArgs is a shape's type, its args' text as written and their key text (nil when it
-// has no args object), the key appended to scratch: decoded from its text as the
-// manifest's outline keeps it, each read once, the text as written being the manifest's
-// own bytes; a built shape (a manifest read whole) is written out.
-func shapeArgs(shape pyjson.Value, scratch []byte) (op string, argsText, argsJSON []byte, err error) {
-	raw, ok := shape.(pyjson.Raw)
-	if !ok { // built (a manifest read whole)
-		so, _ := shape.(*pyjson.Object)
+// caseArgs is a case's testlist, its shape's type, its args' text as written and their
+// key text (nil when the shape has no args object), the key appended to scratch. A case
+// left as its text (an outline's) is decoded once, its args' text being the outline's own
+// bytes; a built one (a manifest read whole) is written out.
+func caseArgs(cs manifest.Case, scratch []byte) (testlist, op string, argsText, argsJSON []byte, err error) {
+	if cs.Text == nil {
+		so, _ := cs.Shape.(*pyjson.Object)
 		op, _ = so.String("type")
 		if args, _ := so.Object("args"); args != nil {
 			argsText = pyjson.MustMarshal(args, pyjson.Default)
 			argsJSON = append(scratch, pyjson.MustMarshal(args, pyjson.Identity)...)
 		}
-		return op, argsText, argsJSON, nil
+		return cs.Testlist, op, argsText, argsJSON, nil
 	}
-	d, err := pyjson.NewDecoder(raw)
+	d, err := pyjson.NewDecoder(cs.Text)
 	if err != nil {
-		return "", nil, nil, err
+		return "", "", nil, nil, err
 	}
 	if d.Kind() != '{' {
-		return "", nil, nil, d.Skip()
+		return "", "", nil, nil, d.Skip()
 	}
+	// a key given twice keeps its last value, as Python's does
 	err = d.Object(func(key []byte) error {
 		var err error
 		switch string(key) {
-		case "type":
-			op, _, err = d.Text()
-		case "args":
-			argsText, argsJSON = nil, nil
+		case "testlist":
+			testlist, _, err = d.Text()
+		case "shape":
+			op, argsText, argsJSON = "", nil, nil
 			if d.Kind() != '{' {
 				return nil
 			}
-			argsJSON, argsText, err = d.CanonicalText(scratch[:0])
+			err = d.Object(func(key []byte) error {
+				var err error
+				switch string(key) {
+				case "type":
+					op, _, err = d.Text()
+				case "args":
+					argsText, argsJSON = nil, nil
+					if d.Kind() == '{' {
+						argsJSON, argsText, err = d.CanonicalText(scratch[:0])
+					}
+				}
+				return err
+			})
 		}
 		return err
 	})
 	if err == nil {
 		err = d.End()
 	}
-	return op, argsText, argsJSON, err
+	return testlist, op, argsText, argsJSON, err
 }
 
 // execRows is one execution of a shard being read: what it was asked, what it cost, and

@@ -258,3 +258,44 @@ func TestLedgerCasesInPlace(t *testing.T) {
 		t.Errorf("missing row's label %q, key %q", r.ArgsLabel, r.ArgsKey)
 	}
 }
+
+// A manifest read whole (execute, resume) and read as an outline (summarize, compare) key
+// the same cases, whatever the cases' text holds: a key given twice (the last wins, as in
+// Python), a testlist that is not a string, args out of order or written with escapes.
+func TestCellCasesWholeAndOutlineAgree(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.json")
+	text := `{"run_id": "9", "source_sha": "abc", "include": [{"id": "s-1", "runner": "cluster:x", "cluster": "x_8x",
+	  "backends": ["torch", "vllm"], "world_size": 4, "gpus_per_node": 8, "cases": [
+	    {"testlist": "t", "shape": {"type": "gemm", "args": {"m": 1}}, "shape": {"type": "gemm", "args": {"n": 2, "m": 1e2}}},
+	    {"testlist": 7, "shape": {"args": {"s": "\u00e9\n"}, "type": "moe", "type": "attention"}},
+	    {"testlist": "u", "testlist": "v", "shape": {"type": "gemm", "args": {"k": [1, {"b": 2, "a": 1}]}}}]}]}`
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var keys [2][]string
+	for i, load := range []func(context.Context, string) (*manifest.Manifest, error){manifest.Load, manifest.LoadOutline} {
+		m, err := load(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases, err := CellCases(m.Cells[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cases {
+			keys[i] = append(keys[i], c.Key+" "+c.Label())
+		}
+	}
+	want := []string{
+		`t | gemm | {"m": 100.0, "n": 2} | torch | ws=4 | x_8x n=2 m=100.0`, `t | gemm | {"m": 100.0, "n": 2} | vllm | ws=4 | x_8x n=2 m=100.0`,
+		` | attention | {"s": "\u00e9\n"} | torch | ws=4 | x_8x s=é
+`, ` | attention | {"s": "\u00e9\n"} | vllm | ws=4 | x_8x s=é
+`,
+		`v | gemm | {"k": [1, {"a": 1, "b": 2}]} | torch | ws=4 | x_8x k=[1, {"b": 2, "a": 1}]`, `v | gemm | {"k": [1, {"a": 1, "b": 2}]} | vllm | ws=4 | x_8x k=[1, {"b": 2, "a": 1}]`,
+	}
+	for i, name := range []string{"whole", "outline"} {
+		if strings.Join(keys[i], "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s:\n%s\nwant:\n%s", name, strings.Join(keys[i], "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
