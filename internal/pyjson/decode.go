@@ -406,20 +406,36 @@ func Detach(v Value) Value {
 }
 
 // appendCompact appends JSON text (already checked) without the whitespace between its
-// tokens.
+// tokens: the runs between white space and strings are appended whole.
 func appendCompact(dst, src []byte) []byte {
-	in := false // inside a string
-	from := 0   // src[from:i] is still to be appended
-	for i := 0; i < len(src); i++ {
-		switch c := src[i]; {
-		case in && c == '\\':
-			i++
-		case c == '"':
-			in = !in
-		case !in && (c == ' ' || c == '\n' || c == '\t' || c == '\r'):
-			dst = append(dst, src[from:i]...)
-			from = i + 1
+	i, n := 0, len(src)
+	for i < n {
+		j := i
+		for j < n && compactClass[src[j]] == 0 {
+			j++
+		}
+		dst = append(dst, src[i:j]...)
+		if j == n {
+			break
+		}
+		if src[j] == '"' { // a string, as it stands
+			k := j + 1
+			for k < n && src[k] != '"' {
+				if src[k] == '\\' {
+					k++
+				}
+				k++
+			}
+			k = min(k+1, n)
+			dst = append(dst, src[j:k]...)
+			i = k
+			continue
+		}
+		for i = j + 1; i < n && compactClass[src[i]] == 1; i++ {
 		}
 	}
-	return append(dst, src[from:]...)
+	return dst
 }
+
+// compactClass is appendCompact's: 1 for white space, 2 for a string's quote.
+var compactClass = [256]uint8{' ': 1, '\n': 1, '\t': 1, '\r': 1, '"': 2}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"iter"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -27,10 +28,7 @@ import (
 // still missing; and for every attempt what its allocation held and cost.
 type Ledger struct {
 	RunID, SourceSHA string
-	// Cases is every requested case, manifest order (cell, case, backend) — nil when the
-	// run was read with Stream, which keeps only the totals and the first missing cases.
-	Cases    []Case
-	Attempts []Attempt // shard order, attempts oldest first
+	Attempts         []Attempt // shard order, attempts oldest first
 	Extra    int       // rows that are no requested case (not in the ledger)
 	// Missing is the first MostMissing cases with no ok or unsupported row; MoreMissing
 	// counts the rest.
@@ -40,7 +38,21 @@ type Ledger struct {
 	// machine's CPU, and its hours are said to be CPU-hours.
 	CPU    bool
 	tally  tally
-	chunks [][]Case // each shard's cases, as the walk settles them
+	shards [][]Case // each shard's cases (Cases), as the walk settles them
+}
+
+// Cases is every requested case, manifest order (cell, case, backend) — none when the run
+// was read with Stream, which keeps only the totals and the first missing cases.
+func (l *Ledger) Cases() iter.Seq[*Case] {
+	return func(yield func(*Case) bool) {
+		for _, cases := range l.shards {
+			for i := range cases {
+				if !yield(&cases[i]) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // Unit is what the run's hours are of, in the words every command uses: "GPU", or "CPU"
@@ -62,8 +74,8 @@ type tally struct {
 	charged, kept float64 // GPU-seconds charged to cases, and to the rows kept
 }
 
-// add settles cases into the ledger: tallied, listed when missing, kept when keep (walk
-// puts the kept shards' lists together once it is done). A case that has its row lets
+// add settles a shard's cases into the ledger: tallied, listed when missing, kept when
+// keep (as the shard's own list: one list of every case would be copied as it grows). A case that has its row lets
 // its args' text go; one still missing keeps its own copy, not the manifest's.
 func (l *Ledger) add(cases []Case, keep bool) {
 	for i := range cases {
@@ -88,7 +100,7 @@ func (l *Ledger) add(cases []Case, keep bool) {
 		}
 	}
 	if keep {
-		l.chunks = append(l.chunks, cases)
+		l.shards = append(l.shards, cases)
 	}
 }
 

@@ -102,14 +102,14 @@ func TestLedgerKeepsTheBestRowOfEveryAttempt(t *testing.T) {
 	f.attempt(2, []int{1, 2, 3}, []row{{1, "torch", "ok"}, {1, "vllm", "error"}, {2, "vllm", "ok"}, {3, "torch", "ok"}, {3, "vllm", "ok"}}, 1, 60)
 	run := f.ledger()
 	l := run.Ledger
-	if len(l.Cases) != 8 || len(l.Attempts) != 2 {
-		t.Fatalf("%d cases, %d attempts", len(l.Cases), len(l.Attempts))
+	if len(casesOf(l)) != 8 || len(l.Attempts) != 2 {
+		t.Fatalf("%d cases, %d attempts", len(casesOf(l)), len(l.Attempts))
 	}
 	want := []struct {
 		status  string
 		attempt int
 	}{{"ok", 1}, {"ok", 1}, {"ok", 2}, {"ok", 1}, {"unsupported", 1}, {"ok", 2}, {"ok", 2}, {"ok", 2}}
-	for i, c := range l.Cases {
+	for i, c := range casesOf(l) {
 		if c.Status != want[i].status || c.Attempt != want[i].attempt {
 			t.Errorf("case %d (%s): %s from attempt %d, want %s from %d", i, c.Key, c.Status, c.Attempt, want[i].status, want[i].attempt)
 		}
@@ -129,12 +129,12 @@ func TestLedgerKeepsTheBestRowOfEveryAttempt(t *testing.T) {
 		t.Errorf("attempts %+v %+v", a1, a2)
 	}
 	// shape 1 torch: an error row in 1 and an ok in 2 — charged both shares, tried twice
-	if c := l.Cases[2]; c.GPUSeconds != 128+96 || c.Tries != 2 {
+	if c := casesOf(l)[2]; c.GPUSeconds != 128+96 || c.Tries != 2 {
 		t.Errorf("case 2: %.1f GPU-s over %d tries", c.GPUSeconds, c.Tries)
 	}
 	tot := l.Totals()
 	sum := 0.0
-	for _, c := range l.Cases {
+	for _, c := range casesOf(l) {
 		sum += c.GPUSeconds
 	}
 	if math.Abs(sum-1120) > 1e-9 || tot.GPUSeconds != 1120 || tot.FailedSeconds != 1120 || tot.RetrySeconds != 480 {
@@ -168,7 +168,7 @@ func TestLedgerMissingCasesAndAttemptsWithoutRows(t *testing.T) {
 	if tot.Missing != 7 || tot.Measured != 1 || l.Verdict().OK || tot.Unaccounted != 1 || tot.GPUSeconds != 800 {
 		t.Fatalf("totals %+v", tot)
 	}
-	for i, c := range l.Cases {
+	for i, c := range casesOf(l) {
 		if c.GPUSeconds != 100 {
 			t.Errorf("case %d charged %.1f, want 800/8", i, c.GPUSeconds)
 		}
@@ -190,7 +190,7 @@ func TestLedgerFileRoundTrip(t *testing.T) {
 	if err != nil || len(costs) != 8 {
 		t.Fatalf("%v %d", err, len(costs))
 	}
-	if !costs[0].Done || costs[1].Done || costs[0].GPUSeconds != 144 || costs[0].Key != run.Ledger.Cases[0].Key {
+	if !costs[0].Done || costs[1].Done || costs[0].GPUSeconds != 144 || costs[0].Key != casesOf(run.Ledger)[0].Key {
 		t.Errorf("costs %+v", costs[:2])
 	}
 	b, _ := os.ReadFile(path)
@@ -234,7 +234,7 @@ func TestLedgerCasesInPlace(t *testing.T) {
 	f.attempt(1, []int{0, 1, 2, 3}, []row{{0, "torch", "ok"}, {1, "vllm", "unsupported"}}, 0, 0)
 	l := f.ledger().Ledger
 	var got []string
-	for _, c := range l.Cases {
+	for _, c := range casesOf(l) {
 		if want := CaseKey(c.Testlist, c.Op, c.ArgsJSON, c.Backend, c.WorldSize, c.Cluster); c.Key != want {
 			t.Errorf("key %q, want %q", c.Key, want)
 		}
@@ -254,7 +254,7 @@ func TestLedgerCasesInPlace(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("cases:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if r := l.Cases[8].MissingRow(); r.ArgsLabel != "n=8 m=1.5 a.z=é a.b=[1, 2]" || r.ArgsKey != l.Cases[8].ArgsJSON {
+	if r := casesOf(l)[8].MissingRow(); r.ArgsLabel != "n=8 m=1.5 a.z=é a.b=[1, 2]" || r.ArgsKey != casesOf(l)[8].ArgsJSON {
 		t.Errorf("missing row's label %q, key %q", r.ArgsLabel, r.ArgsKey)
 	}
 }
@@ -298,4 +298,13 @@ func TestCellCasesWholeAndOutlineAgree(t *testing.T) {
 			t.Errorf("%s:\n%s\nwant:\n%s", name, strings.Join(keys[i], "\n"), strings.Join(want, "\n"))
 		}
 	}
+}
+
+// casesOf is the ledger's cases, in order.
+func casesOf(l *Ledger) []Case {
+	var out []Case
+	for c := range l.Cases() {
+		out = append(out, *c)
+	}
+	return out
 }

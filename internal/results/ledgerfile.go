@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"path/filepath"
 	"strings"
 	"time"
@@ -113,39 +114,45 @@ func WriteLedger(path, artifacts string, l *Ledger) error {
 	return files.WriteAtomicFunc(path, 0o644, func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 256<<10)
 		bw.Write(head[:len(head)-1])
-		list := func(name string, n int, item func(i int) any) error {
+		list := func(name string, items iter.Seq[any]) error {
 			bw.WriteString(`,"` + name + `":[`)
-			for i := range n {
-				if i > 0 {
-					bw.WriteByte(',')
-				}
-				b, err := json.Marshal(item(i))
+			sep := ""
+			for item := range items {
+				b, err := json.Marshal(item)
 				if err != nil {
 					return err
 				}
-				bw.WriteByte('\n')
+				bw.WriteString(sep + "\n")
 				bw.Write(b)
+				sep = ","
 			}
 			bw.WriteString("\n]")
 			return nil
 		}
-		err := list("attempts", len(l.Attempts), func(i int) any {
-			a := &l.Attempts[i]
-			dir := a.Dir
-			if rel, err := filepath.Rel(artifacts, a.Dir); err == nil {
-				dir = rel
+		err := list("attempts", func(yield func(any) bool) {
+			for i := range l.Attempts {
+				a := &l.Attempts[i]
+				dir := a.Dir
+				if rel, err := filepath.Rel(artifacts, a.Dir); err == nil {
+					dir = rel
+				}
+				if !yield(attemptDoc{Shard: a.Shard, Attempt: a.Attempt, Dir: dir, Outcome: a.Outcome, Failure: a.Failure, Cases: a.Cases,
+					Rows: a.Rows, Accounted: a.Accounted, GPUs: a.GPUs, Pending: a.Pending, Held: a.Held, GPUSeconds: a.GPUSeconds,
+					Share: a.Share(), Estimated: a.Estimated, Phases: a.Phases, GrantedAt: a.GrantedAt, ReleasedAt: a.ReleasedAt,
+					Job: a.Job, Retry: a.Retry, Counted: a.Counted}) {
+					return
+				}
 			}
-			return attemptDoc{Shard: a.Shard, Attempt: a.Attempt, Dir: dir, Outcome: a.Outcome, Failure: a.Failure, Cases: a.Cases,
-				Rows: a.Rows, Accounted: a.Accounted, GPUs: a.GPUs, Pending: a.Pending, Held: a.Held, GPUSeconds: a.GPUSeconds,
-				Share: a.Share(), Estimated: a.Estimated, Phases: a.Phases, GrantedAt: a.GrantedAt, ReleasedAt: a.ReleasedAt,
-				Job: a.Job, Retry: a.Retry, Counted: a.Counted}
 		})
 		if err == nil {
-			err = list("cases", len(l.Cases), func(i int) any {
-				c := &l.Cases[i]
-				return caseDoc{Key: c.Key, Shard: c.Shard, Testlist: c.Testlist, Op: c.Op, Backend: c.Backend, WorldSize: c.WorldSize,
-					Cluster: c.Cluster, Args: ArgsRaw(c.ArgsJSON), Status: c.Status, Message: c.Message, Attempt: c.Attempt,
-					Tries: c.Tries, GPUSeconds: c.GPUSeconds, Reached: c.Reached}
+			err = list("cases", func(yield func(any) bool) {
+				for c := range l.Cases() {
+					if !yield(caseDoc{Key: c.Key, Shard: c.Shard, Testlist: c.Testlist, Op: c.Op, Backend: c.Backend, WorldSize: c.WorldSize,
+						Cluster: c.Cluster, Args: ArgsRaw(c.ArgsJSON), Status: c.Status, Message: c.Message, Attempt: c.Attempt,
+						Tries: c.Tries, GPUSeconds: c.GPUSeconds, Reached: c.Reached}) {
+						return
+					}
+				}
 			})
 		}
 		if err != nil {
@@ -302,7 +309,7 @@ func (l *Ledger) Markdown(w io.Writer) {
 		}
 		return by[id]
 	}
-	for _, c := range l.Cases {
+	for c := range l.Cases() {
 		get(c.Shard).t.Add(c.Outcome(), 1)
 	}
 	for _, at := range l.Attempts {

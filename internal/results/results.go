@@ -257,12 +257,6 @@ func walk(ctx context.Context, manifest, artifacts string, opt walker, start fun
 	if err != nil {
 		return err
 	}
-	if wk.keep {
-		// one list, written at once: a list made ahead of the walk and filled as it goes
-		// costs every page twice (the collector reads it first)
-		run.Ledger.Cases = slices.Concat(run.Ledger.chunks...)
-		run.Ledger.chunks = nil
-	}
 	run.Ledger.RunID, run.Ledger.SourceSHA = run.RunID, run.SourceSHA
 	rep.Success = run.Ledger.Verdict().OK
 	return nil

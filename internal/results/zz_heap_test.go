@@ -22,6 +22,6 @@ func TestZZHeap(t *testing.T) {
 	f.Close()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	t.Logf("heap inuse %d MiB, sys %d MiB, cases %d", ms.HeapInuse>>20, ms.Sys>>20, len(run.Ledger.Cases))
+	t.Logf("heap inuse %d MiB, sys %d MiB, cases %d", ms.HeapInuse>>20, ms.Sys>>20, len(casesOf(run.Ledger)))
 	runtime.KeepAlive(run)
 }

@@ -53,8 +53,8 @@ func Make(ctx context.Context, manifestPath, artifacts string, attempt int) (*Pl
 	}
 	p := &Plan{Attempt: attempt, Run: run}
 	byShard := map[string][]results.Case{}
-	for _, c := range run.Ledger.Cases {
-		byShard[c.Shard] = append(byShard[c.Shard], c)
+	for c := range run.Ledger.Cases() {
+		byShard[c.Shard] = append(byShard[c.Shard], *c)
 	}
 	attempts := map[string][]results.Attempt{}
 	for _, a := range run.Ledger.Attempts {
