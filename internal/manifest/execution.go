@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/pyjson"
@@ -47,19 +48,48 @@ func ExecutionOwner(ctx context.Context, path string) (runID, runner string, ok 
 	return runID, runner, true
 }
 
-// ReadExecutionHead is ReadExecution with the cell's cases left as their JSON text (each
-// Case's Shape a pyjson.Raw, its Testlist empty): for readers that need an execution's
-// provenance, attempt and cell facts but not its 500 shapes — summarize's walk over
-// every execution of a run. The whole file is still checked against the grammar.
+// ReadExecutionHead is ReadExecution without the cell's cases (only how many it lists,
+// Cell.NumCases): for readers that need an execution's provenance, attempt and cell facts
+// but not its 500 shapes — summarize's walk over every execution of a run, which holds
+// them all from the walk that finds them to each shard's turn. The whole file is still
+// checked against the grammar; what is returned holds none of its text, which is read
+// into a buffer the next reading reuses.
 func ReadExecutionHead(ctx context.Context, path string) (*Execution, error) {
-	return readExecution(ctx, path, 3)
+	buf := heads.Get().(*[]byte)
+	defer heads.Put(buf)
+	b, err := files.ReadRegularInto(ctx, path, files.MaxInput, *buf)
+	if err != nil {
+		return nil, err
+	}
+	*buf = b
+	v, err := pyjson.ParseDepth(b, 3) // document, cell, cases: a case is depth 3
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	e, err := decodeExecution(path, v)
+	if err != nil {
+		return nil, err
+	}
+	e.Cell.LetCasesGo()
+	if e.Peaks != nil {
+		e.Peaks = pyjson.Detach(e.Peaks).(*pyjson.Object)
+	}
+	return e, nil
 }
+
+// heads are ReadExecutionHead's read buffers.
+var heads = sync.Pool{New: func() any { return new([]byte) }}
 
 func readExecution(ctx context.Context, path string, depth int) (*Execution, error) {
 	v, err := files.ReadJSONDepth(ctx, path, depth)
 	if err != nil {
 		return nil, err
 	}
+	return decodeExecution(path, v)
+}
+
+// decodeExecution is the typed execution.json, checked.
+func decodeExecution(path string, v pyjson.Value) (*Execution, error) {
 	o, ok := v.(*pyjson.Object)
 	if !ok {
 		return nil, fmt.Errorf("%s: not a JSON object", path)

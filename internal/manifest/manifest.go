@@ -46,6 +46,7 @@ type Cell struct {
 	Env                  []pyjson.Member // the cell's env, in order
 	EngineArgs, Parallel pyjson.Value    // as the manifest has them
 	Cases                []Case
+	NumCases             int // how many cases it lists (its Cases may have been let go: LetCasesGo)
 	Raw                  *pyjson.Object
 }
 
@@ -146,6 +147,7 @@ func DecodeCell(o *pyjson.Object) *Cell {
 	c.EngineArgs, _ = o.Get("engine_args")
 	c.Parallel, _ = o.Get("parallel")
 	cases, _ := o.Array("cases")
+	c.NumCases = len(cases)
 	for _, cv := range cases {
 		co, ok := cv.(*pyjson.Object)
 		if !ok { // read as an outline: the case's text
@@ -271,14 +273,12 @@ func (c *Cell) Testlists() (names []string, shapes map[string]Testlist, err erro
 	return names, shapes, nil
 }
 
-// LetCasesGo drops the cell's cases' text, keeping how many there are, and gives what
-// else it holds its own copy of the text it was parsed from: a reader holding every
+// LetCasesGo drops the cell's cases (NumCases still says how many it lists), and gives
+// what else it holds its own copy of the text it was parsed from: a reader holding every
 // execution's head (the run reader holds them from the walk that finds them to the shard's
 // turn) keeps the cells' facts, not their shapes or the files they came from.
 func (c *Cell) LetCasesGo() {
-	for i := range c.Cases {
-		c.Cases[i].Shape, c.Cases[i].Text = nil, nil
-	}
+	c.Cases = nil
 	if c.Raw == nil {
 		return
 	}

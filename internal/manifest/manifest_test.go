@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,4 +148,62 @@ func TestIdentifiers(t *testing.T) {
 	if !ValidDigest("sha256:"+strings.Repeat("a", 64)) || ValidDigest("sha256:"+strings.Repeat("A", 64)) || ValidDigest("sha256:ab") {
 		t.Error("ValidDigest")
 	}
+}
+
+// An execution's head keeps its facts and how many cases it lists, and none of the file's
+// text: the buffer it was read into is reused by the next reading, which must not change
+// it (the run reader holds every head of a run at once).
+func TestReadExecutionHeadHoldsNoneOfItsText(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, id string, cases int) string {
+		var cs []string
+		for i := range cases {
+			cs = append(cs, fmt.Sprintf(`{"testlist": "t", "shape": {"type": "gemm", "args": {"m": %d}}}`, i))
+		}
+		p := filepath.Join(dir, name)
+		text := fmt.Sprintf(`{"cell": {"id": %q, "runner": "cluster:x", "cluster": "x_8x", "backends": ["vllm"], "world_size": 1,
+		  "gpus_per_node": 8, "env": {"A": {"deep": [%q]}}, "engine_args": {"k": {"v": %q}}, "cases": [%s]},
+		  "source_sha": "abc", "run_id": %q, "attempt": "1", "stage": "/s", "peaks": {"bf16": {"tflops": {"v": %q}}}}`,
+			id, id, id, strings.Join(cs, ", "), id, id)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	first, err := ReadExecutionHead(context.Background(), write("a.json", "aaaa", 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadExecutionHead(context.Background(), write("b.json", "bbbb", 40)); err != nil {
+		t.Fatal(err)
+	}
+	c := first.Cell
+	got := fmt.Sprintf("%s %s %d %v %s %s %s", c.ID, first.RunID, c.NumCases, c.Cases == nil, written(t, c.Raw), written(t, c.EngineArgs), written(t, first.Peaks))
+	want := `aaaa aaaa 3 true {"backends": ["vllm"], "cluster": "x_8x", "engine_args": {"k": {"v": "aaaa"}}, "env": {"A": {"deep": ["aaaa"]}}, "gpus_per_node": 8, "id": "aaaa", "runner": "cluster:x", "world_size": 1} {"k": {"v": "aaaa"}} {"bf16": {"tflops": {"v": "aaaa"}}}`
+	if got != want {
+		t.Fatalf("the first head after a second was read:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// written is v as compact JSON, the text an outline left unread (pyjson.Raw) parsed.
+func written(t *testing.T, v pyjson.Value) string {
+	var resolve func(v pyjson.Value) pyjson.Value
+	resolve = func(v pyjson.Value) pyjson.Value {
+		switch x := v.(type) {
+		case pyjson.Raw:
+			p, err := pyjson.Parse(x)
+			if err != nil {
+				t.Fatalf("%q: %v", x, err)
+			}
+			return p
+		case *pyjson.Object:
+			o := pyjson.NewObject()
+			for _, m := range x.Members() {
+				o.Set(m.Key, resolve(m.Value))
+			}
+			return o
+		}
+		return v
+	}
+	return string(pyjson.MustMarshal(resolve(v), pyjson.Identity))
 }

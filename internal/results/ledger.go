@@ -392,7 +392,7 @@ func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*ex
 	e := &execRows{ex: ex, att: Attempt{Shard: shardID, Attempt: ex.Attempt, Dir: ex.Dir, Outcome: "unfinished"}}
 	exe := ex.Head // summary.Find parsed it
 	e.exe = exe
-	e.att.Cases = len(exe.Cell.Cases) * len(exe.Cell.Backends) // its distinct keys, unless a shape is listed twice
+	e.att.Cases = exe.Cell.NumCases * len(exe.Cell.Backends) // its distinct keys, unless a shape is listed twice
 	e.before = readFingerprint(ctx, ex.Dir, "before", &e.att.SetAside)
 	e.after = readFingerprint(ctx, ex.Dir, "after", &e.att.SetAside)
 	if exe.Cell.Mode == "counters" {

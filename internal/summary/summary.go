@@ -212,11 +212,7 @@ func walkExecutions(ctx context.Context, artifacts string) (map[string][]found, 
 	// parsed on every core, taken in the walk's order: the first problem in that order is
 	// the one reported, as the seed's walk would meet it
 	err := par.Ordered(ctx, len(paths), 0, func(ctx context.Context, i int) (*manifest.Execution, error) {
-		ex, err := manifest.ReadExecutionHead(ctx, paths[i])
-		if err == nil {
-			ex.Cell.LetCasesGo() // held until its shard is read: its facts, not its shapes
-		}
-		return ex, err
+		return manifest.ReadExecutionHead(ctx, paths[i]) // held until its shard is read: its facts, not its shapes
 	}, func(i int, ex *manifest.Execution) error {
 		if first == nil {
 			first = &found{runID: ex.RunID, sha: ex.SourceSHA}
