@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Direction says which way a metric improves.
@@ -31,7 +32,33 @@ var timeSuffixes = []string{"_ns", "_us", "_ms", "_s"}
 
 // DirectionOf classifies a metric by its name. Spread bounds (latency_min_us,
 // latency_max_us, *_p50 ...) and counters are neutral: they describe another metric.
+// A run names a handful of metrics on every one of its rows: each name is classified
+// once (up to mostDirections names; any further one each time it is asked).
 func DirectionOf(name string) Direction {
+	directions.RLock()
+	d, ok := directions.of[name]
+	directions.RUnlock()
+	if ok {
+		return d
+	}
+	d = directionOf(name)
+	directions.Lock()
+	if len(directions.of) < mostDirections {
+		directions.of[name] = d
+	}
+	directions.Unlock()
+	return d
+}
+
+// directions are the metric names classified so far.
+var directions = struct {
+	sync.RWMutex
+	of map[string]Direction
+}{of: map[string]Direction{}}
+
+const mostDirections = 4096
+
+func directionOf(name string) Direction {
 	n := strings.ToLower(name)
 	for _, w := range []string{"_min", "_max", "min_", "max_", "_p", "_std", "_stdev", "iterations", "threads", "count", "samples", "_pct_err"} {
 		if strings.Contains(n, w) && !strings.HasSuffix(n, "_per_s") {

@@ -226,21 +226,19 @@ func decodeRow(d *pyjson.Decoder, what Decode, scratch *[]byte) (ResultRow, bool
 	return r, has, err
 }
 
-// decodeArgs is a row's args object: its key text, and (WholeRows) the object.
+// decodeArgs is a row's args object: its key text, and (WholeRows) the object, built once
+// and its key written from it.
 func decodeArgs(d *pyjson.Decoder, what Decode, scratch *[]byte) (*pyjson.Object, string, error) {
 	if what == KeyedRows {
 		b, err := d.Canonical((*scratch)[:0])
 		*scratch = b
 		return nil, string(b), err
 	}
-	raw, err := d.Raw()
+	v, err := d.Value()
 	if err != nil {
 		return nil, "", err
 	}
-	v, err := pyjson.Parse(raw)
-	if err != nil {
-		return nil, "", err
-	}
-	key, err := pyjson.Canonical(raw)
+	key, err := pyjson.AppendMarshal((*scratch)[:0], v, pyjson.Identity)
+	*scratch = key
 	return v.(*pyjson.Object), string(key), err
 }
