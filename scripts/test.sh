@@ -70,10 +70,19 @@ export OPX_TEST_SLURM_CONF OPX_REQUIRE_SLURM=1 OPX_REQUIRE_CHROMIUM=1 OPX_REQUIR
 pg_dir=$(mktemp -d /tmp/opx-test-postgres.XXXXXX)
 pg_port=${OPX_POSTGRES_PORT:-16919}
 real_dir=
+# on exit the services stop; their directories (state, logs) are removed when every test
+# passed and kept, named, when one failed: the logs are the evidence. rm stays on their
+# file system (a mount left inside one is not followed).
 stop_services() {
+  local rc=$?
   scripts/local-slurm.sh stop "$slurm_dir" >/dev/null 2>&1 || true
   scripts/local-postgres.sh stop "$pg_dir" >/dev/null 2>&1 || true
   if [ -n "$real_dir" ]; then scripts/real-stack.sh stop "$real_dir" >/dev/null 2>&1 || true; fi
+  if [ "$rc" = 0 ]; then
+    rm -rf --one-file-system "$slurm_dir" "$pg_dir" ${real_dir:+"$real_dir"}
+  else
+    echo "test.sh: kept the services' state and logs: $slurm_dir $pg_dir${real_dir:+ $real_dir}" >&2
+  fi
 }
 trap stop_services EXIT
 echo "test.sh: starting a private PostgreSQL on 127.0.0.1 (port $pg_port, data in $pg_dir)"
