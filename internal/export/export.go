@@ -272,9 +272,9 @@ func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) (verdict
 	return walkAll(ctx, manifest, dir, func(rows []results.Row) error {
 		for i := range rows {
 			r := &rows[i]
-			metrics := make(map[string]float64, len(r.Metrics))
-			for k, v := range r.Metrics {
-				metrics[k] = v
+			metrics := r.Metrics
+			if metrics == nil {
+				metrics = map[string]float64{}
 			}
 			rec := struct {
 				Key       string             `json:"key"`
@@ -294,7 +294,7 @@ func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) (verdict
 				GPUSecs   float64            `json:"gpu_seconds"`
 				Throttled string             `json:"throttled,omitempty"`
 				Metrics   map[string]float64 `json:"metrics"`
-				SOL       map[string]any     `json:"sol,omitempty"`
+				SOL       *solRecord         `json:"sol,omitempty"`
 				Counters  map[string]any     `json:"counters,omitempty"`
 			}{r.Key(), r.Shard, r.Attempt, r.Testlist, r.OpType, results.ArgsRaw(r.ArgsJSON()), r.ArgsLabel, r.Backend,
 				r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, r.Tries, r.GPUSeconds, r.Throttled, metrics, solOf(r), countersOf(r)}
@@ -324,20 +324,40 @@ func countersOf(r *results.Row) map[string]any {
 }
 
 // solOf is judged's columns as an object for JSON lines (nil when unknown).
-func solOf(r *results.Row) map[string]any {
-	j := judged(r)
-	if j[0] == "" {
+func solOf(r *results.Row) *solRecord {
+	w, j, ok := r.SOL()
+	if !ok {
 		return nil
 	}
-	out := map[string]any{}
-	for i, name := range solColumns {
-		if f, err := strconv.ParseFloat(j[i], 64); err == nil {
-			out[name] = f
-		} else if name == "impossible" {
-			out[name] = j[i] == "true"
-		} else if j[i] != "" {
-			out[name] = j[i]
-		}
+	rec := &solRecord{AchievedTBPS: g6(j.TBPS), AchievedTFLOPS: g6(j.TFLOPS), Bound: j.Bound, Bytes: g6(w.Bytes), FLOPs: g6(w.FLOPs),
+		Impossible: j.Impossible, Intensity: g6(j.Intensity), PctBandwidth: g6(j.PctBandwidth), PctCompute: g6(j.PctCompute),
+		PctRoofline: g6(j.SOL), Source: w.Source}
+	if w.Source == "harness" && w.FormulaDiff != 0 {
+		d := g6(w.FormulaDiff)
+		rec.FormulaDiff = &d
 	}
-	return out
+	return rec
+}
+
+// solRecord is a row's place against its limits in a JSON line: judged's columns, each
+// number to the 6 significant digits the CSV writes, in the order of their names.
+type solRecord struct {
+	AchievedTBPS   float64  `json:"achieved_tbps"`
+	AchievedTFLOPS float64  `json:"achieved_tflops"`
+	Bound          string   `json:"bound,omitempty"`
+	Bytes          float64  `json:"bytes"`
+	FLOPs          float64  `json:"flops"`
+	FormulaDiff    *float64 `json:"formula_diff_pct,omitempty"`
+	Impossible     bool     `json:"impossible"`
+	Intensity      float64  `json:"intensity"`
+	PctBandwidth   float64  `json:"pct_of_bandwidth_peak"`
+	PctCompute     float64  `json:"pct_of_compute_peak"`
+	PctRoofline    float64  `json:"pct_of_roofline"`
+	Source         string   `json:"work_source,omitempty"`
+}
+
+// g6 is x as the CSV writes it, 6 significant digits, read back.
+func g6(x float64) float64 {
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 6, 64), 64)
+	return f
 }

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -19,14 +20,25 @@ func TestJudgedColumns(t *testing.T) {
 	if got != "1.20259e+11,1.04858e+08,291.891,0.254509,29.5137,7.59728,1146.88,compute,29.5137,false,formula," {
 		t.Errorf("judged: %s", got)
 	}
-	if s := solOf(&r); s["bound"] != "compute" || s["impossible"] != false || s["pct_of_compute_peak"].(float64) < 29 {
-		t.Errorf("sol object %v", s)
+	// a JSON line's "sol" holds the same numbers, names in order
+	solJSON := func() string {
+		b, err := json.Marshal(solOf(&r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if s := solJSON(); s != `{"achieved_tbps":0.254509,"achieved_tflops":291.891,"bound":"compute","bytes":104858000,"flops":120259000000,"impossible":false,"intensity":1146.88,"pct_of_bandwidth_peak":7.59728,"pct_of_compute_peak":29.5137,"pct_of_roofline":29.5137,"work_source":"formula"}` {
+		t.Errorf("sol object %s", s)
 	}
 	// the harness's own flops win, and the formula's difference is noted
 	r.Metrics["flops"] = 1.5e11
 	got = strings.Join(judged(&r), ",")
 	if !strings.HasPrefix(got, "1.5e+11,") || !strings.HasSuffix(got, ",harness,-19.8273") {
 		t.Errorf("harness flops: %s", got)
+	}
+	if s := solJSON(); !strings.HasPrefix(s, `{"achieved_tbps":0.254509,"achieved_tflops":364.078,"bound":"compute","bytes":104858000,"flops":150000000000,"formula_diff_pct":-19.8273,"impossible":false,`) || !strings.HasSuffix(s, `"work_source":"harness"}`) {
+		t.Errorf("sol object, harness flops: %s", s)
 	}
 	// a site's peaks (operator.peaks, recorded in execution.json) replace the family's
 	site := sol.Override(sol.Peaks["h100"], &sol.Site{TFLOPS: map[string]float64{"bf16": 700}, HBM: 3})
