@@ -29,7 +29,7 @@ import (
 type Ledger struct {
 	RunID, SourceSHA string
 	Attempts         []Attempt // shard order, attempts oldest first
-	Extra    int       // rows that are no requested case (not in the ledger)
+	Extra            int       // rows that are no requested case (not in the ledger)
 	// Missing is the first MostMissing cases with no ok or unsupported row; MoreMissing
 	// counts the rest.
 	Missing     []Case
