@@ -204,7 +204,7 @@ func (d *Decoder) Canonical(dst []byte) ([]byte, error) {
 func (d *Decoder) CanonicalText(dst []byte) ([]byte, Raw, error) {
 	start := d.p.pos
 	dst, err := d.canonical(dst)
-	text := Raw(d.p.data[start:d.p.pos])
+	text := Raw(bytes.TrimRight(d.p.data[start:d.p.pos], " \t\r\n")) // a container's reading ends past the white space after it
 	d.p.skip()
 	return dst, text, err
 }
@@ -310,26 +310,4 @@ func appendText(dst, key []byte) []byte {
 		return append(append(append(dst, '"'), key...), '"')
 	}
 	return appendString(dst, string(key))
-}
-
-// Raw is the next value's text, checked.
-func (d *Decoder) Raw() (Raw, error) {
-	start := d.p.pos
-	_, err := d.p.value(d.depth, false)
-	end := d.p.pos
-	d.p.skip()
-	return Raw(d.p.data[start:end]), err
-}
-
-// Canonical is a document as json.dumps(Parse(data), sort_keys=True) writes it.
-func Canonical(data []byte) ([]byte, error) {
-	d, err := NewDecoder(data)
-	if err != nil {
-		return nil, err
-	}
-	out, err := d.Canonical(make([]byte, 0, len(data)))
-	if err != nil {
-		return nil, err
-	}
-	return out, d.End()
 }

@@ -85,6 +85,13 @@ func TestDecoderIsParse(t *testing.T) {
 		} else if err == nil && string(canon) != "x"+string(MustMarshal(want, Identity)) {
 			t.Errorf("%q: Canonical wrote %s, Marshal %s", doc, canon, MustMarshal(want, Identity))
 		}
+		// CanonicalText writes the same, and hands over the value's own text
+		if d, err := NewDecoder([]byte(doc)); err == nil && wantErr == nil {
+			c2, text, err := d.CanonicalText(nil)
+			if err != nil || string(c2) != string(canon[1:]) || string(text) != strings.TrimSpace(doc) {
+				t.Errorf("%q: CanonicalText wrote %s and %q (%v)", doc, c2, text, err)
+			}
+		}
 		// a reader that takes nothing: the document is still checked whole
 		d, err = NewDecoder([]byte(doc))
 		if err == nil {
