@@ -565,7 +565,7 @@ func confirmsOf(raw *pyjson.Object) (*Confirms, error) {
 	if !ok || v == nil {
 		return nil, nil
 	}
-	b, err := pyjson.Marshal(v, pyjson.Default)
+	b, err := pyjson.Marshal(resolved(v), pyjson.Default) // read as the manifest's outline: its deeper parts are text
 	if err != nil {
 		return nil, err
 	}
