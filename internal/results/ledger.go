@@ -470,7 +470,8 @@ func settleShard(ctx context.Context, cases []Case, execs []*execRows, counted s
 			if e.counters != nil {
 				joinCounters(r, e.counters)
 			}
-			ci, ok := index[r.Key()]
+			r.key = r.Key()
+			ci, ok := index[r.key]
 			if !ok {
 				if a.Counted {
 					extra = append(extra, *r)

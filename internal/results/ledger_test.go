@@ -308,3 +308,28 @@ func casesOf(l *Ledger) []Case {
 	}
 	return out
 }
+
+// A row from the run's reader carries the key it was settled by: the one its fields make,
+// which a join on every field (compare's default) uses as it stands.
+func TestStreamedRowsCarryTheirCaseKey(t *testing.T) {
+	f := newFakeRun(t)
+	f.attempt(1, []int{0, 1, 2, 3}, []row{{0, "torch", "ok"}, {1, "vllm", "unsupported"}, {3, "torch", "error"}}, 0, 0)
+	n := 0
+	err := Stream(context.Background(), f.manifest, filepath.Join(f.dir, "shards"), func(*Run) {}, func(_ *Shard, rows []Row) error {
+		for i := range rows {
+			r := &rows[i]
+			n++
+			want := CaseKey(r.Testlist, r.OpType, r.ArgsJSON(), r.Backend, r.WorldSize, r.Cluster)
+			if r.key != want || r.Key() != want || r.KeyOf([]string{"cluster", "world_size", "backend", "args", "op", "testlist"}) != want {
+				t.Errorf("row %d: key %q, Key %q, want %q", i, r.key, r.Key(), want)
+			}
+			if got := r.KeyOf([]string{"op", "backend"}); got != "gemm | "+r.Backend {
+				t.Errorf("row %d: KeyOf(op, backend) %q", i, got)
+			}
+		}
+		return nil
+	}, nil)
+	if err != nil || n != 3 {
+		t.Fatalf("%d rows, %v", n, err)
+	}
+}

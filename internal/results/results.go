@@ -88,10 +88,15 @@ type Row struct {
 	// measurement (missing, not finite or not positive): its Status is then "error" and
 	// its Message says why, in every command.
 	Invalid bool
+	key     string // the case key it was settled by (Key), made once by the run's reader
 }
 
-// Key is the stable case key (CaseKey): the same case in two runs has the same key.
+// Key is the stable case key (CaseKey): the same case in two runs has the same key. A
+// row from the run's reader carries the key it was settled by.
 func (r *Row) Key() string {
+	if r.key != "" {
+		return r.key
+	}
 	return CaseKey(r.Testlist, r.OpType, r.ArgsJSON(), r.Backend, r.WorldSize, r.Cluster)
 }
 
@@ -100,6 +105,9 @@ var KeyFields = []string{"testlist", "op", "args", "backend", "world_size", "clu
 
 // KeyOf is the key made of the named fields (each one of KeyFields), in KeyFields' order.
 func (r *Row) KeyOf(fields []string) string {
+	if len(fields) >= len(KeyFields) && !slices.ContainsFunc(KeyFields, func(f string) bool { return !slices.Contains(fields, f) }) {
+		return r.Key() // every field: the case key
+	}
 	var parts []string
 	for _, f := range KeyFields {
 		if !slices.Contains(fields, f) {
