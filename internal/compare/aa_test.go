@@ -23,9 +23,11 @@ package compare_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,7 +67,9 @@ func sweep(t *testing.T, tl, out string, env ...string) {
 	}
 }
 
-func compareRuns(t *testing.T, base, nw string, args ...string) (map[string]int, testenv.Outcome) {
+// compareRuns compares two runs: its counts by class, the process, and the median
+// speed-up of every case with a headline metric.
+func compareRuns(t *testing.T, base, nw string, args ...string) (map[string]int, testenv.Outcome, float64) {
 	t.Helper()
 	js := filepath.Join(t.TempDir(), "compare.json")
 	r := testenv.Run(exec.Command(opxBin, append([]string{"compare", base, nw, "--json", js}, args...)...))
@@ -84,17 +88,38 @@ func compareRuns(t *testing.T, base, nw string, args ...string) (map[string]int,
 		t.Fatalf("compare: exit %d %v\n%s", r.Code, err, r.Stderr)
 	}
 	var moved []string
+	var speedups []float64
 	for _, c := range doc.Cases {
 		if c.Class == "faster" || c.Class == "slower" {
 			moved = append(moved, fmt.Sprintf("%.3f (%s)", c.Primary.Speedup, c.Args))
 		}
+		if c.Primary.Speedup > 0 {
+			speedups = append(speedups, c.Primary.Speedup)
+		}
+	}
+	median := 0.0
+	if len(speedups) > 0 {
+		slices.Sort(speedups)
+		median = speedups[len(speedups)/2]
 	}
 	if len(moved) > 10 {
 		moved = append(moved[:10], fmt.Sprintf("and %d more", len(moved)-10))
 	}
-	t.Logf("speed-ups called: %s", strings.Join(moved, " "))
-	return doc.Counts, r
+	t.Logf("speed-ups called: %s; the median case %.3fx", strings.Join(moved, " "), median)
+	return doc.Counts, r, median
 }
+
+// machineMoved is how far an A/A pair's median case may move before the pair measured the
+// machine rather than compare: the same code's cases move together only when the VM's own
+// speed changed between the two runs (seen: 4, 9, 24 and 28 of 100 called, every one the
+// same way: 0.93-0.95x for the 4, 0.69-0.72x for the 24), while the median of a pair
+// taken on a steady machine stays within a few percent of 1. (Taking the two runs at
+// once, one per core, was tried: their medians moved more, 0.98-1.16x, one called 33.)
+const machineMoved = 0.05
+
+// mostAATries is how many A/A pairs are taken before a machine that keeps changing speed
+// fails the test: a pair that measured the machine is taken again, and said so.
+const mostAATries = 3
 
 // maxAACalls is the most cases of 100 an A/A comparison may call without refuting a false-
 // call rate of 1 %: P(4 or more | 1 %) = 1.8 %.
@@ -102,13 +127,24 @@ const maxAACalls = 3
 
 func TestCompareAAAndAKnownSlowdown(t *testing.T) {
 	tl := aaTestlist(t)
-	dir := t.TempDir()
-	a1, a2, slow := filepath.Join(dir, "a1"), filepath.Join(dir, "a2"), filepath.Join(dir, "slow")
-	sweep(t, tl, a1)
-	sweep(t, tl, a2)
+	var a1 string
+	var counts map[string]int
+	var r testenv.Outcome
+	for try := 1; ; try++ {
+		dir := t.TempDir()
+		a2 := filepath.Join(dir, "a2")
+		a1 = filepath.Join(dir, "a1")
+		sweep(t, tl, a1)
+		sweep(t, tl, a2)
+		var median float64
+		counts, r, median = compareRuns(t, a1, a2, "--fail-on-regression", "5")
+		if math.Abs(median-1) <= machineMoved || try == mostAATries {
+			break
+		}
+		t.Logf("A/A pair %d: the median case moved %.3fx, so the machine's speed changed between the two runs: taking the pair again (%d of %d)", try, median, try+1, mostAATries)
+	}
+	slow := filepath.Join(t.TempDir(), "slow")
 	sweep(t, tl, slow, "OPERATORX_CPU_REPEAT=3")
-
-	counts, r := compareRuns(t, a1, a2, "--fail-on-regression", "5")
 	cases := 0
 	for _, n := range counts {
 		cases += n
@@ -118,8 +154,8 @@ func TestCompareAAAndAKnownSlowdown(t *testing.T) {
 	// the claim is a false-call rate of at most 1 %. 100 cases are a sample of it: at
 	// exactly 1 %, 2 or more calls come in 26 % of runs and 3 or more in 7.9 % (binomial),
 	// so those are no evidence against it; 4 or more come in 1.8 % of runs, and fail. A
-	// detector at 5 % fails 74 % of runs, at 10 % 99 %; the VM's drift (9 and 28 of 100
-	// seen) fails at once.
+	// detector at 5 % fails 74 % of runs, at 10 % 99 %. A pair taken while the VM changed
+	// speed (machineMoved) is taken again; a third such pair is judged, and fails.
 	if cases != 100 || called > maxAACalls {
 		t.Errorf("A/A: %d of %d cases called faster or slower, more than a 1 %% false-call rate gives but in 1.8 %% of runs (at most %d): %v\n%s", called, cases, maxAACalls, counts, r.Stdout)
 	}
@@ -127,7 +163,7 @@ func TestCompareAAAndAKnownSlowdown(t *testing.T) {
 		t.Errorf("A/A with no case slower failed the gate: exit %d %s", r.Code, r.Stderr)
 	}
 
-	counts, r = compareRuns(t, a1, slow, "--fail-on-regression", "5")
+	counts, r, _ = compareRuns(t, a1, slow, "--fail-on-regression", "5")
 	t.Logf("A against 3x the work: %v", counts)
 	// 100 of 100 on an idle VM; 66-93 with the whole suite running beside it (the VM slows
 	// by up to 1.6x for seconds at a time, widening some intervals until they overlap)
