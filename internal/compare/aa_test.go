@@ -118,8 +118,9 @@ func compareRuns(t *testing.T, base, nw string, args ...string) (map[string]int,
 const machineMoved = 0.05
 
 // mostAATries is how many A/A pairs are taken before a machine that keeps changing speed
-// fails the test: a pair that measured the machine is taken again, and said so.
-const mostAATries = 3
+// fails the test: a pair that measured the machine is taken again, and said so. (On one
+// day of this VM 6 of 10 pairs moved: a CI run took three pairs to find a steady one.)
+const mostAATries = 5
 
 // maxAACalls is the most cases of 100 an A/A comparison may call without refuting a false-
 // call rate of 1 %: P(4 or more | 1 %) = 1.8 %.
@@ -155,7 +156,8 @@ func TestCompareAAAndAKnownSlowdown(t *testing.T) {
 	// exactly 1 %, 2 or more calls come in 26 % of runs and 3 or more in 7.9 % (binomial),
 	// so those are no evidence against it; 4 or more come in 1.8 % of runs, and fail. A
 	// detector at 5 % fails 74 % of runs, at 10 % 99 %. A pair taken while the VM changed
-	// speed (machineMoved) is taken again; a third such pair is judged, and fails.
+	// speed (machineMoved) is taken again; the last of mostAATries is judged whatever it
+	// shows.
 	if cases != 100 || called > maxAACalls {
 		t.Errorf("A/A: %d of %d cases called faster or slower, more than a 1 %% false-call rate gives but in 1.8 %% of runs (at most %d): %v\n%s", called, cases, maxAACalls, counts, r.Stdout)
 	}
