@@ -442,13 +442,6 @@ func Join(base, nw *Run, opt Options) *Result {
 		res.Counts[c.Class]++
 		res.cases = append(res.cases, j)
 	}
-	only := 0 // the new run's cases the base has not: the list is made once, to its size
-	for k := range nw.byKey {
-		if _, ok := base.byKey[k]; !ok {
-			only++
-		}
-	}
-	res.cases = make([]joined, 0, len(base.byKey)+only)
 	for k, i := range base.byKey {
 		var n *entry
 		if j, ok := nw.byKey[k]; ok {

@@ -75,7 +75,7 @@ func judged(r *results.Row) []string {
 	if !ok {
 		return out
 	}
-	g := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
+	g := sixDigits
 	diff := ""
 	if w.Source == "harness" && w.FormulaDiff != 0 {
 		diff = g(w.FormulaDiff)
@@ -356,8 +356,11 @@ type solRecord struct {
 	Source         string   `json:"work_source,omitempty"`
 }
 
-// g6 is x as the CSV writes it, 6 significant digits, read back.
+// sixDigits is a judged number as the CSV writes it: 6 significant digits.
+func sixDigits(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
+
+// g6 is x as the CSV writes it, read back.
 func g6(x float64) float64 {
-	f, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 6, 64), 64)
+	f, _ := strconv.ParseFloat(sixDigits(x), 64)
 	return f
 }

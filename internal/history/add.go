@@ -221,7 +221,7 @@ func cellKey(raw *pyjson.Object) string {
 		}
 	}
 	id, _ := raw.String("id")
-	h := sha256.Sum256(pyjson.MustMarshal(resolved(o), pyjson.Identity))
+	h := sha256.Sum256(pyjson.MustMarshal(pyjson.Resolve(o), pyjson.Identity))
 	return id + ":" + hex.EncodeToString(h[:12])
 }
 
@@ -234,33 +234,7 @@ func cellBody(raw *pyjson.Object) []byte {
 			o.Set(m.Key, m.Value)
 		}
 	}
-	return gz(pyjson.MustMarshal(resolved(o), pyjson.Identity))
-}
-
-// resolved is v with the text a manifest's outline left unread (pyjson.Raw) parsed: a
-// value Marshal can write. The manifest was parsed whole once, so the text parses.
-func resolved(v pyjson.Value) pyjson.Value {
-	switch x := v.(type) {
-	case pyjson.Raw:
-		p, err := pyjson.Parse(x)
-		if err != nil {
-			return string(x) // cannot happen: the text was read from a manifest that parsed
-		}
-		return p
-	case *pyjson.Object:
-		o := pyjson.NewObject()
-		for _, m := range x.Members() {
-			o.Set(m.Key, resolved(m.Value))
-		}
-		return o
-	case []pyjson.Value:
-		out := make([]pyjson.Value, len(x))
-		for i, e := range x {
-			out[i] = resolved(e)
-		}
-		return out
-	}
-	return v
+	return gz(pyjson.MustMarshal(pyjson.Resolve(o), pyjson.Identity))
 }
 
 var errAlready = errors.New("already recorded")
@@ -565,7 +539,7 @@ func confirmsOf(raw *pyjson.Object) (*Confirms, error) {
 	if !ok || v == nil {
 		return nil, nil
 	}
-	b, err := pyjson.Marshal(resolved(v), pyjson.Default) // read as the manifest's outline: its deeper parts are text
+	b, err := pyjson.Marshal(pyjson.Resolve(v), pyjson.Default) // read as the manifest's outline: its deeper parts are text
 	if err != nil {
 		return nil, err
 	}

@@ -187,23 +187,6 @@ func TestReadExecutionHeadHoldsNoneOfItsText(t *testing.T) {
 
 // written is v as compact JSON, the text an outline left unread (pyjson.Raw) parsed.
 func written(t *testing.T, v pyjson.Value) string {
-	var resolve func(v pyjson.Value) pyjson.Value
-	resolve = func(v pyjson.Value) pyjson.Value {
-		switch x := v.(type) {
-		case pyjson.Raw:
-			p, err := pyjson.Parse(x)
-			if err != nil {
-				t.Fatalf("%q: %v", x, err)
-			}
-			return p
-		case *pyjson.Object:
-			o := pyjson.NewObject()
-			for _, m := range x.Members() {
-				o.Set(m.Key, resolve(m.Value))
-			}
-			return o
-		}
-		return v
-	}
-	return string(pyjson.MustMarshal(resolve(v), pyjson.Identity))
+	t.Helper()
+	return string(pyjson.MustMarshal(pyjson.Resolve(v), pyjson.Identity))
 }

@@ -405,6 +405,32 @@ func Detach(v Value) Value {
 	return v
 }
 
+// Resolve is v with the text a depth-limited parse left unread (Raw) parsed: a value
+// Marshal can write. The text was checked when it was read, so it parses.
+func Resolve(v Value) Value {
+	switch x := v.(type) {
+	case Raw:
+		p, err := Parse(x)
+		if err != nil {
+			return string(x) // cannot happen: the text was checked when it was read
+		}
+		return p
+	case *Object:
+		o := NewObject()
+		for _, m := range x.members {
+			o.Set(m.Key, Resolve(m.Value))
+		}
+		return o
+	case []Value:
+		out := make([]Value, len(x))
+		for i, e := range x {
+			out[i] = Resolve(e)
+		}
+		return out
+	}
+	return v
+}
+
 // appendCompact appends JSON text (already checked) without the whitespace between its
 // tokens: the runs between white space and strings are appended whole.
 func appendCompact(dst, src []byte) []byte {

@@ -75,8 +75,9 @@ type tally struct {
 }
 
 // add settles a shard's cases into the ledger: tallied, listed when missing, kept when
-// keep (as the shard's own list: one list of every case would be copied as it grows). A case that has its row lets
-// its args' text go; one still missing keeps its own copy, not the manifest's.
+// keep (as the shard's own list: one list of every case would be copied as it grows). A
+// case that has its row lets its args' text go; one still missing keeps its own copy, not
+// the manifest's.
 func (l *Ledger) add(cases []Case, keep bool) {
 	for i := range cases {
 		c := &cases[i]
@@ -232,7 +233,20 @@ func (l *Ledger) Verdict() verdict.Verdict { return l.tally.judge.Verdict() }
 // CaseKey is the stable case key (KeyFields, all of them): the same case in plan,
 // summarize, report, compare and export, and in two runs, has the same key.
 func CaseKey(testlist, op, argsJSON, backend string, worldSize int, cluster string) string {
-	return strings.Join([]string{testlist, op, argsJSON, backend, "ws=" + strconv.Itoa(worldSize), cluster}, " | ")
+	k, _, _ := appendCaseKey(nil, testlist, op, []byte(argsJSON), backend, int64(worldSize), cluster)
+	return string(k)
+}
+
+// appendCaseKey appends the case key to dst, and says where its args' text lies in it.
+func appendCaseKey(dst []byte, testlist, op string, argsJSON []byte, backend string, worldSize int64, cluster string) (k []byte, lo, hi int) {
+	k = append(append(append(dst, testlist...), " | "...), op...)
+	k = append(k, " | "...)
+	lo = len(k)
+	k = append(k, argsJSON...)
+	hi = len(k)
+	k = append(append(k, " | "...), backend...)
+	k = strconv.AppendInt(append(k, " | ws="...), worldSize, 10)
+	return append(append(k, " | "...), cluster...), lo, hi
 }
 
 // CellCases are a cell's requested cases, one per distinct key, in case then backend order.
@@ -279,16 +293,7 @@ func appendShapeCases(dst []Case, c *manifest.Cell, i int, buf *keyBuf) ([]Case,
 	}
 	buf.args = argsJSON
 	for _, b := range c.Backends {
-		// CaseKey, written once: the args' text is the key's, from lo to hi
-		k := append(buf.key[:0], testlist...)
-		k = append(append(k, " | "...), op...)
-		k = append(k, " | "...)
-		lo := len(k)
-		k = append(k, argsJSON...)
-		hi := len(k)
-		k = append(append(k, " | "...), b...)
-		k = strconv.AppendInt(append(k, " | ws="...), c.WorldSize, 10)
-		k = append(append(k, " | "...), c.Cluster...)
+		k, lo, hi := appendCaseKey(buf.key[:0], testlist, op, argsJSON, b, c.WorldSize, c.Cluster)
 		buf.key = k
 		key := string(k)
 		dst = append(dst, Case{Key: key, Shard: c.ID, Testlist: testlist, Op: op, Backend: b, Cluster: c.Cluster,
