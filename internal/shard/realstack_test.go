@@ -38,14 +38,8 @@ type realStack struct {
 	enroot, enroot35, opx, workdir string
 }
 
-var (
-	staticOnce sync.Once
-	staticOpx  string
-	staticErr  error
-)
-
-// newRealStack reads the stack's env file; the binary staged into containers must be
-// static (the busybox images have no libc), so it is built as the release is.
+// newRealStack reads the stack's env file. The binary staged into containers must be
+// static (the busybox images have no libc): testenv.MainWithOpx builds it so.
 func newRealStack(t *testing.T) *realStack {
 	t.Helper()
 	path := os.Getenv("OPX_REAL_STACK_ENV")
@@ -66,25 +60,8 @@ func newRealStack(t *testing.T) *realStack {
 			vars[k] = v
 		}
 	}
-	staticOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "opx-static-")
-		if err != nil {
-			staticErr = err
-			return
-		}
-		os.Chmod(dir, 0o755) // a second user runs it too
-		staticOpx = filepath.Join(dir, "opx")
-		build := exec.Command("go", "build", "-trimpath", "-o", staticOpx, "github.com/semianalysis/opx/cmd/opx")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			staticErr = fmt.Errorf("%v: %s", err, out)
-		}
-	})
-	if staticErr != nil {
-		t.Fatalf("building a static opx: %v", staticErr)
-	}
 	s := &realStack{t: t, dir: vars["OPX_REAL_STACK"], conf: vars["OPX_REAL_SLURM_CONF"], registry: vars["OPX_REAL_REGISTRY"],
-		enroot: vars["OPX_REAL_ENROOT"], enroot35: vars["OPX_REAL_ENROOT_35"], opx: staticOpx, workdir: t.TempDir()}
+		enroot: vars["OPX_REAL_ENROOT"], enroot35: vars["OPX_REAL_ENROOT_35"], opx: opxBin, workdir: t.TempDir()}
 	t.Cleanup(func() {
 		c := exec.Command("scancel", "-u", fmt.Sprint(os.Getuid()))
 		c.Env = s.env("")

@@ -10,12 +10,15 @@ import (
 	"testing"
 )
 
-// MainWithOpx is a TestMain for tests that run opx as a user does: it builds the binary,
-// sets *bin to it, runs the tests and removes it.
+// MainWithOpx is a TestMain for tests that run opx as a user does: it builds the binary
+// static, as the README and releases do (it runs inside containers and as a second user, so
+// its directory is world-readable), sets *bin to it, runs the tests and removes it.
 func MainWithOpx(m *testing.M, bin *string) {
 	dir, _ := os.MkdirTemp("", "opx-bin-")
+	os.Chmod(dir, 0o755)
 	*bin = filepath.Join(dir, "opx")
-	build := exec.Command("go", "build", "-o", *bin, "github.com/semianalysis/opx/cmd/opx")
+	build := exec.Command("go", "build", "-trimpath", "-o", *bin, "github.com/semianalysis/opx/cmd/opx")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building opx:", err)
