@@ -47,7 +47,12 @@ go to stderr, one line.`,
 					return &UsageError{err}
 				}
 			}
-			run, err := results.Cover(c.Context(), manifest, artifacts)
+			ledger, err := results.CreateLedger(cases, artifacts)
+			if err != nil {
+				return err
+			}
+			defer ledger.Close()
+			run, err := results.CoverInto(c.Context(), manifest, artifacts, ledger)
 			if err != nil {
 				return err
 			}
@@ -55,7 +60,7 @@ go to stderr, one line.`,
 			if err := files.WriteJSON(out, rep.Value()); err != nil {
 				return err
 			}
-			if err := results.WriteLedger(cases, artifacts, run.Ledger); err != nil {
+			if err := ledger.Commit(run.Ledger); err != nil {
 				return err
 			}
 			rep.Markdown(env.Stdout)

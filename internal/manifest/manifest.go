@@ -48,6 +48,7 @@ type Cell struct {
 	Cases                []Case
 	NumCases             int // how many cases it lists (its Cases may have been let go: LetCasesGo)
 	Raw                  *pyjson.Object
+	casesAt              *casesAt // LoadIndex's: where its cases are (ReadCases)
 }
 
 // Case is one requested shape of a cell. In a manifest read with LoadOutline (and an

@@ -68,6 +68,9 @@ func (d *Decoder) Text() (s string, ok bool, err error) {
 	return s, err == nil, err
 }
 
+// Offset is where the next value starts in the document.
+func (d *Decoder) Offset() int { return d.p.pos }
+
 // End checks that nothing but whitespace follows the document.
 func (d *Decoder) End() error {
 	d.p.skip()

@@ -36,9 +36,16 @@ type Ledger struct {
 	MoreMissing int
 	// CPU is whether every shard ran on the local runner: its "GPUs" are processes on this
 	// machine's CPU, and its hours are said to be CPU-hours.
-	CPU    bool
-	tally  tally
-	shards [][]Case // each shard's cases (Cases), as the walk settles them
+	CPU     bool
+	tally   tally
+	shards  [][]Case // each shard's cases (Cases), as the walk settles them, when kept
+	byShard []shardTally
+}
+
+// shardTally is a shard's cases counted by outcome (a shard with none has none).
+type shardTally struct {
+	id string
+	t  verdict.Tally
 }
 
 // Cases is every requested case, manifest order (cell, case, backend) — none when the run
@@ -74,18 +81,25 @@ type tally struct {
 	charged, kept float64 // GPU-seconds charged to cases, and to the rows kept
 }
 
-// add settles a shard's cases into the ledger: tallied, listed when missing, kept when
-// keep (as the shard's own list: one list of every case would be copied as it grows). A
-// case that has its row lets its args' text go; one still missing keeps its own copy, not
-// the manifest's.
+// letArgsGo is a settled case letting the manifest's text of its args go: one that has
+// its row needs none, one still missing keeps its own copy.
+func letArgsGo(c *Case) {
+	if c.Status == "missing" {
+		c.argsText = bytes.Clone(c.argsText)
+	} else {
+		c.argsText = nil
+	}
+}
+
+// add puts a shard's settled cases into the ledger: tallied, listed when missing, kept when
+// keep (as the shard's own list: one list of every case would be copied as it grows).
 func (l *Ledger) add(cases []Case, keep bool) {
+	if len(cases) > 0 {
+		l.byShard = append(l.byShard, shardTally{id: cases[0].Shard})
+	}
 	for i := range cases {
 		c := &cases[i]
-		if c.Status == "missing" {
-			c.argsText = bytes.Clone(c.argsText)
-		} else {
-			c.argsText = nil
-		}
+		l.byShard[len(l.byShard)-1].t.Add(c.Outcome(), 1)
 		t := &l.tally
 		t.judge.Case(c.Backend, c.Outcome())
 		t.charged += c.GPUSeconds

@@ -178,24 +178,50 @@ func TestLedgerMissingCasesAndAttemptsWithoutRows(t *testing.T) {
 	}
 }
 
+// The ledger is written as the run is read (CoverInto), its cases those a reading that
+// keeps them (Cover) has, in order; no scratch file is left, and a ledger's reader refuses
+// a file of another kind.
 func TestLedgerFileRoundTrip(t *testing.T) {
 	f := newFakeRun(t)
 	f.attempt(1, []int{0, 1, 2, 3}, []row{{0, "torch", "ok"}, {1, "vllm", "ok"}}, 0, 36)
 	run := f.ledger()
-	path := filepath.Join(f.dir, "cases.json")
-	if err := WriteLedger(path, filepath.Join(f.dir, "shards"), run.Ledger); err != nil {
+	scratch := t.TempDir()
+	t.Setenv("TMPDIR", scratch)
+	path := filepath.Join(f.dir, "out", "cases.json") // a directory made only once it is written: the scratch file is in TMPDIR
+	w, err := CreateLedger(path, filepath.Join(f.dir, "shards"))
+	if err != nil {
 		t.Fatal(err)
+	}
+	defer w.Close()
+	sr, err := CoverInto(context.Background(), f.manifest, filepath.Join(f.dir, "shards"), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(sr.Ledger); err != nil {
+		t.Fatal(err)
+	}
+	if sr.Ledger.Line() != run.Ledger.Line() || len(casesOf(sr.Ledger)) != 0 {
+		t.Errorf("written as read: %q, %d cases kept; want %q and none", sr.Ledger.Line(), len(casesOf(sr.Ledger)), run.Ledger.Line())
 	}
 	costs, err := ReadLedgerCosts(context.Background(), path)
 	if err != nil || len(costs) != 8 {
 		t.Fatalf("%v %d", err, len(costs))
 	}
-	if !costs[0].Done || costs[1].Done || costs[0].GPUSeconds != 144 || costs[0].Key != casesOf(run.Ledger)[0].Key {
+	for i, c := range casesOf(run.Ledger) {
+		if costs[i].Key != c.Key || costs[i].Done != c.Done() || costs[i].GPUSeconds != c.GPUSeconds {
+			t.Errorf("case %d: %+v, want %s done=%v %.0f", i, costs[i], c.Key, c.Done(), c.GPUSeconds)
+		}
+	}
+	if !costs[0].Done || costs[1].Done || costs[0].GPUSeconds != 144 {
 		t.Errorf("costs %+v", costs[:2])
 	}
 	b, _ := os.ReadFile(path)
-	if !strings.Contains(string(b), `"dir":"s-1.attempt-1"`) || !strings.Contains(string(b), `"schema":"opx-cases/1"`) {
+	if !strings.Contains(string(b), `"dir":"s-1.attempt-1"`) || !strings.HasPrefix(string(b), `{"schema":"opx-cases/1"`) ||
+		!strings.HasSuffix(string(b), "\n]}\n") || !json.Valid(b) {
 		t.Errorf("cases.json: %s", b)
+	}
+	if left, _ := os.ReadDir(scratch); len(left) > 0 {
+		t.Errorf("scratch files left: %v", left)
 	}
 	os.WriteFile(path, []byte(`{"schema": "other"}`), 0o644)
 	if _, err := ReadLedgerCosts(context.Background(), path); err == nil || !strings.Contains(err.Error(), "not a case ledger") {
@@ -272,13 +298,17 @@ func TestCellCasesWholeAndOutlineAgree(t *testing.T) {
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var keys [2][]string
-	for i, load := range []func(context.Context, string) (*manifest.Manifest, error){manifest.Load, manifest.LoadOutline} {
+	var keys [3][]string
+	for i, load := range []func(context.Context, string) (*manifest.Manifest, error){manifest.Load, manifest.LoadOutline, manifest.LoadIndex} {
 		m, err := load(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cases, err := CellCases(m.Cells[0])
+		cell := *m.Cells[0]
+		if cell.Cases, _, err = cell.ReadCases(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+		cases, err := CellCases(&cell)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +323,7 @@ func TestCellCasesWholeAndOutlineAgree(t *testing.T) {
 `,
 		`v | gemm | {"k": [1, {"a": 1, "b": 2}]} | torch | ws=4 | x_8x k=[1, {"b": 2, "a": 1}]`, `v | gemm | {"k": [1, {"a": 1, "b": 2}]} | vllm | ws=4 | x_8x k=[1, {"b": 2, "a": 1}]`,
 	}
-	for i, name := range []string{"whole", "outline"} {
+	for i, name := range []string{"whole", "outline", "index"} {
 		if strings.Join(keys[i], "\n") != strings.Join(want, "\n") {
 			t.Errorf("%s:\n%s\nwant:\n%s", name, strings.Join(keys[i], "\n"), strings.Join(want, "\n"))
 		}

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"iter"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -90,10 +90,67 @@ type caseDoc struct {
 	Reached    bool            `json:"reached_by_newest"`
 }
 
-// WriteLedger writes the ledger to path, atomically, an attempt and a case a line (a
-// 128,000-case ledger is written without holding its text); attempt directories are
-// written relative to artifacts.
-func WriteLedger(path, artifacts string, l *Ledger) error {
+// A LedgerFile is a case ledger being written as its run is read (CoverInto): each
+// shard's cases are encoded on the core that settled them and spooled, in manifest order,
+// to a scratch file beside the ledger, so a 128,000-case ledger is written without being
+// held; Commit then writes the ledger atomically, its head (the verdict and totals, known
+// only at the end) and attempts first. The scratch file is removed by Commit and Close.
+type LedgerFile struct {
+	path, artifacts string
+	spool           *os.File
+	bw              *bufio.Writer
+	sep             string
+	err             error
+}
+
+// CreateLedger starts the ledger at path; attempt directories will be written relative to
+// artifacts. Nothing is created where the ledger goes until Commit: the scratch file is
+// beside it when its directory exists, else in the temporary directory.
+func CreateLedger(path, artifacts string) (*LedgerFile, error) {
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		dir = os.TempDir()
+	}
+	spool, err := os.CreateTemp(dir, filepath.Base(path)+".*.cases.tmp")
+	if err != nil {
+		return nil, err
+	}
+	return &LedgerFile{path: path, artifacts: artifacts, spool: spool, bw: bufio.NewWriterSize(spool, 256<<10)}, nil
+}
+
+// add spools a shard's cases, encoded (appendCases).
+func (w *LedgerFile) add(lines []byte) {
+	if len(lines) == 0 || w.err != nil {
+		return
+	}
+	w.bw.WriteString(w.sep)
+	_, w.err = w.bw.Write(lines)
+	w.sep = ","
+}
+
+// Close removes the scratch file (the ledger is left as it was unless Commit succeeded).
+func (w *LedgerFile) Close() error {
+	if w.spool == nil {
+		return nil
+	}
+	w.spool.Close()
+	err := os.Remove(w.spool.Name())
+	w.spool = nil
+	return err
+}
+
+// Commit writes the ledger l (the run read into w) to its path, atomically.
+func (w *LedgerFile) Commit(l *Ledger) error {
+	defer w.Close()
+	if w.err == nil {
+		w.err = w.bw.Flush()
+	}
+	if w.err == nil {
+		_, w.err = w.spool.Seek(0, io.SeekStart)
+	}
+	if w.err != nil {
+		return fmt.Errorf("writing %s: %w", w.spool.Name(), w.err)
+	}
 	t := l.Totals()
 	v := l.Verdict()
 	head, err := json.Marshal(struct {
@@ -111,56 +168,55 @@ func WriteLedger(path, artifacts string, l *Ledger) error {
 	if err != nil {
 		return err
 	}
-	return files.WriteAtomicFunc(path, 0o644, func(w io.Writer) error {
-		bw := bufio.NewWriterSize(w, 256<<10)
-		bw.Write(head[:len(head)-1])
-		list := func(name string, items iter.Seq[any]) error {
-			bw.WriteString(`,"` + name + `":[`)
-			sep := ""
-			for item := range items {
-				b, err := json.Marshal(item)
-				if err != nil {
-					return err
-				}
-				bw.WriteString(sep + "\n")
-				bw.Write(b)
-				sep = ","
+	return files.WriteAtomicFunc(w.path, 0o644, func(out io.Writer) error {
+		out.Write(head[:len(head)-1])
+		io.WriteString(out, `,"attempts":[`)
+		for i := range l.Attempts {
+			a := &l.Attempts[i]
+			dir := a.Dir
+			if rel, err := filepath.Rel(w.artifacts, a.Dir); err == nil {
+				dir = rel
 			}
-			bw.WriteString("\n]")
-			return nil
-		}
-		err := list("attempts", func(yield func(any) bool) {
-			for i := range l.Attempts {
-				a := &l.Attempts[i]
-				dir := a.Dir
-				if rel, err := filepath.Rel(artifacts, a.Dir); err == nil {
-					dir = rel
-				}
-				if !yield(attemptDoc{Shard: a.Shard, Attempt: a.Attempt, Dir: dir, Outcome: a.Outcome, Failure: a.Failure, Cases: a.Cases,
-					Rows: a.Rows, Accounted: a.Accounted, GPUs: a.GPUs, Pending: a.Pending, Held: a.Held, GPUSeconds: a.GPUSeconds,
-					Share: a.Share(), Estimated: a.Estimated, Phases: a.Phases, GrantedAt: a.GrantedAt, ReleasedAt: a.ReleasedAt,
-					Job: a.Job, Retry: a.Retry, Counted: a.Counted}) {
-					return
-				}
+			b, err := json.Marshal(attemptDoc{Shard: a.Shard, Attempt: a.Attempt, Dir: dir, Outcome: a.Outcome, Failure: a.Failure, Cases: a.Cases,
+				Rows: a.Rows, Accounted: a.Accounted, GPUs: a.GPUs, Pending: a.Pending, Held: a.Held, GPUSeconds: a.GPUSeconds,
+				Share: a.Share(), Estimated: a.Estimated, Phases: a.Phases, GrantedAt: a.GrantedAt, ReleasedAt: a.ReleasedAt,
+				Job: a.Job, Retry: a.Retry, Counted: a.Counted})
+			if err != nil {
+				return err
 			}
-		})
-		if err == nil {
-			err = list("cases", func(yield func(any) bool) {
-				for c := range l.Cases() {
-					if !yield(caseDoc{Key: c.Key, Shard: c.Shard, Testlist: c.Testlist, Op: c.Op, Backend: c.Backend, WorldSize: c.WorldSize,
-						Cluster: c.Cluster, Args: ArgsRaw(c.ArgsJSON), Status: c.Status, Message: c.Message, Attempt: c.Attempt,
-						Tries: c.Tries, GPUSeconds: c.GPUSeconds, Reached: c.Reached}) {
-						return
-					}
-				}
-			})
+			if i > 0 {
+				io.WriteString(out, ",")
+			}
+			io.WriteString(out, "\n")
+			out.Write(b)
 		}
-		if err != nil {
+		io.WriteString(out, "\n],\"cases\":[")
+		if _, err := io.Copy(out, w.spool); err != nil {
 			return err
 		}
-		bw.WriteString("}\n")
-		return bw.Flush()
+		_, err := io.WriteString(out, "\n]}\n")
+		return err
 	})
+}
+
+// appendCases appends the ledger's lines of a shard's cases: each on a line of its own,
+// after a newline, separated by commas.
+func appendCases(dst []byte, cases []Case) ([]byte, error) {
+	for i := range cases {
+		c := &cases[i]
+		b, err := json.Marshal(caseDoc{Key: c.Key, Shard: c.Shard, Testlist: c.Testlist, Op: c.Op, Backend: c.Backend, WorldSize: c.WorldSize,
+			Cluster: c.Cluster, Args: ArgsRaw(c.ArgsJSON), Status: c.Status, Message: c.Message, Attempt: c.Attempt,
+			Tries: c.Tries, GPUSeconds: c.GPUSeconds, Reached: c.Reached})
+		if err != nil {
+			return dst, err
+		}
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '\n')
+		dst = append(dst, b...)
+	}
+	return dst, nil
 }
 
 // ArgsRaw is args' JSON text (a case key's, Row.ArgsJSON) for an encoding/json document;
@@ -232,11 +288,22 @@ func Hours(gpuSeconds float64) string {
 	return fmt.Sprintf("%.1f", h)
 }
 
-// Cover is summarize's reading of a run: the seed's shard report and the case ledger,
-// every results file of every attempt parsed once.
+// Cover is a reading of a run for its coverage: the seed's shard report and the case
+// ledger with every case kept, every results file of every attempt parsed once.
 func Cover(ctx context.Context, manifest, artifacts string) (*Run, error) {
 	var run *Run
 	err := walk(ctx, manifest, artifacts, walker{keep: true, lean: true}, func(r *Run) { run = r }, func(*Shard, []Row) error { return nil })
+	return run, err
+}
+
+// CoverInto is summarize's reading: Cover's, the ledger's cases written into w as they
+// are settled rather than kept (w.Commit writes the ledger once the run is read).
+func CoverInto(ctx context.Context, manifest, artifacts string, w *LedgerFile) (*Run, error) {
+	var run *Run
+	err := walk(ctx, manifest, artifacts, walker{ledger: w, lean: true}, func(r *Run) { run = r }, func(*Shard, []Row) error { return nil })
+	if err == nil && w.err != nil {
+		err = fmt.Errorf("writing %s: %w", w.spool.Name(), w.err)
+	}
 	return run, err
 }
 
@@ -309,8 +376,8 @@ func (l *Ledger) Markdown(w io.Writer) {
 		}
 		return by[id]
 	}
-	for c := range l.Cases() {
-		get(c.Shard).t.Add(c.Outcome(), 1)
+	for _, s := range l.byShard {
+		get(s.id).t = s.t
 	}
 	for _, at := range l.Attempts {
 		a := get(at.Shard)

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/semianalysis/opx/internal/counters"
 	"github.com/semianalysis/opx/internal/files"
@@ -258,10 +259,8 @@ func walk(ctx context.Context, manifest, artifacts string, opt walker, start fun
 		run.Ledger.CPU = run.Ledger.CPU && s.Cell.Runner == "local" // platform.Local: processes on this CPU
 	}
 	err = par.Ordered(ctx, len(rep.Shards), runtime.GOMAXPROCS(0), func(ctx context.Context, i int) (*shardRead, error) {
-		return readShard(ctx, &rep.Shards[i], manifest, wk.lean)
-	}, func(i int, r *shardRead) error {
-		return wk.settle(i, &rep.Shards[i], r)
-	})
+		return wk.readShard(ctx, &rep.Shards[i])
+	}, wk.settle)
 	if err != nil {
 		return err
 	}
@@ -270,56 +269,75 @@ func walk(ctx context.Context, manifest, artifacts string, opt walker, start fun
 	return nil
 }
 
+// caseTexts hold a cell's cases as its manifest writes them while its shard is read.
+var caseTexts = sync.Pool{New: func() any { return new([]byte) }}
+
+// ledgerLines hold a shard's cases as the ledger writes them, from the core that settled
+// them to the ledger's file.
+var ledgerLines = sync.Pool{New: func() any { return new([]byte) }}
+
 // walker is one reading of a run: what it keeps, and where it hands the rows.
 type walker struct {
 	ctx      context.Context
 	manifest string
 	lean     bool                       // rows without metrics or label
 	keep     bool                       // the ledger keeps every case (Cover), else only its totals (Stream)
+	ledger   *LedgerFile                // where each shard's cases are written (CoverInto)
 	missing  func(*Shard, []Case) error // Stream: each shard's cases still to measure
 	rows     func(*Shard, []Row) error
 	run      *Run
 }
 
-// shardRead is one shard as read from its files, not yet settled: its facts (those of
-// the execution summarize counts) and every execution with its rows.
+// shardRead is one shard read from its files and settled: its facts (those of the
+// execution summarize counts), its cases each with its best row of every attempt, the
+// rows kept and its attempts, all worked out on the core that read it; the walk adds them
+// to the run in manifest order.
 type shardRead struct {
-	w     *walked
-	cases []Case // its requested cases, keyed (CellCases), not yet settled
-	execs []*execRows
-	ended bool // the counted execution has a status.json
-	exit0 bool // which says exit 0
+	w           *walked
+	cases       []Case  // its requested cases, keyed (CellCases) and settled
+	kept, extra []Row   // settleShard's
+	lines       *[]byte // its cases as the ledger writes them (appendCases), when asked
+	attempts    []Attempt
+	counted     bool // it has a counted execution, whose run and source are:
+	runID, sha  string
 }
 
 // readShard reads every file of every execution of a shard: execution.json (already
 // parsed by summary.Find), status, accounting, fingerprints and counters, then each
 // execution's results files, oldest attempt first.
-func readShard(ctx context.Context, s *summary.Shard, manifestPath string, lean bool) (*shardRead, error) {
+func (wk *walker) readShard(ctx context.Context, s *summary.Shard) (*shardRead, error) {
 	r := &shardRead{w: &walked{sh: Shard{Shard: *s, Software: map[string]string{}}, hosts: map[string]bool{}, versions: map[string]bool{}}}
 	r.w.sh.Cell = nil
+	buf := caseTexts.Get().(*[]byte)
+	defer caseTexts.Put(buf) // once the cases are settled: those still missing have copied their text
+	cell := *s.Cell
 	var err error
-	if r.cases, err = CellCases(s.Cell); err != nil { // keyed here, on every core
-		return nil, fmt.Errorf("%s: %v", manifestPath, err)
+	if cell.Cases, *buf, err = s.Cell.ReadCases(ctx, *buf); err != nil {
+		return nil, err
 	}
+	if r.cases, err = CellCases(&cell); err != nil { // keyed here, on every core
+		return nil, fmt.Errorf("%s: %v", wk.manifest, err)
+	}
+	var execs []*execRows
 	for _, ex := range s.Executions {
 		e, err := readAttempt(ctx, s.ID, ex)
 		if err != nil {
 			return nil, err
 		}
-		r.execs = append(r.execs, e)
+		execs = append(execs, e)
 		if ex.Dir == s.Dir {
 			if err := readMeta(&r.w.sh, e); err != nil {
 				return nil, err
 			}
 		}
 	}
-	for _, e := range r.execs {
+	for _, e := range execs {
 		what := summary.WholeRows
-		if lean {
+		if wk.lean {
 			what = summary.KeyedRows
 		}
 		err := summary.Results(ctx, e.ex.Dir, what, func(path string, f *summary.ResultsFile) error {
-			e.rows = append(e.rows, readResults(f, r.w, lean)...)
+			e.rows = append(e.rows, readResults(f, r.w, wk.lean)...)
 			return nil
 		})
 		if err != nil {
@@ -332,45 +350,54 @@ func readShard(ctx context.Context, s *summary.Shard, manifestPath string, lean 
 			if e.status != nil && !e.status.HasExitCode {
 				return nil, fmt.Errorf("%s: status file has no exit_code", filepath.Join(e.ex.Dir, manifest.StatusFile))
 			}
-			r.ended, r.exit0 = e.status != nil, e.status != nil && e.status.Exited0
+			s.Ended, s.Exited0 = e.status != nil, e.status != nil && e.status.Exited0
+			r.counted, r.runID, r.sha = true, e.exe.RunID, e.exe.SourceSHA
 		}
 	}
-	return r, nil
-}
-
-// settle decides shard i's cases from what was read, adds them to the ledger and hands
-// its rows on; s is the shard report's.
-func (wk *walker) settle(i int, s *summary.Shard, r *shardRead) error {
-	run := wk.run
-	for _, e := range r.execs {
-		if e.ex.Dir == s.Dir {
-			run.RunID, run.SourceSHA = e.exe.RunID, e.exe.SourceSHA
-		}
-	}
-	s.Ended, s.Exited0 = r.ended, r.exit0
-	cases := r.cases
 	s.Cell = nil // keyed: the cell's shapes are let go as the walk goes
-	kept, attempts, extra, err := settleShard(wk.ctx, cases, r.execs, s.Dir)
-	if err != nil {
-		return err
+	if r.kept, r.attempts, r.extra, err = settleShard(ctx, r.cases, execs, s.Dir); err != nil {
+		return nil, err
 	}
-	settleStatus(s, cases, r.execs)
+	settleStatus(s, r.cases, execs)
+	for i := range r.cases {
+		letArgsGo(&r.cases[i])
+	}
+	if wk.ledger != nil {
+		r.lines = ledgerLines.Get().(*[]byte)
+		if *r.lines, err = appendCases((*r.lines)[:0], r.cases); err != nil {
+			return nil, err
+		}
+	}
 	sh := &r.w.sh
 	sh.Shard = *s // the counts and status as settled
 	sh.Hosts, sh.Versions = slices.Sorted(maps.Keys(r.w.hosts)), slices.Sorted(maps.Keys(r.w.versions))
-	run.Shards[i] = *sh
+	return r, nil
+}
+
+// settle adds shard i, read and settled, to the run and its ledger, and hands its rows on.
+func (wk *walker) settle(i int, r *shardRead) error {
+	run := wk.run
+	if r.counted {
+		run.RunID, run.SourceSHA = r.runID, r.sha
+	}
+	run.Shards[i] = r.w.sh
+	s := &run.Shards[i].Shard
 	l := run.Ledger
-	l.Extra += len(extra)
-	l.add(cases, wk.keep)
-	l.Attempts = append(l.Attempts, attempts...)
+	l.Extra += len(r.extra)
+	l.add(r.cases, wk.keep)
+	if wk.ledger != nil {
+		wk.ledger.add(*r.lines)
+		ledgerLines.Put(r.lines)
+	}
+	l.Attempts = append(l.Attempts, r.attempts...)
 	l.tally.judge.Shard(s.ID, s.Status)
-	if len(kept)+len(extra) > 0 {
-		if err := wk.rows(&run.Shards[i], append(kept, extra...)); err != nil {
+	if len(r.kept)+len(r.extra) > 0 {
+		if err := wk.rows(&run.Shards[i], append(r.kept, r.extra...)); err != nil {
 			return err
 		}
 	}
 	if !wk.keep {
-		return wk.missingOf(&run.Shards[i], cases)
+		return wk.missingOf(&run.Shards[i], r.cases)
 	}
 	return nil
 }

@@ -43,7 +43,7 @@ type Shard struct {
 	// Executions is every attempt of the shard found (beyond the seed, for the case
 	// ledger), oldest first; the chosen one is among them.
 	Executions []Execution
-	Cell       *manifest.Cell // the manifest's cell (its cases' shapes as JSON text)
+	Cell       *manifest.Cell // the manifest's cell, its cases still in the file (manifest.LoadIndex)
 }
 
 // Execution is one attempt of a shard found in the artifacts: its directory, the one
@@ -105,7 +105,7 @@ func Find(ctx context.Context, manifestPath, artifacts string) (*Report, error) 
 		defer close(done)
 		execs, first, walkErr = walkExecutions(walkCtx, artifacts)
 	}()
-	m, err := manifest.LoadOutline(ctx, manifestPath)
+	m, err := manifest.LoadIndex(ctx, manifestPath)
 	if err != nil {
 		cancel()
 		<-done
@@ -122,7 +122,7 @@ func Find(ctx context.Context, manifestPath, artifacts string) (*Report, error) 
 	}
 	rep := &Report{Shards: make([]Shard, len(m.Cells))}
 	for i, cell := range m.Cells {
-		rep.Shards[i] = Shard{ID: cell.ID, RequestedShapes: len(cell.Cases), Status: "missing", Cell: cell}
+		rep.Shards[i] = Shard{ID: cell.ID, RequestedShapes: cell.NumCases, Status: "missing", Cell: cell}
 		if all := execs[cell.ID]; len(all) > 0 {
 			f := newest(all)
 			rep.Shards[i].Attempt, rep.Shards[i].HasAttempt, rep.Shards[i].Dir = f.attempt, true, f.dir

@@ -258,7 +258,13 @@ func (s *sweep) finish(ctx context.Context, interrupted error) error {
 	if err := os.MkdirAll(s.shards, 0o755); err != nil {
 		return err
 	}
-	run, err := results.Cover(ctx, s.mpath, s.shards)
+	casesPath := filepath.Join(s.dir, "cases.json")
+	ledger, err := results.CreateLedger(casesPath, s.shards)
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+	run, err := results.CoverInto(ctx, s.mpath, s.shards, ledger)
 	if err != nil {
 		return err
 	}
@@ -267,8 +273,7 @@ func (s *sweep) finish(ctx context.Context, interrupted error) error {
 	if err := files.WriteJSON(sumPath, rep.Value()); err != nil {
 		return err
 	}
-	casesPath := filepath.Join(s.dir, "cases.json")
-	if err := results.WriteLedger(casesPath, s.shards, run.Ledger); err != nil {
+	if err := ledger.Commit(run.Ledger); err != nil {
 		return err
 	}
 	pr.setPhase("report")
