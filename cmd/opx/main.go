@@ -10,6 +10,7 @@ import (
 )
 
 func main() {
+	setHeapFloor(heapFloor)
 	ctx, stop := cli.SignalContext(context.Background(), os.Stderr, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	code := cli.Main(ctx, os.Args[1:], cli.Env{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
