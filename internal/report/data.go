@@ -376,13 +376,17 @@ func (b *builder) data(w io.Writer) error {
 
 // packed is the page's data as its script reads it: the JSON gzip-compressed, as one
 // JSON string of base64, which the browser's DecompressionStream inflates. 128,000 cases
-// are 17 MB of JSON and 2 MB packed: their labels and numbers repeat.
+// are 17 MB of JSON and 2 MB packed: their labels and numbers repeat. The JSON is written
+// on one core and compressed on another as it comes (a pipe between them).
 func (b *builder) packed() (string, error) {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(b.data(pw)) }()
 	var out strings.Builder
 	out.WriteByte('"')
 	b64 := base64.NewEncoder(base64.StdEncoding, &out)
 	zw := gzip.NewWriter(b64)
-	if err := b.data(zw); err != nil {
+	if _, err := io.Copy(zw, pr); err != nil {
+		pr.CloseWithError(err) // the writer stops at its next write
 		return "", err
 	}
 	if err := zw.Close(); err != nil {
@@ -441,13 +445,14 @@ func (b *builder) dictionaries(caseAI []float64) any {
 		}
 		dicts.Peaks[f] = peakOut{p.TFLOPS, p.HBM}
 	}
+	dicts.Cases = make([]caseOut, len(b.caseInfo)) // 128,000 cases: made once, not grown
+	ai := make([]float64, len(b.caseInfo))
 	for i, c := range b.caseInfo {
-		co := caseOut{Testlist: c.testlist, Op: c.op, Label: c.label, Size: round4(c.size)}
+		dicts.Cases[i] = caseOut{Testlist: c.testlist, Op: c.op, Label: c.label, Size: round4(c.size)}
 		if a := caseAI[i]; !math.IsNaN(a) {
-			v, _ := strconv.ParseFloat(num(a), 64)
-			co.AI = &v
+			ai[i], _ = strconv.ParseFloat(num(a), 64)
+			dicts.Cases[i].AI = &ai[i]
 		}
-		dicts.Cases = append(dicts.Cases, co)
 	}
 	for op, name := range b.thrName {
 		if name != "" {
