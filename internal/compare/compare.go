@@ -31,9 +31,11 @@ import (
 	"io"
 	"maps"
 	"math"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unique"
 
 	"github.com/semianalysis/opx/internal/fingerprint"
@@ -433,26 +435,36 @@ func Join(base, nw *Run, opt Options) *Result {
 			res.Throttled[side] = n
 		}
 	}
-	add := func(k string, b, n *entry) {
-		c := build(k, b, n, opt)
-		j := joined{key: k, b: b, n: n, class: c.Class, hasPrimary: c.Primary != nil}
-		if c.Primary != nil {
-			j.speedup = c.Primary.Speedup
-		}
-		res.Counts[c.Class]++
-		res.cases = append(res.cases, j)
-	}
 	for k, i := range base.byKey {
 		var n *entry
 		if j, ok := nw.byKey[k]; ok {
 			n = &nw.rows[j]
 		}
-		add(k, &base.rows[i], n)
+		res.cases = append(res.cases, joined{key: k, b: &base.rows[i], n: n})
 	}
 	for k, j := range nw.byKey {
 		if _, ok := base.byKey[k]; !ok {
-			add(k, nil, &nw.rows[j])
+			res.cases = append(res.cases, joined{key: k, n: &nw.rows[j]})
 		}
+	}
+	// each case classed on every core, a part of the list each
+	var wg sync.WaitGroup
+	parts := runtime.GOMAXPROCS(0)
+	for p := range parts {
+		wg.Go(func() {
+			for k := len(res.cases) * p / parts; k < len(res.cases)*(p+1)/parts; k++ {
+				j := &res.cases[k]
+				c := build(j.key, j.b, j.n, opt)
+				j.class, j.hasPrimary = c.Class, c.Primary != nil
+				if c.Primary != nil {
+					j.speedup = c.Primary.Speedup
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range res.cases {
+		res.Counts[res.cases[i].class]++
 	}
 	sort.Slice(res.cases, func(i, j int) bool {
 		a, b := res.cases[i], res.cases[j]
