@@ -39,6 +39,7 @@ import (
 	"unique"
 
 	"github.com/semianalysis/opx/internal/fingerprint"
+	"github.com/semianalysis/opx/internal/par"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/verdict"
@@ -669,21 +670,39 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	}
 	bw.Write(head[:len(head)-1])
 	bw.WriteString(`,"cases":[`)
-	for i := range r.cases {
-		if i > 0 {
-			bw.WriteByte(',')
+	// the cases encoded on every core, a chunk at a time into buffers used again, and
+	// written in order
+	const chunk = 1024
+	err = par.Ordered(context.Background(), (len(r.cases)+chunk-1)/chunk, 0, func(_ context.Context, i int) (*[]byte, error) {
+		out := caseLines.Get().(*[]byte)
+		b := (*out)[:0]
+		for k := i * chunk; k < min((i+1)*chunk, len(r.cases)); k++ {
+			if k > 0 {
+				b = append(b, ',')
+			}
+			c := r.Case(k)
+			line, err := json.Marshal(&c)
+			if err != nil {
+				return nil, err
+			}
+			b = append(append(b, '\n'), line...)
 		}
-		bw.WriteString("\n")
-		c := r.Case(i)
-		b, err := json.Marshal(&c)
-		if err != nil {
-			return err
-		}
-		bw.Write(b)
+		*out = b
+		return out, nil
+	}, func(_ int, out *[]byte) error {
+		_, err := bw.Write(*out)
+		caseLines.Put(out)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	bw.WriteString("\n]}\n")
 	return bw.Flush()
 }
+
+// caseLines hold a chunk of the cases as WriteJSON writes them.
+var caseLines = sync.Pool{New: func() any { return new([]byte) }}
 
 // Regressions are the cases that fail --fail-on-regression PCT: slower on the headline
 // metric by a factor of at least 1 + PCT/100 (a time that grew by PCT % or more, a
