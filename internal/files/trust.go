@@ -195,6 +195,13 @@ func ReadRegularInto(ctx context.Context, path string, max int64, buf []byte) ([
 		return nil, err
 	}
 	defer f.Close()
+	return ReadOpenedInto(ctx, f, fi, max, buf)
+}
+
+// ReadOpenedInto is ReadRegularInto of a file OpenRegular opened (fi its size and mode),
+// for a reader that keeps the file open after reading it whole.
+func ReadOpenedInto(ctx context.Context, f *os.File, fi fs.FileInfo, max int64, buf []byte) ([]byte, error) {
+	path := f.Name()
 	tooLarge := func(size string) error {
 		return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w (%s; at most %d)", ErrTooLarge, size, max)}
 	}

@@ -19,25 +19,51 @@ import (
 // again, alone, when their shard is read
 // (Cell.ReadCases). The manifest and its errors are Load's; the cells' Raw has no cases,
 // and the manifest no Raw.
+//
+// The file stays open until Close, and the cases are read from it: a manifest replaced
+// by another file (planned again into the same path) while its run is read is still the
+// one indexed.
 func LoadIndex(ctx context.Context, path string) (*Manifest, error) {
-	b, err := files.ReadRegular(ctx, path, files.MaxInput)
+	f, fi, err := files.OpenRegular(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("manifest %s: %w", path, fs.ErrNotExist)
 		}
 		return nil, err
 	}
-	m, err := index(b, path)
-	var se *pyjson.SyntaxError
-	if errors.As(err, &se) {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	b, err := files.ReadOpenedInto(ctx, f, fi, files.MaxInput, nil)
+	if err != nil {
+		f.Close()
+		return nil, err
 	}
-	return m, err
+	m, err := index(b, path, f)
+	if err != nil {
+		f.Close()
+		var se *pyjson.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return nil, err
+	}
+	m.file = f
+	return m, nil
 }
 
-// casesAt is where a cell's cases list lies in its manifest file, and the checksum of
-// those bytes as they were indexed.
+// Close releases the file of a manifest read with LoadIndex: its cells' cases can no
+// longer be read. (Other manifests hold no file: Close does nothing.)
+func (m *Manifest) Close() error {
+	if m.file == nil {
+		return nil
+	}
+	err := m.file.Close()
+	m.file = nil
+	return err
+}
+
+// casesAt is where a cell's cases list lies in its manifest file (open, and its path),
+// and the checksum of those bytes as they were indexed.
 type casesAt struct {
+	file     *os.File
 	path     string
 	off, end int64
 	sum      uint32
@@ -47,7 +73,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // index reads the manifest b in one pass. What makes it no manifest is said only once the
 // whole document is known to be JSON, as Load says it.
-func index(b []byte, path string) (*Manifest, error) {
+func index(b []byte, path string, file *os.File) (*Manifest, error) {
 	d, err := pyjson.NewDecoder(b)
 	if err != nil {
 		return nil, err
@@ -73,7 +99,7 @@ func index(b []byte, path string) (*Manifest, error) {
 					return d.Skip()
 				}
 				return d.Array(func(i int) error {
-					c, ok, err := indexCell(d, path, b)
+					c, ok, err := indexCell(d, path, file, b)
 					if !ok && bad < 0 {
 						bad = i
 					}
@@ -101,7 +127,7 @@ func index(b []byte, path string) (*Manifest, error) {
 
 // indexCell reads one include item: a cell (ok) when it is an object with a string id and
 // a cases list.
-func indexCell(d *pyjson.Decoder, path string, b []byte) (c *Cell, ok bool, err error) {
+func indexCell(d *pyjson.Decoder, path string, file *os.File, b []byte) (c *Cell, ok bool, err error) {
 	if d.Kind() != '{' {
 		return nil, false, d.Skip()
 	}
@@ -118,7 +144,7 @@ func indexCell(d *pyjson.Decoder, path string, b []byte) (c *Cell, ok bool, err 
 			at = nil
 			return d.Skip()
 		}
-		at, n = &casesAt{path: path, off: int64(d.Offset())}, 0
+		at, n = &casesAt{file: file, path: path, off: int64(d.Offset())}, 0
 		err := d.Array(func(int) error { n++; return d.Skip() })
 		at.end = int64(d.Offset())
 		return err
@@ -137,7 +163,7 @@ func indexCell(d *pyjson.Decoder, path string, b []byte) (c *Cell, ok bool, err 
 }
 
 // ReadCases is the cell's cases. A cell of LoadIndex reads them from its manifest file
-// into buf (grown when it needs more room, and returned), each case its text there
+// (until the manifest's Close) into buf (grown when it needs more room, and returned), each case its text there
 // (Case.Text); the bytes must be those the index was made from. Any other cell has them.
 func (c *Cell) ReadCases(ctx context.Context, buf []byte) ([]Case, []byte, error) {
 	at := c.casesAt
@@ -152,12 +178,9 @@ func (c *Cell) ReadCases(ctx context.Context, buf []byte) ([]Case, []byte, error
 		buf = make([]byte, n)
 	}
 	buf = buf[:n]
-	f, err := os.Open(at.path)
-	if err != nil {
-		return nil, buf, err
-	}
-	defer f.Close()
-	if _, err := f.ReadAt(buf, at.off); err != nil {
+	if _, err := at.file.ReadAt(buf, at.off); errors.Is(err, os.ErrClosed) {
+		return nil, buf, fmt.Errorf("%s: cell %s's cases read after the manifest was closed", at.path, c.ID)
+	} else if err != nil {
 		return nil, buf, fmt.Errorf("%s: changed while it was read (%v)", at.path, err)
 	}
 	if crc32.Checksum(buf, castagnoli) != at.sum {

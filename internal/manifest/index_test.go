@@ -36,6 +36,9 @@ func TestLoadIndexIsLoad(t *testing.T) {
 		p := write(t, text)
 		whole, werr := Load(context.Background(), p)
 		idx, ierr := LoadIndex(context.Background(), p)
+		if idx != nil {
+			defer idx.Close()
+		}
 		if (werr == nil) != (ierr == nil) || werr != nil && werr.Error() != ierr.Error() {
 			t.Errorf("%s:\nLoad: %v\nLoadIndex: %v", text, werr, ierr)
 			continue
@@ -67,14 +70,31 @@ func TestLoadIndexIsLoad(t *testing.T) {
 	}
 }
 
-// A manifest rewritten between its index and the reading of a cell's cases is said to
-// have changed, never read as other cases.
+// A manifest rewritten in place between its index and the reading of a cell's cases is
+// said to have changed, never read as other cases; one replaced by another file (planned
+// again into its path) is still the one indexed.
 func TestReadCasesRefusesAChangedFile(t *testing.T) {
 	p := write(t, doc)
 	m, err := LoadIndex(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer m.Close()
+	other := p + ".new"
+	if err := os.WriteFile(other, []byte(strings.Replace(doc, `"m": 1`, `"m": 9`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(other, p); err != nil {
+		t.Fatal(err)
+	}
+	if cases, _, err := m.Cells[0].ReadCases(context.Background(), nil); err != nil || !strings.Contains(string(cases[0].Text), `"m": 1`) {
+		t.Fatalf("after a rename over it: %v %v", cases, err)
+	}
+	m.Close()
+	if m, err = LoadIndex(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
 	for _, text := range []string{strings.Replace(doc, `"m": 1`, `"m": 7`, 1), doc[:len(doc)/2]} {
 		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 			t.Fatal(err)

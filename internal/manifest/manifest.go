@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -27,6 +28,7 @@ type Manifest struct {
 	RunID, SourceSHA string
 	Cells            []*Cell
 	Raw              *pyjson.Object
+	file             *os.File // LoadIndex's: the file its cells' cases are read from
 }
 
 // Cell is one shard of the manifest: where it runs, in which image, and its cases.

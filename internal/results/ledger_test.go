@@ -304,6 +304,7 @@ func TestCellCasesWholeAndOutlineAgree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer m.Close()
 		cell := *m.Cells[0]
 		if cell.Cases, _, err = cell.ReadCases(context.Background(), nil); err != nil {
 			t.Fatal(err)

@@ -251,6 +251,7 @@ func walk(ctx context.Context, manifest, artifacts string, opt walker, start fun
 	if err != nil {
 		return err
 	}
+	defer rep.Close() // the manifest's file, which the shards' cases are read from
 	run := wk.run
 	run.Summary = rep
 	run.Shards = make([]Shard, len(rep.Shards))

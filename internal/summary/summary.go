@@ -56,8 +56,18 @@ type Execution struct {
 
 // Report is the coverage report.
 type Report struct {
-	Shards  []Shard
-	Success bool
+	Shards   []Shard
+	Success  bool
+	manifest *manifest.Manifest // Find's: its cells' cases are read from its file until Close
+}
+
+// Close releases what Find's report holds of the manifest: its cells' cases can no longer
+// be read (Cell.ReadCases).
+func (r *Report) Close() error {
+	if r.manifest == nil {
+		return nil
+	}
+	return r.manifest.Close()
 }
 
 // Value is the report as the seed writes it, keys in the seed's order.
@@ -83,9 +93,9 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 }
 
-// Find reads the manifest's outline and finds every execution of its shards under
-// artifacts (the seed's walk: every execution.json must belong to the manifest's run and
-// source SHA). Each shard of the report gets its executions, oldest first, and the one
+// Find indexes the manifest (manifest.LoadIndex: the report holds its file until Close)
+// and finds every execution of its shards under artifacts (the seed's walk: every
+// execution.json must belong to the manifest's run and source SHA). Each shard of the report gets its executions, oldest first, and the one
 // summarize counts (the newest); its rows, how it ended and its status are read and
 // settled by the reader of the run (internal/results: Results, Ended, and the verdict).
 // Every file is read with files.ReadJSON (regular files only, bounded, Python's JSON
@@ -112,6 +122,13 @@ func Find(ctx context.Context, manifestPath, artifacts string) (*Report, error) 
 		return nil, err
 	}
 	<-done
+	rep := &Report{Shards: make([]Shard, len(m.Cells)), manifest: m}
+	ok := false
+	defer func() {
+		if !ok {
+			m.Close()
+		}
+	}()
 	// the seed stops at the first execution.json whose provenance differs: when that is
 	// the first one, that error comes before any later one
 	if first != nil && (first.runID != m.RunID || first.sha != m.SourceSHA) {
@@ -120,7 +137,6 @@ func Find(ctx context.Context, manifestPath, artifacts string) (*Report, error) 
 	if walkErr != nil {
 		return nil, walkErr
 	}
-	rep := &Report{Shards: make([]Shard, len(m.Cells))}
 	for i, cell := range m.Cells {
 		rep.Shards[i] = Shard{ID: cell.ID, RequestedShapes: cell.NumCases, Status: "missing", Cell: cell}
 		if all := execs[cell.ID]; len(all) > 0 {
@@ -131,6 +147,7 @@ func Find(ctx context.Context, manifestPath, artifacts string) (*Report, error) 
 			}
 		}
 	}
+	ok = true
 	return rep, nil
 }
 
