@@ -141,6 +141,9 @@ func (w *LedgerFile) Close() error {
 
 // Commit writes the ledger l (the run read into w) to its path, atomically.
 func (w *LedgerFile) Commit(l *Ledger) error {
+	if w.spool == nil {
+		return fmt.Errorf("writing %s: the ledger was closed", w.path)
+	}
 	defer w.Close()
 	if w.err == nil {
 		w.err = w.bw.Flush()

@@ -244,7 +244,7 @@ func Stream(ctx context.Context, manifest, artifacts string, start func(*Run), r
 // those of a reading in order, and at most a few shards are held at a time.
 func walk(ctx context.Context, manifest, artifacts string, opt walker, start func(*Run), rows func(*Shard, []Row) error) error {
 	wk := &opt
-	wk.ctx, wk.manifest, wk.rows = ctx, manifest, rows
+	wk.manifest, wk.rows = manifest, rows
 	wk.run = &Run{Dir: artifacts, Manifest: manifest, Ledger: &Ledger{}}
 	start(wk.run)
 	rep, err := summary.Find(ctx, manifest, artifacts)
@@ -279,7 +279,6 @@ var ledgerLines = sync.Pool{New: func() any { return new([]byte) }}
 
 // walker is one reading of a run: what it keeps, and where it hands the rows.
 type walker struct {
-	ctx      context.Context
 	manifest string
 	lean     bool                       // rows without metrics or label
 	keep     bool                       // the ledger keeps every case (Cover), else only its totals (Stream)
@@ -303,9 +302,11 @@ type shardRead struct {
 	runID, sha  string
 }
 
-// readShard reads every file of every execution of a shard: execution.json (already
-// parsed by summary.Find), status, accounting, fingerprints and counters, then each
-// execution's results files, oldest attempt first.
+// readShard reads a shard and settles it: its cases from the manifest (Cell.ReadCases),
+// keyed; every file of every execution — execution.json (already parsed by summary.Find),
+// status, accounting, fingerprints and counters, then each execution's results files,
+// oldest attempt first; then each case's best row of every attempt (settleShard), and
+// its ledger lines when the walk writes the ledger.
 func (wk *walker) readShard(ctx context.Context, s *summary.Shard) (*shardRead, error) {
 	r := &shardRead{w: &walked{sh: Shard{Shard: *s, Software: map[string]string{}}, hosts: map[string]bool{}, versions: map[string]bool{}}}
 	r.w.sh.Cell = nil
