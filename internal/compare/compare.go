@@ -36,6 +36,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unique"
 
 	"github.com/semianalysis/opx/internal/fingerprint"
@@ -185,14 +186,17 @@ type Run struct {
 // mostValues is how many values of a filtered field a run remembers.
 const mostValues = 20
 
-// entry is one case of one run.
+// entry is one case of one run. Its status, headline metric and metrics' names are
+// words (the vocabulary's numbers), and its metrics hold no pointer: 128,000 entries a
+// side are what compare holds, and what the collector walks.
 type entry struct {
 	*group
-	label, status, message string
-	primary                string // the headline metric ("" when none)
-	metrics                []value
-	solPct                 float64 // % of the roofline, when judged
-	impossible             bool
+	label, message string
+	status         word
+	primary        word // the headline metric (none: 0, the empty word)
+	impossible     bool
+	metrics        []value
+	solPct         float64 // % of the roofline, when judged
 }
 
 type group struct {
@@ -200,12 +204,52 @@ type group struct {
 	ws                             int
 }
 
-// value is one directional metric with its spread (how is "" when it has none).
+// value is one directional metric with its spread (how is the empty word when it has
+// none).
 type value struct {
-	name      string
+	name, how word
 	v, lo, hi float64
-	how       string
 }
+
+// A word is one of the few distinct strings that many rows repeat — statuses, metric
+// names, kinds of spread — as its number in the vocabulary of every comparison in the
+// process; 0 is the empty string.
+type word uint32
+
+// vocab numbers words as rows bring them (one Read at a time adds; Join and its output
+// read from every core): a reader takes the list as published, which only grows. It
+// starts with the empty word (0) and "ok" (okWord).
+var vocab = func() *vocabulary {
+	v := &vocabulary{ids: map[string]word{"": 0, "ok": okWord}}
+	v.list.Store(&[]string{"", "ok"})
+	return v
+}()
+
+type vocabulary struct {
+	mu   sync.Mutex
+	ids  map[string]word
+	list atomic.Pointer[[]string]
+}
+
+// okWord is the status of a measured row.
+const okWord word = 1
+
+// wordOf is s's word, numbered when it is new.
+func wordOf(s string) word {
+	vocab.mu.Lock()
+	defer vocab.mu.Unlock()
+	w, ok := vocab.ids[s]
+	if !ok {
+		list := append(*vocab.list.Load(), s)
+		w = word(len(list) - 1)
+		vocab.ids[s] = w
+		vocab.list.Store(&list)
+	}
+	return w
+}
+
+// String is the word's text.
+func (w word) String() string { return (*vocab.list.Load())[w] }
 
 // newRun is an empty side joined on key (nil: every field of the case key) and keeping
 // the rows keep keeps.
@@ -300,9 +344,9 @@ func (s *Run) entryOf(r *results.Row) entry {
 		gp = &g
 		s.groups[g] = gp
 	}
-	x := entry{group: gp, label: r.ArgsLabel, status: intern(r.Status), message: r.Message, solPct: r.SOLPct, impossible: r.Impossible}
+	x := entry{group: gp, label: r.ArgsLabel, status: wordOf(r.Status), message: r.Message, solPct: r.SOLPct, impossible: r.Impossible}
 	if p, ok := r.Primary(); ok {
-		x.primary = intern(p)
+		x.primary = wordOf(p)
 	}
 	for _, k := range r.MetricOrder {
 		v, ok := r.Metrics[k]
@@ -317,7 +361,7 @@ func (s *Run) entryOf(r *results.Row) entry {
 			}
 			how = ""
 		}
-		x.metrics = append(x.metrics, value{name: intern(k), v: v, lo: lo, hi: hi, how: intern(how)})
+		x.metrics = append(x.metrics, value{name: wordOf(k), v: v, lo: lo, hi: hi, how: wordOf(how)})
 	}
 	return x
 }
@@ -327,7 +371,7 @@ func (s *Run) entryOf(r *results.Row) entry {
 func (s *Run) finish(run *results.Run) {
 	s.Dir, s.RunID, s.SourceSHA = run.Dir, run.RunID, run.SourceSHA
 	for i := range s.rows {
-		if verdict.OfStatus(s.rows[i].status) == verdict.Measured {
+		if verdict.OfStatus(s.rows[i].status.String()) == verdict.Measured {
 			s.Measured++
 		}
 	}
@@ -350,7 +394,7 @@ func (s *Run) nothingMeasured(side string) string {
 	}
 	var t verdict.Tally
 	for i := range s.rows {
-		t.Add(verdict.OfStatus(s.rows[i].status), 1)
+		t.Add(verdict.OfStatus(s.rows[i].status.String()), 1)
 	}
 	msg := fmt.Sprintf("%s: nothing measured to compare (%d rows in the run", side, s.Rows)
 	if s.profiled > 0 {
@@ -380,7 +424,7 @@ func (r *Result) Empty() bool { return r.empty }
 // metric names).
 func intern(s string) string { return unique.Make(s).Value() }
 
-func (x *entry) value(name string) (value, bool) {
+func (x *entry) value(name word) (value, bool) {
 	for _, v := range x.metrics {
 		if v.name == name {
 			return v, true
@@ -493,21 +537,21 @@ func build(key string, b, n *entry, opt Options) Case {
 	c := Case{Key: key, Testlist: ref.testlist, OpType: ref.op, Args: ref.label, Backend: ref.backend,
 		Cluster: ref.cluster, WorldSize: ref.ws, PctOfRoofline: roofline(b, n)}
 	if b != nil {
-		c.BaseStatus = b.status
+		c.BaseStatus = b.status.String()
 	}
 	if n != nil {
-		c.NewStatus, c.NewMessage = n.status, n.message
+		c.NewStatus, c.NewMessage = n.status.String(), n.message
 	}
 	switch {
 	case n == nil:
 		c.Class = OnlyBase
 	case b == nil:
 		c.Class = OnlyNew
-	case b.status == "ok" && n.status != "ok":
+	case b.status == okWord && n.status != okWord:
 		c.Class = Broken
-	case b.status != "ok" && n.status == "ok":
+	case b.status != okWord && n.status == okWord:
 		c.Class = Fixed
-	case b.status != "ok":
+	case b.status != okWord:
 		c.Class = Unmeasured
 	default:
 		classify(&c, b, n, opt)
@@ -547,13 +591,14 @@ func rank(class string) int {
 }
 
 func classify(c *Case, b, n *entry, opt Options) {
-	names := map[string]bool{}
+	var seen [8]word
+	names := seen[:0] // the metrics taken, in order: a row has a few
 	for _, side := range []*entry{b, n} {
 		for _, x := range side.metrics {
-			if names[x.name] {
+			if slices.Contains(names, x.name) {
 				continue
 			}
-			names[x.name] = true
+			names = append(names, x.name)
 			bv, ok1 := b.value(x.name)
 			nv, ok2 := n.value(x.name)
 			// a change is only defined between finite values over a positive base whose
@@ -566,7 +611,7 @@ func classify(c *Case, b, n *entry, opt Options) {
 		}
 	}
 	for i := range c.Metrics {
-		if b.primary != "" && c.Metrics[i].Name == b.primary {
+		if b.primary != 0 && c.Metrics[i].Name == b.primary.String() {
 			c.Primary = &c.Metrics[i]
 		}
 	}
@@ -581,9 +626,10 @@ func classify(c *Case, b, n *entry, opt Options) {
 }
 
 func metric(b, n value, opt Options) Metric {
-	dir := results.DirectionOf(b.name)
+	name := b.name.String()
+	dir := results.DirectionOf(name)
 	bv, nv := b.v, n.v
-	m := Metric{Name: b.name, Direction: dir.String(), Base: bv, New: nv}
+	m := Metric{Name: name, Direction: dir.String(), Base: bv, New: nv}
 	m.Ratio = nv / bv
 	m.Speedup = m.Ratio
 	if dir == results.Lower {
@@ -595,8 +641,8 @@ func metric(b, n value, opt Options) Metric {
 		g = 1 - 1/m.Speedup
 	}
 	better, worse := Faster, Slower
-	bl, bh, bhow := b.lo, b.hi, b.how
-	nl, nh, nhow := n.lo, n.hi, n.how
+	bl, bh, bhow := b.lo, b.hi, b.how.String()
+	nl, nh, nhow := n.lo, n.hi, n.how.String()
 	switch {
 	case math.Abs(g) < opt.Same:
 		m.Class = Same
