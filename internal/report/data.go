@@ -3,6 +3,7 @@ package report
 import (
 	"bufio"
 	"compress/gzip"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/semianalysis/opx/internal/par"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/sol"
 )
@@ -298,12 +300,31 @@ func (b *builder) groups(status string) ([]msgGroup, int) {
 // digits; null where a row has no value).
 func (b *builder) data(w io.Writer) error {
 	caseAI := b.caseIntensity()
-	head, err := json.Marshal(b.dictionaries(caseAI))
+	cases, dicts := b.dictionaries(caseAI)
+	head, err := json.Marshal(dicts)
 	if err != nil {
 		return err
 	}
 	sb := bufio.NewWriterSize(w, 64<<10)
-	sb.Write(head[:len(head)-1])
+	// the cases first, encoded on every core a chunk at a time and written in order, then
+	// the other dictionaries
+	sb.WriteString(`{"cases":[`)
+	const chunk = 4096
+	err = par.Ordered(context.Background(), (len(cases)+chunk-1)/chunk, 0, func(_ context.Context, i int) ([]byte, error) {
+		b, err := json.Marshal(cases[i*chunk : min((i+1)*chunk, len(cases))])
+		return b[1 : len(b)-1], err
+	}, func(i int, b []byte) error {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		_, err := sb.Write(b)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	sb.WriteString("],")
+	sb.Write(head[1 : len(head)-1])
 	ints := func(name string, n int, v func(i int) int64) {
 		sb.WriteString(`,"` + name + `":[`)
 		for i := range n {
@@ -415,20 +436,12 @@ func (b *builder) caseIntensity() []float64 {
 
 // dictionaries are the data's cases, series and their families' limits, throughput
 // metric names and impossible rows.
-func (b *builder) dictionaries(caseAI []float64) any {
-	type caseOut struct {
-		Testlist string   `json:"t"`
-		Op       string   `json:"o"`
-		Label    string   `json:"a"`
-		Size     float64  `json:"x"`
-		AI       *float64 `json:"i,omitempty"` // its arithmetic intensity, FLOP/byte
-	}
+func (b *builder) dictionaries(caseAI []float64) ([]caseOut, any) {
 	type peakOut struct {
 		TFLOPS map[string]float64 `json:"tflops"`
 		HBM    float64            `json:"hbm"`
 	}
 	dicts := struct {
-		Cases      []caseOut          `json:"cases"`
 		Series     []string           `json:"series"`
 		SerFamily  []string           `json:"serFamily"`
 		Peaks      map[string]peakOut `json:"peaks"`
@@ -445,13 +458,13 @@ func (b *builder) dictionaries(caseAI []float64) any {
 		}
 		dicts.Peaks[f] = peakOut{p.TFLOPS, p.HBM}
 	}
-	dicts.Cases = make([]caseOut, len(b.caseInfo)) // 128,000 cases: made once, not grown
+	cases := make([]caseOut, len(b.caseInfo)) // 128,000 cases: made once, not grown
 	ai := make([]float64, len(b.caseInfo))
 	for i, c := range b.caseInfo {
-		dicts.Cases[i] = caseOut{Testlist: c.testlist, Op: c.op, Label: c.label, Size: round4(c.size)}
+		cases[i] = caseOut{Testlist: c.testlist, Op: c.op, Label: c.label, Size: round4(c.size)}
 		if a := caseAI[i]; !math.IsNaN(a) {
 			ai[i], _ = strconv.ParseFloat(num(a), 64)
-			dicts.Cases[i].AI = &ai[i]
+			cases[i].AI = &ai[i]
 		}
 	}
 	for op, name := range b.thrName {
@@ -459,7 +472,16 @@ func (b *builder) dictionaries(caseAI []float64) any {
 			dicts.ThrName[op], dicts.Units[op] = name, results.Unit(name)
 		}
 	}
-	return dicts
+	return cases, dicts
+}
+
+// caseOut is a case of the page's dictionary.
+type caseOut struct {
+	Testlist string   `json:"t"`
+	Op       string   `json:"o"`
+	Label    string   `json:"a"`
+	Size     float64  `json:"x"`
+	AI       *float64 `json:"i,omitempty"` // its arithmetic intensity, FLOP/byte
 }
 
 func round4(x float64) float64 {
