@@ -72,7 +72,7 @@ func WriteAtomicFunc(path string, perm os.FileMode, write func(io.Writer) error)
 	}
 	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
 	if err != nil {
-		return err
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	name := tmp.Name()
 	ok := false

@@ -113,7 +113,7 @@ func CreateLedger(path, artifacts string) (*LedgerFile, error) {
 	}
 	spool, err := os.CreateTemp(dir, filepath.Base(path)+".*.cases.tmp")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("writing %s: %w", path, err)
 	}
 	return &LedgerFile{path: path, artifacts: artifacts, spool: spool, bw: bufio.NewWriterSize(spool, 256<<10)}, nil
 }
