@@ -420,8 +420,8 @@ func (s *Run) nothingMeasured(side string) string {
 // not (a comparison of nothing is no evidence of anything).
 func (r *Result) Empty() bool { return r.empty }
 
-// intern is the one copy of a string that many rows repeat (testlists, ops, statuses,
-// metric names).
+// intern is the one copy of a string that many rows' groups repeat (testlists, ops,
+// backends, clusters); statuses and metric names are words.
 func intern(s string) string { return unique.Make(s).Value() }
 
 func (x *entry) value(name word) (value, bool) {

@@ -397,17 +397,13 @@ func (b *builder) data(w io.Writer) error {
 
 // packed is the page's data as its script reads it: the JSON gzip-compressed, as one
 // JSON string of base64, which the browser's DecompressionStream inflates. 128,000 cases
-// are 17 MB of JSON and 2 MB packed: their labels and numbers repeat. The JSON is written
-// on one core and compressed on another as it comes (a pipe between them).
+// are 17 MB of JSON and 2 MB packed: their labels and numbers repeat.
 func (b *builder) packed() (string, error) {
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(b.data(pw)) }()
 	var out strings.Builder
 	out.WriteByte('"')
 	b64 := base64.NewEncoder(base64.StdEncoding, &out)
 	zw := gzip.NewWriter(b64)
-	if _, err := io.Copy(zw, pr); err != nil {
-		pr.CloseWithError(err) // the writer stops at its next write
+	if err := b.data(zw); err != nil {
 		return "", err
 	}
 	if err := zw.Close(); err != nil {
