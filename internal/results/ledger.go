@@ -247,12 +247,13 @@ func (l *Ledger) Verdict() verdict.Verdict { return l.tally.judge.Verdict() }
 // CaseKey is the stable case key (KeyFields, all of them): the same case in plan,
 // summarize, report, compare and export, and in two runs, has the same key.
 func CaseKey(testlist, op, argsJSON, backend string, worldSize int, cluster string) string {
-	k, _, _ := appendCaseKey(nil, testlist, op, []byte(argsJSON), backend, int64(worldSize), cluster)
+	var buf [256]byte // most keys are written here, then copied once into the string
+	k, _, _ := appendCaseKey(buf[:0], testlist, op, argsJSON, backend, int64(worldSize), cluster)
 	return string(k)
 }
 
 // appendCaseKey appends the case key to dst, and says where its args' text lies in it.
-func appendCaseKey(dst []byte, testlist, op string, argsJSON []byte, backend string, worldSize int64, cluster string) (k []byte, lo, hi int) {
+func appendCaseKey[A ~string | ~[]byte](dst []byte, testlist, op string, argsJSON A, backend string, worldSize int64, cluster string) (k []byte, lo, hi int) {
 	k = append(append(append(dst, testlist...), " | "...), op...)
 	k = append(k, " | "...)
 	lo = len(k)
@@ -478,25 +479,34 @@ func settleShard(ctx context.Context, cases []Case, execs []*execRows, counted s
 			first = e.ex.Attempt
 		}
 	}
+	var scratch []byte // each row's key, looked up before it is made a string
+	// own is an attempt's best row of each case it reached (verdict.Outcome+1; 0 where it
+	// reached none), reached the cases it reached in the order it did
+	own, reached := make([]uint8, len(cases)), make([]int, 0, len(cases))
 	for _, e := range execs {
 		a := &e.att
 		a.Retry, a.Counted = e.ex.Attempt > first, e.ex.Dir == counted
-		var mine []int                   // the case of each of its rows
-		own := map[int]verdict.Outcome{} // its best row of each case it reached
+		var mine []int // the case of each of its rows
+		for _, ci := range reached {
+			own[ci] = 0
+		}
+		reached = reached[:0]
 		for i := range e.rows {
 			r := &e.rows[i]
 			r.Attempt, r.Throttled, r.Mode = e.ex.Attempt, e.throttled, e.exe.Cell.Mode
 			if e.counters != nil {
 				joinCounters(r, e.counters)
 			}
-			r.key = r.Key()
-			ci, ok := index[r.key]
+			scratch, _, _ = appendCaseKey(scratch[:0], r.Testlist, r.OpType, r.ArgsJSON(), r.Backend, int64(r.WorldSize), r.Cluster)
+			ci, ok := index[string(scratch)]
 			if !ok {
+				r.key = string(scratch)
 				if a.Counted {
 					extra = append(extra, *r)
 				}
 				continue
 			}
+			r.key = cases[ci].Key // the same text: one string for both
 			mine = append(mine, ci)
 			c := &cases[ci]
 			c.Tries++
@@ -509,8 +519,11 @@ func settleShard(ctx context.Context, cases []Case, execs []*execRows, counted s
 			if cur := chosen[ci]; cur == nil || verdict.Better(o, verdict.OfStatus(cur.Status)) || (o == verdict.OfStatus(cur.Status) && r.Attempt > cur.Attempt) {
 				chosen[ci] = r
 			}
-			if best, seen := own[ci]; !seen || verdict.Better(o, best) {
-				own[ci] = o
+			if own[ci] == 0 {
+				reached = append(reached, ci)
+			}
+			if own[ci] == 0 || verdict.Better(o, verdict.Outcome(own[ci]-1)) {
+				own[ci] = uint8(o) + 1
 			}
 		}
 		a.Rows = len(mine)
@@ -524,27 +537,34 @@ func settleShard(ctx context.Context, cases []Case, execs []*execRows, counted s
 			if err != nil {
 				return nil, nil, nil, err
 			}
-			var own []int
+			var theirs []int
 			for k := range asks {
 				if ci, ok := index[k]; ok {
-					own = append(own, ci)
+					theirs = append(theirs, ci)
 				}
 			}
-			a.Cases = len(own)
-			for _, ci := range own {
+			a.Cases = len(theirs)
+			for _, ci := range theirs {
 				cases[ci].GPUSeconds += a.Share()
 			}
 		}
 		if e.status != nil { // it ended: the verdict over the cases it was asked to run
 			var t verdict.Tally
-			for _, o := range own {
-				t.Add(o, 1)
+			for _, ci := range reached {
+				t.Add(verdict.Outcome(own[ci]-1), 1)
 			}
-			t.Add(verdict.Missing, max(0, a.Cases-len(own)))
+			t.Add(verdict.Missing, max(0, a.Cases-len(reached)))
 			a.Outcome = verdict.Attempt(true, e.exited0, t)
 		}
 		attempts = append(attempts, *a)
 	}
+	n := 0
+	for _, r := range chosen {
+		if r != nil {
+			n++
+		}
+	}
+	kept = make([]Row, 0, n)
 	for i, r := range chosen {
 		if r == nil {
 			continue

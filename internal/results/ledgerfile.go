@@ -2,6 +2,7 @@ package results
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -205,31 +206,40 @@ func (w *LedgerFile) Commit(l *Ledger) error {
 // appendCases appends the ledger's lines of a shard's cases: each on a line of its own,
 // after a newline, separated by commas.
 func appendCases(dst []byte, cases []Case) ([]byte, error) {
+	out := bytes.NewBuffer(dst)
+	enc := json.NewEncoder(out) // json.Marshal's bytes, written where they go
+	var raw []byte
 	for i := range cases {
 		c := &cases[i]
-		b, err := json.Marshal(caseDoc{Key: c.Key, Shard: c.Shard, Testlist: c.Testlist, Op: c.Op, Backend: c.Backend, WorldSize: c.WorldSize,
-			Cluster: c.Cluster, Args: ArgsRaw(c.ArgsJSON), Status: c.Status, Message: c.Message, Attempt: c.Attempt,
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		out.WriteByte('\n')
+		raw = AppendArgsRaw(raw[:0], c.ArgsJSON)
+		err := enc.Encode(caseDoc{Key: c.Key, Shard: c.Shard, Testlist: c.Testlist, Op: c.Op, Backend: c.Backend, WorldSize: c.WorldSize,
+			Cluster: c.Cluster, Args: raw, Status: c.Status, Message: c.Message, Attempt: c.Attempt,
 			Tries: c.Tries, GPUSeconds: c.GPUSeconds, Reached: c.Reached})
 		if err != nil {
-			return dst, err
+			return out.Bytes(), err
 		}
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, '\n')
-		dst = append(dst, b...)
+		out.Truncate(out.Len() - 1) // Encode's newline
 	}
-	return dst, nil
+	return out.Bytes(), nil
 }
 
 // ArgsRaw is args' JSON text (a case key's, Row.ArgsJSON) for an encoding/json document;
 // args Python's grammar allows and JSON does not (NaN, Infinity) are given as their text.
-func ArgsRaw(s string) json.RawMessage {
-	if json.Valid([]byte(s)) {
-		return json.RawMessage(s)
+func ArgsRaw(s string) json.RawMessage { return AppendArgsRaw(nil, s) }
+
+// AppendArgsRaw appends ArgsRaw(s) to dst.
+func AppendArgsRaw(dst []byte, s string) json.RawMessage {
+	n := len(dst)
+	dst = append(dst, s...)
+	if json.Valid(dst[n:]) {
+		return dst
 	}
 	b, _ := json.Marshal(s)
-	return b
+	return append(dst[:n], b...)
 }
 
 // CaseCost is one case of an earlier run's ledger: its key, and what it cost.

@@ -339,7 +339,7 @@ func (wk *walker) readShard(ctx context.Context, s *summary.Shard) (*shardRead, 
 			what = summary.KeyedRows
 		}
 		err := summary.Results(ctx, e.ex.Dir, what, func(path string, f *summary.ResultsFile) error {
-			e.rows = append(e.rows, readResults(f, r.w, wk.lean)...)
+			e.rows = appendResults(e.rows, f, r.w, wk.lean)
 			return nil
 		})
 		if err != nil {
@@ -501,8 +501,9 @@ func readFingerprint(ctx context.Context, dir, phase string, setAside *[]string)
 	return f
 }
 
-// readResults is a results file's rows, and the provenance its run records.
-func readResults(f *summary.ResultsFile, w *walked, lean bool) []Row {
+// appendResults appends a results file's rows to dst, and takes the provenance its run
+// records.
+func appendResults(dst []Row, f *summary.ResultsFile, w *walked, lean bool) []Row {
 	sh := &w.sh
 	if f.Run.HasID {
 		sh.Runs = append(sh.Runs, f.Run.ID)
@@ -516,12 +517,12 @@ func readResults(f *summary.ResultsFile, w *walked, lean bool) []Row {
 	for _, m := range f.Run.Software {
 		sh.Software[m.Key] = pyjson.Scalar(m.Value)
 	}
-	out := make([]Row, len(f.Rows))
+	dst = slices.Grow(dst, len(f.Rows))
 	for i := range f.Rows {
-		out[i] = rowOf(&f.Rows[i], sh, lean)
-		out[i].Index = i
+		dst = append(dst, rowOf(&f.Rows[i], sh, lean))
+		dst[len(dst)-1].Index = i
 	}
-	return out
+	return dst
 }
 
 // rowOf is one result row with its shard's facts (lean: without metrics or label).
