@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -67,6 +68,8 @@ type casesAt struct {
 	path     string
 	off, end int64
 	sum      uint32
+	// items are where each case lies within those bytes: its start, then its end
+	items []uint32
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -145,7 +148,15 @@ func indexCell(d *pyjson.Decoder, path string, file *os.File, b []byte) (c *Cell
 			return d.Skip()
 		}
 		at, n = &casesAt{file: file, path: path, off: int64(d.Offset())}, 0
-		err := d.Array(func(int) error { n++; return d.Skip() })
+		err := d.Array(func(int) error {
+			n++
+			start := d.Offset()
+			err := d.Skip()
+			end := len(bytes.TrimRight(b[:d.Offset()], " \t\n\r")) // Skip passes the whitespace after it
+			// (a manifest is at most files.MaxInput bytes: an offset in it fits 32 bits)
+			at.items = append(at.items, uint32(int64(start)-at.off), uint32(int64(end)-at.off))
+			return err
+		})
 		at.end = int64(d.Offset())
 		return err
 	})
@@ -186,14 +197,9 @@ func (c *Cell) ReadCases(ctx context.Context, buf []byte) ([]Case, []byte, error
 	if crc32.Checksum(buf, castagnoli) != at.sum {
 		return nil, buf, fmt.Errorf("%s: changed while it was read (cell %s's cases are not the bytes read before)", at.path, c.ID)
 	}
-	v, err := pyjson.ParseDepth(buf, 1)
-	if err != nil {
-		return nil, buf, fmt.Errorf("%s: changed while it was read (%v)", at.path, err)
-	}
-	items, _ := v.([]pyjson.Value)
-	cases := make([]Case, len(items))
-	for i, it := range items {
-		cases[i].Text, _ = it.(pyjson.Raw)
+	cases := make([]Case, len(at.items)/2) // the same bytes: the cases where the index found them
+	for i := range cases {
+		cases[i].Text = pyjson.Raw(buf[at.items[2*i]:at.items[2*i+1]])
 	}
 	return cases, buf, nil
 }

@@ -20,6 +20,7 @@ func TestLoadIndexIsLoad(t *testing.T) {
 		  {"id": "a", "cases": [1], "runner": "local", "cases": [{"testlist": "t", "shape": {"args": {"m": 1}}}, {"testlist": "u"}]}],
 		  "run_id": "2"}`,
 		"{\"run_id\":\"1\",\"source_sha\":\"s\",\"include\":[{\"id\":\"a\",\"cases\":[ {\"testlist\": \"t\",\n \"shape\": {\"args\": {\"s\": \"\\u00e9\"}}} ] } ]}\n",
+		"{\"run_id\":\"1\",\"source_sha\":\"s\",\"include\":[{\"id\":\"a\",\"cases\":[\r\n\t{\"testlist\": \"t\"} ,\n\t\"x\"\t,[1, 2]\r\n,3\n]}]}",
 		// what is not a manifest, said as Load says it, and a syntax error wherever it lies
 		`[]`,
 		`{"run_id": "1", "source_sha": "s", "include": {}}`,
@@ -60,6 +61,9 @@ func TestLoadIndexIsLoad(t *testing.T) {
 				t.Fatalf("cell %d: %d cases, %v; want %d", i, len(cases), err, len(wc.Cases))
 			}
 			for j, c := range cases {
+				if strings.TrimSpace(string(c.Text)) != string(c.Text) {
+					t.Errorf("cell %d case %d: %q has the whitespace around it", i, j, c.Text)
+				}
 				v, err := pyjson.Parse(c.Text)
 				want, _ := wc.Raw.Array("cases")
 				if err != nil || string(pyjson.MustMarshal(v, pyjson.Default)) != string(pyjson.MustMarshal(want[j], pyjson.Default)) {
