@@ -198,8 +198,14 @@ func ReadRegularInto(ctx context.Context, path string, max int64, buf []byte) ([
 	return ReadOpenedInto(ctx, f, fi, max, buf)
 }
 
+// hugeRead is the size from which a read's buffer is backed by huge pages where the
+// system allows (adviseHugePages): two of them, so that at least one whole 2 MiB page
+// lies inside it.
+const hugeRead = 4 << 20
+
 // ReadOpenedInto is ReadRegularInto of a file OpenRegular opened (fi its size and mode),
-// for a reader that keeps the file open after reading it whole.
+// for a reader that keeps the file open after reading it whole. A buffer it makes for a
+// large file is backed by huge pages where the system allows (adviseHugePages).
 func ReadOpenedInto(ctx context.Context, f *os.File, fi fs.FileInfo, max int64, buf []byte) ([]byte, error) {
 	path := f.Name()
 	tooLarge := func(size string) error {
@@ -211,6 +217,7 @@ func ReadOpenedInto(ctx context.Context, f *os.File, fi fs.FileInfo, max int64, 
 	b := buf[:0]
 	if int64(cap(b)) < fi.Size()+1 {
 		b = make([]byte, 0, fi.Size()+1)
+		adviseHugePages(b)
 	}
 	for {
 		if err := ctx.Err(); err != nil {
