@@ -270,6 +270,10 @@ func walk(ctx context.Context, manifest, artifacts string, opt walker, start fun
 	return nil
 }
 
+// rowBufs hold an attempt's rows while its shard is settled (settleShard copies out the
+// rows it keeps).
+var rowBufs = sync.Pool{New: func() any { return new([]Row) }}
+
 // caseTexts hold a cell's cases as its manifest writes them while its shard is read.
 var caseTexts = sync.Pool{New: func() any { return new([]byte) }}
 
@@ -334,6 +338,7 @@ func (wk *walker) readShard(ctx context.Context, s *summary.Shard) (*shardRead, 
 		}
 	}
 	for _, e := range execs {
+		e.rows = (*rowBufs.Get().(*[]Row))[:0]
 		what := summary.WholeRows
 		if wk.lean {
 			what = summary.KeyedRows
@@ -361,6 +366,10 @@ func (wk *walker) readShard(ctx context.Context, s *summary.Shard) (*shardRead, 
 		return nil, err
 	}
 	settleStatus(s, r.cases, execs)
+	for _, e := range execs { // what is kept was copied out
+		clear(e.rows)
+		rowBufs.Put(&e.rows)
+	}
 	for i := range r.cases {
 		letArgsGo(&r.cases[i])
 	}

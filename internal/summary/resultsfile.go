@@ -53,23 +53,34 @@ const (
 // unsupported or error), each row decoded as far as what says. A document that is not
 // JSON is that error, wherever its first row that is not an object lies.
 func ReadResults(ctx context.Context, path string, what Decode) (*ResultsFile, error) {
+	f := &ResultsFile{}
+	if err := readResults(ctx, path, what, f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// readResults is ReadResults into f, whose rows' room is used again.
+func readResults(ctx context.Context, path string, what Decode, f *ResultsFile) error {
 	buf := buffers.Get().(*[]byte)
 	defer buffers.Put(buf)
 	b, err := files.ReadRegularInto(ctx, path, files.MaxInput, *buf)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	*buf = b
-	f, err := decodeResults(b, what) // nothing it returns holds b
-	if err != nil {
+	if err := decodeResults(b, what, f); err != nil { // nothing it leaves in f holds b
 		var se *pyjson.SyntaxError
 		if errors.As(err, &se) {
-			return nil, fmt.Errorf("%s: not a results file: %v", path, se)
+			return fmt.Errorf("%s: not a results file: %v", path, se)
 		}
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return fmt.Errorf("%s: %v", path, err)
 	}
-	return f, nil
+	return nil
 }
+
+// resultsFiles are Results' files, each handed to one callback at a time.
+var resultsFiles = sync.Pool{New: func() any { return new(ResultsFile) }}
 
 // buffers are the read buffers of results files, one per reader at a time: a file is
 // decoded into values of their own and its bytes read over by the next.
@@ -77,17 +88,18 @@ var buffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // decodeResults decodes a document; what makes it no results file (with the document
 // itself valid JSON) is returned only once the whole document has been read.
-func decodeResults(b []byte, what Decode) (*ResultsFile, error) {
+func decodeResults(b []byte, what Decode, f *ResultsFile) error {
+	clear(f.Rows) // another file's: nothing of it is held
+	*f = ResultsFile{Rows: f.Rows[:0]}
 	d, err := pyjson.NewDecoder(b)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	f := &ResultsFile{}
 	var notResults error // what makes it no results file, valid JSON though it is
 	hasRows := false
 	if d.Kind() != '{' {
 		if err := d.Skip(); err != nil {
-			return nil, err
+			return err
 		}
 		notResults = errors.New("not a results file: a results file is a JSON object")
 	} else {
@@ -124,7 +136,7 @@ func decodeResults(b []byte, what Decode) (*ResultsFile, error) {
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !hasRows {
 			notResults = errors.New(`results file has no "rows" list`)
@@ -133,12 +145,12 @@ func decodeResults(b []byte, what Decode) (*ResultsFile, error) {
 		}
 	}
 	if err := d.End(); err != nil {
-		return nil, err
+		return err
 	}
 	if notResults != nil {
-		return nil, notResults
+		return notResults
 	}
-	return f, nil
+	return nil
 }
 
 // member takes one member of "run".

@@ -154,7 +154,8 @@ func Find(ctx context.Context, manifestPath, artifacts string) (*Report, error) 
 // Results hands each results file of an execution (every *.json under dir/results, in
 // lexical order: the seed's rglob) to each, decoded as far as what says (ReadResults), once it is
 // checked as the seed checks it: an object with a "rows" list of objects, each with a
-// status of ok, unsupported or error.
+// status of ok, unsupported or error. The file handed to each, and its rows, are another
+// file's once each returns: each copies out what it keeps.
 func Results(ctx context.Context, dir string, what Decode, each func(path string, f *ResultsFile) error) error {
 	root := filepath.Join(dir, "results")
 	if _, err := os.Stat(root); err != nil {
@@ -170,8 +171,9 @@ func Results(ctx context.Context, dir string, what Decode, each func(path string
 		if d.IsDir() || !strings.HasSuffix(d.Name(), ".json") {
 			return nil
 		}
-		f, err := ReadResults(ctx, path, what)
-		if err != nil {
+		f := resultsFiles.Get().(*ResultsFile)
+		defer resultsFiles.Put(f)
+		if err := readResults(ctx, path, what, f); err != nil {
 			return err
 		}
 		for _, r := range f.Rows {
