@@ -364,3 +364,38 @@ func TestStreamedRowsCarryTheirCaseKey(t *testing.T) {
 		t.Fatalf("%d rows, %v", n, err)
 	}
 }
+
+// A ledger line is json.Marshal's line of the case, args that JSON cannot write (NaN,
+// Infinity) given as their text, whatever the cases around it.
+func TestLedgerLinesAsMarshal(t *testing.T) {
+	cases := []Case{
+		{Key: "k1", Shard: "s", Testlist: "t", Op: "gemm", Backend: "b", WorldSize: 8, Cluster: "c", ArgsJSON: `{"m": 1, "x": "<&>"}`, Status: "ok", Attempt: 1, Tries: 1, GPUSeconds: 0.5, Reached: true},
+		{Key: "k2", ArgsJSON: `{"x": NaN}`, Status: "missing"},
+		{Key: "k3 <b>", ArgsJSON: `{"y": [Infinity, -Infinity]}`, Status: "error", Message: "bad \u2028 line"},
+		{Key: "k4", ArgsJSON: `{}`, Status: "unsupported"},
+		{Key: "k5", ArgsJSON: `{"m": 1e400}`, Status: "ok", GPUSeconds: math.SmallestNonzeroFloat64},
+	}
+	got, err := appendCases([]byte("head"), cases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "head"
+	for i, c := range cases {
+		b, err := json.Marshal(caseDoc{Key: c.Key, Shard: c.Shard, Testlist: c.Testlist, Op: c.Op, Backend: c.Backend, WorldSize: c.WorldSize,
+			Cluster: c.Cluster, Args: ArgsRaw(c.ArgsJSON), Status: c.Status, Message: c.Message, Attempt: c.Attempt,
+			Tries: c.Tries, GPUSeconds: c.GPUSeconds, Reached: c.Reached})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			want += ","
+		}
+		want += "\n" + string(b)
+	}
+	if string(got) != want {
+		t.Errorf("lines:\n%s\nwant:\n%s", got, want)
+	}
+	if !strings.Contains(want, `"args":"{\"x\": NaN}"`) || !strings.Contains(want, `"args":{"m":1,"x":"\u003c\u0026\u003e"}`) {
+		t.Errorf("the reference is not what it should be: %s", want)
+	}
+}

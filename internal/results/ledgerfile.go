@@ -208,6 +208,7 @@ func (w *LedgerFile) Commit(l *Ledger) error {
 func appendCases(dst []byte, cases []Case) ([]byte, error) {
 	out := bytes.NewBuffer(dst)
 	enc := json.NewEncoder(out) // json.Marshal's bytes, written where they go
+	var doc caseDoc
 	var raw []byte
 	for i := range cases {
 		c := &cases[i]
@@ -215,10 +216,17 @@ func appendCases(dst []byte, cases []Case) ([]byte, error) {
 			out.WriteByte(',')
 		}
 		out.WriteByte('\n')
-		raw = AppendArgsRaw(raw[:0], c.ArgsJSON)
-		err := enc.Encode(caseDoc{Key: c.Key, Shard: c.Shard, Testlist: c.Testlist, Op: c.Op, Backend: c.Backend, WorldSize: c.WorldSize,
-			Cluster: c.Cluster, Args: raw, Status: c.Status, Message: c.Message, Attempt: c.Attempt,
-			Tries: c.Tries, GPUSeconds: c.GPUSeconds, Reached: c.Reached})
+		doc = caseDoc{Key: c.Key, Shard: c.Shard, Testlist: c.Testlist, Op: c.Op, Backend: c.Backend, WorldSize: c.WorldSize,
+			Cluster: c.Cluster, Args: append(raw[:0], c.ArgsJSON...), Status: c.Status, Message: c.Message, Attempt: c.Attempt,
+			Tries: c.Tries, GPUSeconds: c.GPUSeconds, Reached: c.Reached}
+		// the args as JSON: encoding them checks them, and args JSON has no word for (NaN,
+		// Infinity) are written as their text (ArgsRaw); Encode writes nothing when it fails
+		raw = doc.Args
+		err := enc.Encode(&doc)
+		if _, isArgs := err.(*json.MarshalerError); isArgs {
+			doc.Args = ArgsRaw(c.ArgsJSON)
+			err = enc.Encode(&doc)
+		}
 		if err != nil {
 			return out.Bytes(), err
 		}
@@ -229,17 +237,12 @@ func appendCases(dst []byte, cases []Case) ([]byte, error) {
 
 // ArgsRaw is args' JSON text (a case key's, Row.ArgsJSON) for an encoding/json document;
 // args Python's grammar allows and JSON does not (NaN, Infinity) are given as their text.
-func ArgsRaw(s string) json.RawMessage { return AppendArgsRaw(nil, s) }
-
-// AppendArgsRaw appends ArgsRaw(s) to dst.
-func AppendArgsRaw(dst []byte, s string) json.RawMessage {
-	n := len(dst)
-	dst = append(dst, s...)
-	if json.Valid(dst[n:]) {
-		return dst
+func ArgsRaw(s string) json.RawMessage {
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s)
 	}
 	b, _ := json.Marshal(s)
-	return append(dst[:n], b...)
+	return b
 }
 
 // CaseCost is one case of an earlier run's ledger: its key, and what it cost.
