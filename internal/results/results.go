@@ -553,6 +553,7 @@ func rowOf(r *summary.ResultRow, sh *Shard, lean bool) Row {
 	row.Metrics = map[string]float64{} // Samples is made when a row has a list
 	row.ArgsLabel = Label(row.Args)
 	if ms != nil {
+		row.MetricOrder = make([]string, 0, ms.Len())
 		for _, m := range ms.Members() {
 			if f, ok := number(m.Value); ok {
 				row.Metrics[m.Key] = f
@@ -580,6 +581,9 @@ func rowOf(r *summary.ResultRow, sh *Shard, lean bool) Row {
 // A nested object with one "dtype" is shown as its dtype.
 func Label(o *pyjson.Object) string {
 	var b strings.Builder
+	if o.Len() > 0 {
+		b.Grow(64) // most labels, written without growing
+	}
 	label(&b, "", o)
 	return b.String()
 }
