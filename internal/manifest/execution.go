@@ -62,7 +62,7 @@ func ReadExecutionHead(ctx context.Context, path string) (*Execution, error) {
 		return nil, err
 	}
 	*buf = b
-	v, err := pyjson.ParseDepth(b, 3) // document, cell, cases: a case is depth 3
+	v, n, err := decodeHead(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -70,11 +70,61 @@ func ReadExecutionHead(ctx context.Context, path string) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.Cell.LetCasesGo()
-	if e.Peaks != nil {
-		e.Peaks = pyjson.Detach(e.Peaks).(*pyjson.Object)
-	}
+	e.Cell.NumCases = n
 	return e, nil
+}
+
+// decodeHead reads an execution.json in one pass of the decoder, as Parse would read it:
+// every member built (each its own copy, none of b's text), but the cases of its cell,
+// which are checked and counted (n: how many its last "cases" list holds).
+func decodeHead(b []byte) (doc pyjson.Value, n int, err error) {
+	d, err := pyjson.NewDecoder(b)
+	if err != nil {
+		return nil, 0, err
+	}
+	if d.Kind() != '{' {
+		if doc, err = d.Value(); err == nil {
+			err = d.End()
+		}
+		return doc, 0, err
+	}
+	o := pyjson.NewObject()
+	err = d.Object(func(key []byte) error {
+		if string(key) != "cell" || d.Kind() != '{' {
+			v, err := d.Value()
+			o.Set(string(key), v)
+			return err
+		}
+		n = 0 // a repeated "cell": the last is the one
+		cell, err := decodeCellBut(d, func() error {
+			n = 0
+			if d.Kind() != '[' {
+				return d.Skip()
+			}
+			return d.Array(func(int) error { n++; return d.Skip() })
+		})
+		o.Set("cell", cell)
+		return err
+	})
+	if err == nil {
+		err = d.End()
+	}
+	return o, n, err
+}
+
+// decodeCellBut reads a cell's object from d, every member but its cases built; each
+// "cases" value is handed to cases, which reads it.
+func decodeCellBut(d *pyjson.Decoder, cases func() error) (*pyjson.Object, error) {
+	o := pyjson.NewObject()
+	err := d.Object(func(key []byte) error {
+		if string(key) == "cases" {
+			return cases()
+		}
+		v, err := d.Value()
+		o.Set(string(key), v)
+		return err
+	})
+	return o, err
 }
 
 // heads are ReadExecutionHead's read buffers.

@@ -134,15 +134,9 @@ func indexCell(d *pyjson.Decoder, path string, file *os.File, b []byte) (c *Cell
 	if d.Kind() != '{' {
 		return nil, false, d.Skip()
 	}
-	o := pyjson.NewObject()
 	var at *casesAt
 	n := 0
-	err = d.Object(func(key []byte) error {
-		if string(key) != "cases" {
-			v, err := d.Value()
-			o.Set(string(key), v)
-			return err
-		}
+	o, err := decodeCellBut(d, func() error {
 		if d.Kind() != '[' { // a repeated key: the last is the one
 			at = nil
 			return d.Skip()

@@ -48,7 +48,7 @@ type Cell struct {
 	Env                  []pyjson.Member // the cell's env, in order
 	EngineArgs, Parallel pyjson.Value    // as the manifest has them
 	Cases                []Case
-	NumCases             int // how many cases it lists (its Cases may have been let go: LetCasesGo)
+	NumCases             int // how many cases it lists (an index or a head lists none in Cases)
 	Raw                  *pyjson.Object
 	casesAt              *casesAt // LoadIndex's: where its cases are (ReadCases)
 }
@@ -277,26 +277,4 @@ func (c *Cell) Testlists() (names []string, shapes map[string]Testlist, err erro
 	}
 	sort.Strings(names)
 	return names, shapes, nil
-}
-
-// LetCasesGo drops the cell's cases (NumCases still says how many it lists), and gives
-// what else it holds its own copy of the text it was parsed from: a reader holding every
-// execution's head (the run reader holds them from the walk that finds them to the shard's
-// turn) keeps the cells' facts, not their shapes or the files they came from.
-func (c *Cell) LetCasesGo() {
-	c.Cases = nil
-	if c.Raw == nil {
-		return
-	}
-	slim := pyjson.NewObject()
-	for _, m := range c.Raw.Members() {
-		if m.Key != "cases" {
-			slim.Set(m.Key, pyjson.Detach(m.Value))
-		}
-	}
-	c.Raw = slim
-	c.EngineArgs, c.Parallel = pyjson.Detach(c.EngineArgs), pyjson.Detach(c.Parallel)
-	for i := range c.Env {
-		c.Env[i].Value = pyjson.Detach(c.Env[i].Value)
-	}
 }

@@ -190,3 +190,47 @@ func written(t *testing.T, v pyjson.Value) string {
 	t.Helper()
 	return string(pyjson.MustMarshal(pyjson.Resolve(v), pyjson.Identity))
 }
+
+// An execution's head is ReadExecution's reading without the cases: the same facts and
+// count, the same cell members but "cases", and the same error, wherever it lies.
+func TestReadExecutionHeadIsReadExecution(t *testing.T) {
+	cell := `{"id": "c", "runner": "local", "backends": ["torch", "cpu"], "world_size": 1, "cases": [{"testlist": "t"}, 7, [1]], "mode": "timing"}`
+	docs := []string{
+		`{"cell": ` + cell + `, "source_sha": "s", "run_id": "r", "attempt": "2", "stage": "/x"}`,
+		// repeated keys: the last is the one, for the document's, the cell's and its cases
+		`{"cell": {"id": "gone", "runner": "local", "cases": [1, 2, 3, 4]}, "cell": {"id": "c", "cases": [1], "runner": "local", "cases": {}}, "source_sha": "s", "run_id": "r", "attempt": "1"}`,
+		`{"cell": {"id": "a", "runner": "local", "cases": [1, 2]}, "cell": {"id": "c", "runner": "local"}, "source_sha": "s", "run_id": "r", "attempt": "1"}`,
+		`{"cell": {"id": "a", "runner": "local", "cases": [1, 2]}, "cell": 3, "source_sha": "s", "run_id": "r", "attempt": "1"}`,
+		"\n {\"cell\": {\"cases\" : [ ] , \"id\": \"c\", \"runner\": \"l\"}, \"source_sha\": \"s\", \"run_id\": \"r\", \"attempt\": \"1\", \"peaks\": {\"bf16_tflops\": 1}} \n",
+		// what is no execution, and a syntax error wherever it lies
+		`[1]`, `"x"`, `{"cell": 1}`, `{"cell": {"id": 1, "runner": "local", "cases": []}, "source_sha": "s", "run_id": "r", "attempt": "1"}`,
+		`{"cell": ` + cell + `, "source_sha": "s", "run_id": "r"}`,
+		`{"cell": {"id": "c", "cases": [1, }, "source_sha": "s"}`, `{"cell": {"id": "c", "cases": [1]}, "x": }`, `{"cell": {"id": "c"`,
+		"\xef\xbb\xbf{}", `{"cell": {"id": "c", "runner": "l", "cases": ["\xff"]}, "source_sha": "s", "run_id": "r", "attempt": "1"}`,
+		`{"source_sha": "s"} x`,
+	}
+	dir := t.TempDir()
+	for i, doc := range docs {
+		p := filepath.Join(dir, fmt.Sprintf("e%d.json", i))
+		if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		whole, werr := ReadExecution(context.Background(), p)
+		head, herr := ReadExecutionHead(context.Background(), p)
+		if (werr == nil) != (herr == nil) || werr != nil && werr.Error() != herr.Error() {
+			t.Errorf("%s:\nReadExecution: %v\nReadExecutionHead: %v", doc, werr, herr)
+			continue
+		}
+		if werr != nil {
+			continue
+		}
+		w, h := whole.Cell, head.Cell
+		w.Raw.Delete("cases")
+		if h.NumCases != w.NumCases || h.Cases != nil || h.ID != w.ID || h.Runner != w.Runner || h.Mode != w.Mode ||
+			strings.Join(h.Backends, ",") != strings.Join(w.Backends, ",") || written(t, h.Raw) != written(t, w.Raw) ||
+			head.RunID != whole.RunID || head.SourceSHA != whole.SourceSHA || head.Attempt != whole.Attempt || head.Stage != whole.Stage ||
+			(head.Peaks == nil) != (whole.Peaks == nil) {
+			t.Errorf("%s:\nhead %+v %+v\nwant %+v %+v", doc, head, h, whole, w)
+		}
+	}
+}
