@@ -8,8 +8,10 @@ import (
 )
 
 // heapFloor is the heap opx lets grow before the collector runs: above it the collector
-// keeps its default pace (GOGC=100: a heap twice the live one).
-const heapFloor = 128 << 20
+// keeps its default pace (GOGC=100: a heap twice the live one). 64 MiB, side by side
+// against 32 and 128 (docs/speed.md): below it the collector runs too often, above it
+// every page the heap grows into is one more page fault.
+const heapFloor = 64 << 20
 
 // setHeapFloor sets the collector's goal to GOGC=100's, but never below floor bytes,
 // unless GOGC or GOMEMLIMIT says otherwise. The run reader holds a few shards at a time,
