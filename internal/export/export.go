@@ -10,6 +10,7 @@ package export
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/csv"
@@ -18,6 +19,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -138,10 +140,11 @@ func walkAll(ctx context.Context, manifest, dir string, rows func([]results.Row)
 	return run.Ledger.Verdict(), nil
 }
 
-// writeCSV reads the run once: each row's record goes to a spool (a temporary file,
-// fields length-prefixed) with the metric columns known when it was read — a new metric
-// only ever adds a column at the end — and once the run is read, the header (every
-// metric) and the spooled records, each filled out to the header's width, go to w.
+// writeCSV reads the run once: each row's record is written as its CSV line to a spool
+// (a temporary file: the line's field count and length, then the line) with the metric
+// columns known when it was read — a new metric only ever adds a column at the end — and
+// once the run is read, the header (every metric) and the spooled lines, each filled out
+// to the header's width with empty fields, go to w.
 func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) (verdict.Verdict, error) {
 	spool, err := os.CreateTemp("", "opx-export-*.spool")
 	if err != nil {
@@ -153,6 +156,8 @@ func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) (verdict.V
 	var metrics []string
 	seen := map[string]bool{}
 	record := make([]string, 0, len(columns)+8)
+	var line bytes.Buffer
+	lw := csv.NewWriter(&line)
 	v, err := walkAll(ctx, manifest, dir, func(rows []results.Row) error {
 		for i := range rows {
 			r := &rows[i]
@@ -171,7 +176,7 @@ func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) (verdict.V
 					record = append(record, "")
 				}
 			}
-			putRecord(sw, record)
+			spoolRecord(sw, lw, &line, record)
 		}
 		return nil
 	})
@@ -189,54 +194,69 @@ func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) (verdict.V
 	if err := cw.Write(neutral(append(append([]string(nil), columns...), metrics...))); err != nil {
 		return v, err
 	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return v, err
+	}
+	return v, copySpool(w, spool, width)
+}
+
+// spoolRecord spools a record as its CSV line (neutral cells), written by lw into line.
+func spoolRecord(sw *bufio.Writer, lw *csv.Writer, line *bytes.Buffer, record []string) {
+	line.Reset()
+	lw.Write(neutral(record)) // into memory: it cannot fail
+	lw.Flush()
+	putLine(sw, len(record), bytes.TrimSuffix(line.Bytes(), []byte("\n")))
+}
+
+// copySpool writes the spooled lines to w, each filled out to width fields: an empty
+// field is written as nothing, so a comma before each one missing.
+func copySpool(w io.Writer, spool io.Reader, width int) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
 	sr := bufio.NewReaderSize(spool, 256<<10)
+	var text []byte
 	for {
-		record, err = getRecord(sr, record[:0])
+		fields, t, err := getLine(sr, text[:0])
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return v, fmt.Errorf("export: reading the spooled rows: %w", err)
+			return fmt.Errorf("export: reading the spooled rows: %w", err)
 		}
-		for len(record) < width {
-			record = append(record, "")
+		text = t
+		bw.Write(text)
+		for range width - fields {
+			bw.WriteByte(',')
 		}
-		if err := cw.Write(neutral(record)); err != nil {
-			return v, err
-		}
+		bw.WriteByte('\n')
 	}
-	cw.Flush()
-	return v, cw.Error()
+	return bw.Flush()
 }
 
-// putRecord spools a record: its field count, then each field's length and bytes.
-func putRecord(w *bufio.Writer, record []string) {
+// putLine spools a record's CSV line (without its newline): its field count, its length,
+// then its bytes.
+func putLine(w *bufio.Writer, fields int, text []byte) {
 	var n [binary.MaxVarintLen64]byte
-	w.Write(n[:binary.PutUvarint(n[:], uint64(len(record)))])
-	for _, f := range record {
-		w.Write(n[:binary.PutUvarint(n[:], uint64(len(f)))])
-		w.WriteString(f)
-	} // a write error stays in w and is Flush's
+	w.Write(n[:binary.PutUvarint(n[:], uint64(fields))])
+	w.Write(n[:binary.PutUvarint(n[:], uint64(len(text)))])
+	w.Write(text) // a write error stays in w and is Flush's
 }
 
-// getRecord reads back a record putRecord spooled (io.EOF when there is none left).
-func getRecord(r *bufio.Reader, record []string) ([]string, error) {
+// getLine reads back a line putLine spooled into text (io.EOF when there is none left).
+func getLine(r *bufio.Reader, text []byte) (fields int, _ []byte, err error) {
 	nf, err := binary.ReadUvarint(r)
 	if err != nil {
-		return record, err
+		return 0, text, err
 	}
-	for range nf {
-		l, err := binary.ReadUvarint(r)
-		if err != nil {
-			return record, noEOF(err)
-		}
-		b := make([]byte, l)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return record, noEOF(err)
-		}
-		record = append(record, string(b))
+	l, err := binary.ReadUvarint(r)
+	if err != nil {
+		return 0, text, noEOF(err)
 	}
-	return record, nil
+	text = slices.Grow(text, int(l))[:l]
+	if _, err := io.ReadFull(r, text); err != nil {
+		return 0, text, noEOF(err)
+	}
+	return int(nf), text, nil
 }
 
 // noEOF is an end met inside a record: the spool was cut short.

@@ -1,7 +1,12 @@
 package export
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
 	"encoding/json"
+	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,5 +67,44 @@ func TestCSVCellsAreNeutral(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("cell %d: %q, want %q", i, got[i], want[i])
 		}
+	}
+}
+
+// A spooled record comes back as csv.Writer writes the record filled out to the header's
+// width with empty cells: quotes, commas and line breaks inside cells, cells made
+// neutral, records of every width; a spool cut short is an error.
+func TestSpooledLinesAsCSV(t *testing.T) {
+	records := [][]string{
+		{"a", "b,c", `say "hi"`},
+		{"line\nbreak", "=1+1", "", "-2", "x"},
+		{"", "", ""},
+		{`\.`, "\r", "tail "},
+		{"1", "2", "3", "4", "5", "6"},
+	}
+	const width = 6
+	var spool bytes.Buffer
+	sw := bufio.NewWriter(&spool)
+	var line bytes.Buffer
+	lw := csv.NewWriter(&line)
+	for _, r := range records {
+		spoolRecord(sw, lw, &line, slices.Clone(r))
+	}
+	sw.Flush()
+	var got, want bytes.Buffer
+	if err := copySpool(&got, bytes.NewReader(spool.Bytes()), width); err != nil {
+		t.Fatal(err)
+	}
+	cw := csv.NewWriter(&want)
+	for _, r := range records {
+		full := append(slices.Clone(r), make([]string, width-len(r))...)
+		cw.Write(neutral(full))
+	}
+	cw.Flush()
+	if got.String() != want.String() {
+		t.Errorf("copied:\n%q\nwant:\n%q", got.String(), want.String())
+	}
+	cut := spool.Bytes()[:spool.Len()-3]
+	if err := copySpool(io.Discard, bytes.NewReader(cut), width); err == nil || !strings.Contains(err.Error(), "unexpected EOF") {
+		t.Errorf("a cut spool: %v", err)
 	}
 }
