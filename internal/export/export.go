@@ -289,41 +289,57 @@ func neutral(record []string) []string {
 func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) (verdict.Verdict, error) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
+	var args []byte
 	return walkAll(ctx, manifest, dir, func(rows []results.Row) error {
 		for i := range rows {
-			r := &rows[i]
-			metrics := r.Metrics
-			if metrics == nil {
-				metrics = map[string]float64{}
-			}
-			rec := struct {
-				Key       string             `json:"key"`
-				Shard     string             `json:"shard"`
-				Attempt   int                `json:"attempt"`
-				Testlist  string             `json:"testlist"`
-				OpType    string             `json:"op_type"`
-				Args      json.RawMessage    `json:"args"`
-				ArgsLabel string             `json:"args_label"`
-				Backend   string             `json:"backend"`
-				Cluster   string             `json:"cluster"`
-				Runner    string             `json:"runner"`
-				WorldSize int                `json:"world_size"`
-				Status    string             `json:"status"`
-				Message   string             `json:"message,omitempty"`
-				Tries     int                `json:"tries"`
-				GPUSecs   float64            `json:"gpu_seconds"`
-				Throttled string             `json:"throttled,omitempty"`
-				Metrics   map[string]float64 `json:"metrics"`
-				SOL       *solRecord         `json:"sol,omitempty"`
-				Counters  map[string]any     `json:"counters,omitempty"`
-			}{r.Key(), r.Shard, r.Attempt, r.Testlist, r.OpType, results.ArgsRaw(r.ArgsJSON()), r.ArgsLabel, r.Backend,
-				r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, r.Tries, r.GPUSeconds, r.Throttled, metrics, solOf(r), countersOf(r)}
-			if err := enc.Encode(&rec); err != nil {
+			if err := writeRecord(enc, &rows[i], &args); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// jsonRecord is a row's JSON line.
+type jsonRecord struct {
+	Key       string             `json:"key"`
+	Shard     string             `json:"shard"`
+	Attempt   int                `json:"attempt"`
+	Testlist  string             `json:"testlist"`
+	OpType    string             `json:"op_type"`
+	Args      json.RawMessage    `json:"args"`
+	ArgsLabel string             `json:"args_label"`
+	Backend   string             `json:"backend"`
+	Cluster   string             `json:"cluster"`
+	Runner    string             `json:"runner"`
+	WorldSize int                `json:"world_size"`
+	Status    string             `json:"status"`
+	Message   string             `json:"message,omitempty"`
+	Tries     int                `json:"tries"`
+	GPUSecs   float64            `json:"gpu_seconds"`
+	Throttled string             `json:"throttled,omitempty"`
+	Metrics   map[string]float64 `json:"metrics"`
+	SOL       *solRecord         `json:"sol,omitempty"`
+	Counters  map[string]any     `json:"counters,omitempty"`
+}
+
+// writeRecord writes a row's JSON line, its args' text copied into args (room used
+// again). The args are checked by encoding them: args JSON has no word for (NaN,
+// Infinity) are written as their text (ArgsRaw), and Encode writes nothing when it fails.
+func writeRecord(enc *json.Encoder, r *results.Row, args *[]byte) error {
+	metrics := r.Metrics
+	if metrics == nil {
+		metrics = map[string]float64{}
+	}
+	*args = append((*args)[:0], r.ArgsJSON()...)
+	rec := jsonRecord{r.Key(), r.Shard, r.Attempt, r.Testlist, r.OpType, *args, r.ArgsLabel, r.Backend,
+		r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, r.Tries, r.GPUSeconds, r.Throttled, metrics, solOf(r), countersOf(r)}
+	err := enc.Encode(&rec)
+	if _, isArgs := err.(*json.MarshalerError); isArgs {
+		rec.Args = results.ArgsRaw(r.ArgsJSON())
+		err = enc.Encode(&rec)
+	}
+	return err
 }
 
 // countersOf is counted's columns as an object for JSON lines (nil for a timing row).

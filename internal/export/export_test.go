@@ -108,3 +108,29 @@ func TestSpooledLinesAsCSV(t *testing.T) {
 		t.Errorf("a cut spool: %v", err)
 	}
 }
+
+// A row's JSON line has its args as JSON, or as their text when JSON has no word for
+// them (NaN, Infinity), as ArgsRaw gives them, whatever the rows around it.
+func TestJSONLinesArgs(t *testing.T) {
+	var got, want bytes.Buffer
+	enc, ref := json.NewEncoder(&got), json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	ref.SetEscapeHTML(false)
+	var args []byte
+	for _, a := range []string{`{"m": 1, "x": "<&>"}`, `{"x": NaN}`, `{"y": [Infinity, -Infinity]}`, `{}`, `{"m": 2}`} {
+		r := &results.Row{Testlist: "t", OpType: "gemm", ArgsKey: a, Status: "ok", Metrics: map[string]float64{"latency_us": 1}}
+		if err := writeRecord(enc, r, &args); err != nil {
+			t.Fatal(err)
+		}
+		rec := jsonRecord{Key: r.Key(), Testlist: "t", OpType: "gemm", Args: results.ArgsRaw(a), Status: "ok", Metrics: r.Metrics, SOL: solOf(r)}
+		if err := ref.Encode(&rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got.String() != want.String() {
+		t.Errorf("lines:\n%s\nwant:\n%s", got.String(), want.String())
+	}
+	if !strings.Contains(got.String(), `"args":"{\"x\": NaN}"`) {
+		t.Errorf("NaN args not written as text:\n%s", got.String())
+	}
+}
