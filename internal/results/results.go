@@ -550,8 +550,7 @@ func rowOf(r *summary.ResultRow, sh *Shard, lean bool) Row {
 	if lean {
 		return row
 	}
-	row.Metrics = map[string]float64{} // Samples is made when a row has a list
-	row.ArgsLabel = Label(row.Args)
+	row.Metrics = map[string]float64{} // Samples is made when a row has a list (its label is made if it is kept: settleShard)
 	if ms != nil {
 		row.MetricOrder = make([]string, 0, ms.Len())
 		for _, m := range ms.Members() {
