@@ -503,7 +503,7 @@ func settleShard(ctx context.Context, cases []Case, execs []*execRows, counted s
 				r.key = string(scratch)
 				if a.Counted {
 					extra = append(extra, *r)
-					labelled(&extra[len(extra)-1])
+					shown(&extra[len(extra)-1])
 				}
 				continue
 			}
@@ -575,18 +575,10 @@ func settleShard(ctx context.Context, cases []Case, execs []*execRows, counted s
 		c.Share = shareOf(attempts, r.Attempt)
 		row := *r
 		row.GPUSeconds, row.Tries = c.GPUSeconds, c.Tries
-		labelled(&row)
+		shown(&row)
 		kept = append(kept, row)
 	}
 	return kept, attempts, extra, nil
-}
-
-// labelled gives a row read whole (with its args) its label: only the rows a shard keeps
-// are labelled, not every attempt's.
-func labelled(r *Row) {
-	if r.Args != nil {
-		r.ArgsLabel = Label(r.Args)
-	}
 }
 
 // shareOf is the share an attempt charged each of its rows.

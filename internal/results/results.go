@@ -89,7 +89,8 @@ type Row struct {
 	// measurement (missing, not finite or not positive): its Status is then "error" and
 	// its Message says why, in every command.
 	Invalid bool
-	key     string // the case key it was settled by (Key), made once by the run's reader
+	key     string         // the case key it was settled by (Key), made once by the run's reader
+	metrics *pyjson.Object // its metrics as read, until it is shown (Metrics)
 }
 
 // Key is the stable case key (CaseKey): the same case in two runs has the same key. A
@@ -547,10 +548,23 @@ func rowOf(r *summary.ResultRow, sh *Shard, lean bool) Row {
 			row.Status, row.Message, row.Invalid = "error", why, true
 		}
 	}
-	if lean {
-		return row
+	if !lean {
+		row.metrics = ms // read by name if the row is kept (shown)
 	}
-	row.Metrics = map[string]float64{} // Samples is made when a row has a list (its label is made if it is kept: settleShard)
+	return row
+}
+
+// shown gives a row read whole (with its args and metrics: Args is never nil) what it
+// shows, its label and its metrics by name; the run reader shows only the rows a shard
+// keeps (settleShard), not every attempt's.
+func shown(row *Row) {
+	if row.Args == nil {
+		return
+	}
+	row.ArgsLabel = Label(row.Args)
+	ms := row.metrics
+	row.metrics = nil
+	row.Metrics = map[string]float64{} // Samples is made when a row has a list
 	if ms != nil {
 		row.MetricOrder = make([]string, 0, ms.Len())
 		for _, m := range ms.Members() {
@@ -573,7 +587,6 @@ func rowOf(r *summary.ResultRow, sh *Shard, lean bool) Row {
 			}
 		}
 	}
-	return row
 }
 
 // Label is the args in their order, flattened: "m=128 n=128 k=128 a=fp32 out=fp32".
