@@ -86,6 +86,20 @@ func (d *dict) id(s string) (int32, bool) {
 	return int32(len(d.list) - 1), true
 }
 
+// expect makes room for the run's cases (one per shape its shards request, per backend at
+// least): the case dictionary of a 128,000-case run is made once, not grown.
+func (b *builder) expect(run *results.Run) {
+	n := 0
+	if run != nil && run.Summary != nil {
+		for _, s := range run.Summary.Shards {
+			n += s.RequestedShapes
+		}
+	}
+	b.cases.index = make(map[string]int32, n)
+	b.cases.list = make([]string, 0, n)
+	b.caseInfo = make([]caseInfo, 0, n)
+}
+
 func newBuilder() *builder {
 	return &builder{thrName: map[string]string{}, serOf: map[serKey]int32{}, families: map[string]bool{}, sitePeaks: map[string]sol.Peak{}, msgs: map[string]map[string]*msgAgg{"error": {}, "unsupported": {}}}
 }
