@@ -151,9 +151,6 @@ func DecodeCell(o *pyjson.Object) *Cell {
 	c.Parallel, _ = o.Get("parallel")
 	cases, _ := o.Array("cases")
 	c.NumCases = len(cases)
-	if len(cases) > 0 {
-		c.Cases = make([]Case, 0, len(cases))
-	}
 	for _, cv := range cases {
 		co, ok := cv.(*pyjson.Object)
 		if !ok { // read as an outline: the case's text

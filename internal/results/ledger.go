@@ -247,8 +247,7 @@ func (l *Ledger) Verdict() verdict.Verdict { return l.tally.judge.Verdict() }
 // CaseKey is the stable case key (KeyFields, all of them): the same case in plan,
 // summarize, report, compare and export, and in two runs, has the same key.
 func CaseKey(testlist, op, argsJSON, backend string, worldSize int, cluster string) string {
-	var buf [256]byte // most keys are written here, then copied once into the string
-	k, _, _ := appendCaseKey(buf[:0], testlist, op, argsJSON, backend, int64(worldSize), cluster)
+	k, _, _ := appendCaseKey(nil, testlist, op, argsJSON, backend, int64(worldSize), cluster)
 	return string(k)
 }
 

@@ -593,9 +593,6 @@ func shown(row *Row) {
 // A nested object with one "dtype" is shown as its dtype.
 func Label(o *pyjson.Object) string {
 	var b strings.Builder
-	if o.Len() > 0 {
-		b.Grow(64) // most labels, written without growing
-	}
 	label(&b, "", o)
 	return b.String()
 }
