@@ -289,7 +289,7 @@ func neutral(record []string) []string {
 func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) (verdict.Verdict, error) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	var args []byte
+	var args json.RawMessage
 	return walkAll(ctx, manifest, dir, func(rows []results.Row) error {
 		for i := range rows {
 			if err := writeRecord(enc, &rows[i], &args); err != nil {
@@ -324,21 +324,16 @@ type jsonRecord struct {
 }
 
 // writeRecord writes a row's JSON line, its args' text copied into args (room used
-// again). The args are checked by encoding them: args JSON has no word for (NaN,
-// Infinity) are written as their text (ArgsRaw), and Encode writes nothing when it fails.
-func writeRecord(enc *json.Encoder, r *results.Row, args *[]byte) error {
+// again; results.EncodeWithArgs).
+func writeRecord(enc *json.Encoder, r *results.Row, args *json.RawMessage) error {
 	metrics := r.Metrics
 	if metrics == nil {
 		metrics = map[string]float64{}
 	}
-	*args = append((*args)[:0], r.ArgsJSON()...)
 	rec := jsonRecord{r.Key(), r.Shard, r.Attempt, r.Testlist, r.OpType, *args, r.ArgsLabel, r.Backend,
 		r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, r.Tries, r.GPUSeconds, r.Throttled, metrics, solOf(r), countersOf(r)}
-	err := enc.Encode(&rec)
-	if _, isArgs := err.(*json.MarshalerError); isArgs {
-		rec.Args = results.ArgsRaw(r.ArgsJSON())
-		err = enc.Encode(&rec)
-	}
+	err := results.EncodeWithArgs(enc, &rec, &rec.Args, r.ArgsJSON())
+	*args = rec.Args
 	return err
 }
 

@@ -116,7 +116,7 @@ func TestJSONLinesArgs(t *testing.T) {
 	enc, ref := json.NewEncoder(&got), json.NewEncoder(&want)
 	enc.SetEscapeHTML(false)
 	ref.SetEscapeHTML(false)
-	var args []byte
+	var args json.RawMessage
 	for _, a := range []string{`{"m": 1, "x": "<&>"}`, `{"x": NaN}`, `{"y": [Infinity, -Infinity]}`, `{}`, `{"m": 2}`} {
 		r := &results.Row{Testlist: "t", OpType: "gemm", ArgsKey: a, Status: "ok", Metrics: map[string]float64{"latency_us": 1}}
 		if err := writeRecord(enc, r, &args); err != nil {

@@ -209,7 +209,6 @@ func appendCases(dst []byte, cases []Case) ([]byte, error) {
 	out := bytes.NewBuffer(dst)
 	enc := json.NewEncoder(out) // json.Marshal's bytes, written where they go
 	var doc caseDoc
-	var raw []byte
 	for i := range cases {
 		c := &cases[i]
 		if i > 0 {
@@ -217,22 +216,28 @@ func appendCases(dst []byte, cases []Case) ([]byte, error) {
 		}
 		out.WriteByte('\n')
 		doc = caseDoc{Key: c.Key, Shard: c.Shard, Testlist: c.Testlist, Op: c.Op, Backend: c.Backend, WorldSize: c.WorldSize,
-			Cluster: c.Cluster, Args: append(raw[:0], c.ArgsJSON...), Status: c.Status, Message: c.Message, Attempt: c.Attempt,
+			Cluster: c.Cluster, Args: doc.Args, Status: c.Status, Message: c.Message, Attempt: c.Attempt,
 			Tries: c.Tries, GPUSeconds: c.GPUSeconds, Reached: c.Reached}
-		// the args as JSON: encoding them checks them, and args JSON has no word for (NaN,
-		// Infinity) are written as their text (ArgsRaw); Encode writes nothing when it fails
-		raw = doc.Args
-		err := enc.Encode(&doc)
-		if _, isArgs := err.(*json.MarshalerError); isArgs {
-			doc.Args = ArgsRaw(c.ArgsJSON)
-			err = enc.Encode(&doc)
-		}
-		if err != nil {
+		if err := EncodeWithArgs(enc, &doc, &doc.Args, c.ArgsJSON); err != nil {
 			return out.Bytes(), err
 		}
 		out.Truncate(out.Len() - 1) // Encode's newline
 	}
 	return out.Bytes(), nil
+}
+
+// EncodeWithArgs encodes v, whose field *args is given the args' JSON text argsJSON (a
+// case key's, into the room *args has): encoding checks them, and args JSON has no word
+// for (NaN, Infinity) are written as their text (ArgsRaw). Encode writes nothing when it
+// fails.
+func EncodeWithArgs(enc *json.Encoder, v any, args *json.RawMessage, argsJSON string) error {
+	*args = append((*args)[:0], argsJSON...)
+	err := enc.Encode(v)
+	if _, isArgs := err.(*json.MarshalerError); isArgs {
+		*args = ArgsRaw(argsJSON)
+		err = enc.Encode(v)
+	}
+	return err
 }
 
 // ArgsRaw is args' JSON text (a case key's, Row.ArgsJSON) for an encoding/json document;
