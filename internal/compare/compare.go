@@ -344,7 +344,7 @@ func (s *Run) entryOf(r *results.Row) entry {
 		gp = &g
 		s.groups[g] = gp
 	}
-	x := entry{group: gp, label: r.ArgsLabel, status: wordOf(r.Status), message: r.Message, solPct: r.SOLPct, impossible: r.Impossible}
+	x := entry{group: gp, label: strings.Clone(r.ArgsLabel), status: wordOf(r.Status), message: r.Message, solPct: r.SOLPct, impossible: r.Impossible}
 	if p, ok := r.Primary(); ok {
 		x.primary = wordOf(p)
 	}

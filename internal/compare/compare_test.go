@@ -8,13 +8,15 @@ import (
 
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/summary"
 )
 
 // row builds a crafted result row: m is the gemm size (the case), metrics in order.
 func row(m int, backend, status string, kv ...any) results.Row {
 	args := pyjson.Obj("m", m, "n", 64, "k", 64)
 	key, _ := pyjson.Marshal(args, pyjson.Identity)
-	r := results.Row{Testlist: "t", OpType: "gemm", Args: args, ArgsKey: string(key), ArgsLabel: results.Label(args),
+	a := summary.NewArgs(args)
+	r := results.Row{Testlist: "t", OpType: "gemm", Args: a, ArgsKey: string(key), ArgsLabel: a.Label(),
 		Backend: backend, Cluster: "h200", WorldSize: 1, Status: status,
 		Metrics: map[string]float64{}, Samples: map[string][]float64{}}
 	for i := 0; i+1 < len(kv); i += 2 {

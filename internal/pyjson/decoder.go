@@ -43,6 +43,17 @@ func (d *Decoder) Kind() byte {
 	return 0
 }
 
+// Reset starts reading data again, as NewDecoder does, keeping the decoder's room: a
+// reader that decodes many small documents keeps one decoder.
+func (d *Decoder) Reset(data []byte) error {
+	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+		return &SyntaxError{"unexpected UTF-8 byte-order mark", 1, 1}
+	}
+	*d = Decoder{p: parser{data: data, keep: maxDepth + 1}, scratch: d.scratch[:0]}
+	d.p.skip()
+	return nil
+}
+
 // Value builds the next value.
 func (d *Decoder) Value() (Value, error) {
 	v, err := d.p.value(d.depth, true)
@@ -66,6 +77,48 @@ func (d *Decoder) Text() (s string, ok bool, err error) {
 	s, err = d.p.str(true)
 	d.p.skip()
 	return s, err == nil, err
+}
+
+// AppendText appends the next value to dst when it is a string, unescaped (ok false, and
+// the value checked and skipped, when it is not): Text without a string of its own.
+func (d *Decoder) AppendText(dst []byte) (_ []byte, ok bool, err error) {
+	if d.Kind() != '"' {
+		return dst, false, d.Skip()
+	}
+	p := &d.p
+	start := p.pos
+	if _, err := p.str(false); err != nil {
+		return dst, false, err
+	}
+	if raw := p.data[start+1 : p.pos-1]; bytes.IndexByte(raw, '\\') < 0 { // checked, and as it stands
+		dst = append(dst, raw...)
+	} else {
+		p.pos = start
+		s, err := p.str(true)
+		if err != nil {
+			return dst, false, err
+		}
+		dst = append(dst, s...)
+	}
+	p.skip()
+	return dst, true, nil
+}
+
+// Literal is the next value's text when it is a number or a literal (null, true, false,
+// NaN, Infinity, -Infinity), checked; ok false, and the value checked and skipped, when
+// it is an object, an array or a string.
+func (d *Decoder) Literal() (_ []byte, ok bool, err error) {
+	if d.Kind() != 0 {
+		return nil, false, d.Skip()
+	}
+	p := &d.p
+	start := p.pos
+	if _, err := p.value(d.depth, false); err != nil {
+		return nil, false, err
+	}
+	text := p.data[start:p.pos]
+	p.skip()
+	return text, true, nil
 }
 
 // Offset is where the next value starts in the document.

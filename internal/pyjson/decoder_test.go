@@ -112,3 +112,46 @@ func TestDecoderIsParse(t *testing.T) {
 		}
 	}
 }
+
+// AppendText is Text appended, Literal a number's or a literal's text; each checks and
+// skips what is not its kind, and Reset reads again from the start.
+func TestAppendTextAndLiteral(t *testing.T) {
+	doc := []byte(`{"s": "a\"b\u00e9", "p": "plain é", "n": -0.5e3, "t": true, "o": {"x": 1}, "bad": "\ud800x"}`)
+	var d Decoder
+	for range 2 {
+		if err := d.Reset(doc); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		err := d.Object(func(key []byte) error {
+			if text, ok, err := d.Literal(); ok || err != nil {
+				got = append(got, string(key)+"#"+string(text))
+				return err
+			}
+			return nil
+		})
+		if err != nil || strings.Join(got, ",") != "n#-0.5e3,t#true" {
+			t.Fatalf("literals %q, %v", got, err)
+		}
+		d.Reset(doc)
+		var texts []byte
+		d.Object(func(key []byte) error {
+			var err error
+			var ok bool
+			if texts, ok, err = d.AppendText(texts); ok {
+				texts = append(texts, '|')
+			}
+			return err
+		})
+		if want := "a\"b\u00e9|plain é|\xed\xa0\x80x|"; string(texts) != want {
+			t.Fatalf("texts %q, want %q", texts, want)
+		}
+	}
+	if err := d.Reset([]byte("\xef\xbb\xbf{}")); err == nil {
+		t.Error("Reset takes a byte-order mark")
+	}
+	d.Reset([]byte(`"\x01"`))
+	if _, _, err := d.AppendText(nil); err == nil {
+		t.Error("AppendText takes a control character")
+	}
+}

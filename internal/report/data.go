@@ -18,6 +18,7 @@ import (
 	"github.com/semianalysis/opx/internal/par"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/sol"
+	"github.com/semianalysis/opx/internal/summary"
 )
 
 // builder gathers what the page shows of the rows, as they stream by: each row as a few
@@ -109,7 +110,7 @@ var statusCode = map[string]uint8{"ok": 0, "unsupported": 1, "error": 2}
 func (b *builder) add(r *results.Row) {
 	c, isNew := b.cases.id(r.Testlist + " · " + r.OpType + " · " + r.ArgsLabel)
 	if isNew {
-		b.caseInfo = append(b.caseInfo, caseInfo{r.Testlist, r.OpType, r.ArgsLabel, size(r.OpType, r.Args)})
+		b.caseInfo = append(b.caseInfo, caseInfo{r.Testlist, r.OpType, strings.Clone(r.ArgsLabel), size(r.OpType, &r.Args)})
 	}
 	sk := serKey{r.Backend, r.Cluster, r.WorldSize}
 	s, known := b.serOf[sk]
@@ -197,10 +198,7 @@ func throughputMetric(r *results.Row) string {
 // size is where a case sits on the charts' x axis: 2·m·n·k for a GEMM (its FLOPs), else
 // the product of the args' positive numbers; 0 when it has none (the chart then orders
 // such cases by their args).
-func size(op string, args interface {
-	Number(key string) (float64, bool)
-	Keys() []string
-}) float64 {
+func size(op string, args *summary.Args) float64 {
 	num := func(k string) float64 { f, _ := args.Number(k); return f }
 	if op == "gemm" {
 		if m, n, k := num("m"), num("n"), num("k"); m > 0 && n > 0 && k > 0 {
@@ -208,8 +206,8 @@ func size(op string, args interface {
 		}
 	}
 	p := 0.0
-	for _, k := range args.Keys() {
-		if f := num(k); f > 0 && !math.IsInf(f, 0) {
+	for _, f := range args.Numbers() {
+		if f > 0 && !math.IsInf(f, 0) {
 			if p == 0 {
 				p = 1
 			}

@@ -153,11 +153,11 @@ func (c *Case) MissingRow() Row {
 // Label is the case's args as a row shows them (Label), made when asked: a run's
 // cases are keyed by the thousand, and only the missing ones are shown by their args.
 func (c *Case) Label() string {
-	v, err := pyjson.Parse(c.argsText)
-	if o, ok := v.(*pyjson.Object); ok && err == nil {
-		return Label(o)
+	a, err := summary.ParseArgs([]byte(c.argsText))
+	if err != nil {
+		return ""
 	}
-	return ""
+	return a.Label()
 }
 
 // Outcome is the case's verdict: measured, unsupported, error or missing.
@@ -599,10 +599,10 @@ const CachedBelow = 0.5
 // against what its kernels moved to and from device memory: measured/declared, and
 // whether both are known.
 func (r *Row) DeclaredBytes() (declared, ratio float64, ok bool) {
-	if r.Counters == nil || r.Args == nil || math.IsNaN(r.Counters.Bytes()) {
+	if r.Counters == nil || math.IsNaN(r.Counters.Bytes()) {
 		return 0, 0, false
 	}
-	w, known := sol.WorkOf(r.OpType, r.Args, r.WorldSize)
+	w, known := sol.WorkOf(r.OpType, &r.Args, r.WorldSize)
 	if !known || w.Bytes <= 0 {
 		return 0, 0, false
 	}

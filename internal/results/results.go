@@ -66,7 +66,7 @@ type Shard struct {
 type Row struct {
 	Shard, Testlist, OpType, Backend, Cluster, Runner string
 	WorldSize, Attempt                                int
-	Args                                              *pyjson.Object
+	Args                                              summary.Args // none for a lean row, or one without an args object
 	ArgsKey, ArgsLabel                                string
 	Status, Message                                   string
 	Metrics                                           map[string]float64
@@ -91,6 +91,7 @@ type Row struct {
 	Invalid bool
 	key     string         // the case key it was settled by (Key), made once by the run's reader
 	metrics *pyjson.Object // its metrics as read, until it is shown (Metrics)
+	whole   bool           // read whole (not lean): it has its args, and its metrics until shown
 }
 
 // Key is the stable case key (CaseKey): the same case in two runs has the same key. A
@@ -141,19 +142,15 @@ func (r *Row) SOL() (sol.Work, sol.Judgement, bool) {
 	if !ok || r.Status != "ok" {
 		return sol.Work{}, sol.Judgement{}, false
 	}
-	return sol.Judged(sol.Case{Op: r.OpType, Args: r.Args, WorldSize: r.WorldSize, Runner: r.Runner, LatencyUS: us,
+	return sol.Judged(sol.Case{Op: r.OpType, Args: &r.Args, WorldSize: r.WorldSize, Runner: r.Runner, LatencyUS: us,
 		Peak: r.Peak, FLOPs: r.Metrics["flops"], Bytes: r.Metrics["bytes"]})
 }
 
 // ArgsJSON is the args as the key has them: json.dumps(args, sort_keys=True), worked out
 // when first asked (the report does not need it).
 func (r *Row) ArgsJSON() string {
-	if r.ArgsKey == "" && r.Args != nil {
-		b, err := pyjson.Marshal(r.Args, pyjson.Identity)
-		if err != nil {
-			b = []byte(Label(r.Args)) // not from a parse: cannot happen for rows read from files
-		}
-		r.ArgsKey = string(b)
+	if r.ArgsKey == "" {
+		r.ArgsKey = r.Args.Text()
 	}
 	return r.ArgsKey
 }
@@ -539,9 +536,6 @@ func appendResults(dst []Row, f *summary.ResultsFile, w *walked, lean bool) []Ro
 func rowOf(r *summary.ResultRow, sh *Shard, lean bool) Row {
 	row := Row{Shard: sh.ID, Cluster: sh.Cluster, Runner: sh.Runner, WorldSize: sh.WorldSize, Attempt: sh.Attempt, Peak: sh.Peak,
 		Status: r.Status, Message: r.Message, Testlist: r.Testlist, OpType: r.OpType, Backend: r.Backend, Args: r.Args, ArgsKey: r.ArgsKey}
-	if row.Args == nil && !lean {
-		row.Args = pyjson.NewObject()
-	}
 	ms := r.Metrics
 	if row.Status == "ok" {
 		if why := invalid(ms); why != "" { // no measurement: an error, everywhere
@@ -549,7 +543,7 @@ func rowOf(r *summary.ResultRow, sh *Shard, lean bool) Row {
 		}
 	}
 	if !lean {
-		row.metrics = ms // read by name if the row is kept (shown)
+		row.metrics, row.whole = ms, true // read by name if the row is kept (shown)
 	}
 	return row
 }
@@ -558,10 +552,10 @@ func rowOf(r *summary.ResultRow, sh *Shard, lean bool) Row {
 // shows, its label and its metrics by name; the run reader shows only the rows a shard
 // keeps (settleShard), not every attempt's.
 func shown(row *Row) {
-	if row.Args == nil {
+	if !row.whole {
 		return
 	}
-	row.ArgsLabel = Label(row.Args)
+	row.ArgsLabel = row.Args.Label()
 	ms := row.metrics
 	row.metrics = nil
 	row.Metrics = map[string]float64{} // Samples is made when a row has a list
@@ -586,34 +580,6 @@ func shown(row *Row) {
 				}
 			}
 		}
-	}
-}
-
-// Label is the args in their order, flattened: "m=128 n=128 k=128 a=fp32 out=fp32".
-// A nested object with one "dtype" is shown as its dtype.
-func Label(o *pyjson.Object) string {
-	var b strings.Builder
-	label(&b, "", o)
-	return b.String()
-}
-
-func label(b *strings.Builder, prefix string, o *pyjson.Object) {
-	for _, m := range o.Members() {
-		if x, ok := m.Value.(*pyjson.Object); ok {
-			d, isDtype := x.String("dtype")
-			if !isDtype || x.Len() != 1 {
-				label(b, prefix+m.Key+".", x)
-				continue
-			}
-			m.Value = d // an object of one dtype is shown as its dtype
-		}
-		if b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(prefix)
-		b.WriteString(m.Key)
-		b.WriteByte('=')
-		b.WriteString(pyjson.Scalar(m.Value))
 	}
 }
 

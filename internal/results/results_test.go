@@ -2,16 +2,7 @@ package results
 
 import (
 	"testing"
-
-	"github.com/semianalysis/opx/internal/pyjson"
 )
-
-func TestLabelFlattensArgsInOrder(t *testing.T) {
-	v, _ := pyjson.Parse([]byte(`{"m": 64, "n": 7168, "a": {"dtype": "fp8", "scale": {"dtype": "fp32", "group": [1, 128]}}, "out": "bf16", "parallel": {"tp": 2}}`))
-	if got := Label(v.(*pyjson.Object)); got != "m=64 n=7168 a.dtype=fp8 a.scale.dtype=fp32 a.scale.group=[1, 128] out=bf16 parallel.tp=2" {
-		t.Fatalf("label %q", got)
-	}
-}
 
 func TestSpread(t *testing.T) {
 	r := Row{Metrics: map[string]float64{"latency_us": 10, "latency_min_us": 9, "latency_max_us": 14, "tflops": 100},

@@ -31,7 +31,7 @@ type ResultRow struct {
 	Status            string // str() of the value, as the seed's message shows it
 	Message, Testlist string
 	OpType, Backend   string
-	Args              *pyjson.Object // op.args (WholeRows); nil when it is not an object
+	Args              Args // op.args (WholeRows); none when it is not an object
 	// ArgsKey is op.args as the case key has them, json.dumps(args, sort_keys=True)
 	// ("{}" when the row has no args object); "" for OnlyStatuses.
 	ArgsKey string
@@ -103,8 +103,8 @@ func decodeResults(b []byte, what Decode, f *ResultsFile) error {
 		}
 		notResults = errors.New("not a results file: a results file is a JSON object")
 	} else {
-		var rowsErr error  // of the last "rows": a repeated key keeps its last value
-		var scratch []byte // each row's args key, written before it is copied
+		var rowsErr error // of the last "rows": a repeated key keeps its last value
+		scratch := rowScratch{doc: b}
 		err = d.Object(func(key []byte) error {
 			switch string(key) {
 			case "run":
@@ -176,7 +176,7 @@ func (r *ResultsRun) member(d *pyjson.Decoder, key []byte) error {
 }
 
 // decodeRow decodes one row as far as what says, and whether it has a status.
-func decodeRow(d *pyjson.Decoder, what Decode, scratch *[]byte) (ResultRow, bool, error) {
+func decodeRow(d *pyjson.Decoder, what Decode, scratch *rowScratch) (ResultRow, bool, error) {
 	var r ResultRow
 	has, full := false, what > OnlyStatuses
 	if full {
@@ -203,7 +203,7 @@ func decodeRow(d *pyjson.Decoder, what Decode, scratch *[]byte) (ResultRow, bool
 				r.Testlist, _, err = d.Text()
 			}
 		case "op":
-			r.OpType, r.Backend, r.Args = "", "", nil
+			r.OpType, r.Backend, r.Args = "", "", Args{}
 			if full {
 				r.ArgsKey = "{}"
 			}
@@ -216,7 +216,7 @@ func decodeRow(d *pyjson.Decoder, what Decode, scratch *[]byte) (ResultRow, bool
 					case "backend":
 						r.Backend, _, err = d.Text()
 					case "args":
-						r.Args, r.ArgsKey = nil, "{}"
+						r.Args, r.ArgsKey = Args{}, "{}"
 						if d.Kind() == '{' {
 							r.Args, r.ArgsKey, err = decodeArgs(d, what, scratch)
 						}
@@ -238,19 +238,21 @@ func decodeRow(d *pyjson.Decoder, what Decode, scratch *[]byte) (ResultRow, bool
 	return r, has, err
 }
 
-// decodeArgs is a row's args object: its key text, and (WholeRows) the object, built once
-// and its key written from it.
-func decodeArgs(d *pyjson.Decoder, what Decode, scratch *[]byte) (*pyjson.Object, string, error) {
+// rowScratch is the room a file's rows are decoded in, used again from row to row.
+type rowScratch struct {
+	doc  []byte // the document
+	key  []byte // a row's args key, written before it is copied
+	args argsBuilder
+}
+
+// decodeArgs is a row's args object: (WholeRows) the args and their key text, read in one
+// pass; (KeyedRows) the key text only.
+func decodeArgs(d *pyjson.Decoder, what Decode, scratch *rowScratch) (Args, string, error) {
 	if what == KeyedRows {
-		b, err := d.Canonical((*scratch)[:0])
-		*scratch = b
-		return nil, string(b), err
+		b, err := d.Canonical(scratch.key[:0])
+		scratch.key = b
+		return Args{}, string(b), err
 	}
-	v, err := d.Value()
-	if err != nil {
-		return nil, "", err
-	}
-	key, err := pyjson.AppendMarshal((*scratch)[:0], v, pyjson.Identity)
-	*scratch = key
-	return v.(*pyjson.Object), string(key), err
+	a, err := scratch.args.read(d, scratch.doc)
+	return a, a.Text(), err
 }
