@@ -109,13 +109,18 @@ func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, 
 		}
 		manifests[i] = m
 	}
-	base, err := compare.Read(ctx, args[0], manifests[0], opt.Key, opt.Base)
-	if err != nil {
-		return fmt.Errorf("base: %w", err)
-	}
-	nw, err := compare.Read(ctx, args[1], manifests[1], opt.Key, opt.New)
-	if err != nil {
-		return fmt.Errorf("new: %w", err)
+	var base, nw *compare.Run
+	if files.Same(args[0], args[1]) && files.Same(manifests[0], manifests[1]) { // one run: read once
+		if base, nw, err = compare.ReadSame(ctx, args[0], manifests[0], opt.Key, opt.Base, opt.New); err != nil {
+			return fmt.Errorf("base: %w", err)
+		}
+	} else {
+		if base, err = compare.Read(ctx, args[0], manifests[0], opt.Key, opt.Base); err != nil {
+			return fmt.Errorf("base: %w", err)
+		}
+		if nw, err = compare.Read(ctx, args[1], manifests[1], opt.Key, opt.New); err != nil {
+			return fmt.Errorf("new: %w", err)
+		}
 	}
 	res := compare.Join(base, nw, opt)
 	if o.jsonOut != "" {

@@ -254,3 +254,34 @@ func TestGateCannotBeFooled(t *testing.T) {
 		t.Errorf("impossible spread: exit %d %q", r.code, r.stderr)
 	}
 }
+
+// A run compared with itself is read once (compare.ReadSame): its answer is the one of
+// comparing it with a copy of itself, read twice — with no filter, and with a filter on
+// each side that keeps other rows — and a link to it is the run itself.
+func TestCompareOneRunReadOnce(t *testing.T) {
+	run := craftedRun(t, "7", map[int][3]float64{1: {10, 9, 11}, 2: {20, 19, 23}, 3: {-1}, 5: {7, 6.5, 7.2}})
+	copied := filepath.Join(t.TempDir(), "copy")
+	if err := os.CopyFS(copied, os.DirFS(run)); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	os.Symlink(run, link)
+	for _, extra := range [][]string{nil, {"--base-filter", "runner=local", "--new-filter", "status=ok"}} {
+		var got []string
+		for _, nw := range []string{run, copied, link} {
+			js := filepath.Join(t.TempDir(), "c.json")
+			r := runOpx(t, append([]string{"compare", run, nw, "--json", js}, extra...)...)
+			b, _ := os.ReadFile(js)
+			got = append(got, strings.ReplaceAll(fmt.Sprint(r.code, r.stdout, r.stderr, string(b)), nw, run))
+			if r.code != 0 || !strings.Contains(string(b), `"measured":`) {
+				t.Fatalf("compare %s %s %v: exit %d, %s%s", run, nw, extra, r.code, r.stderr, b)
+			}
+		}
+		if extra != nil && !strings.Contains(got[0], `"counts":{"only-base":1,"same":3}`) {
+			t.Errorf("%v: each side not filtered as it says: %s", extra, got[0])
+		}
+		if got[0] != got[1] || got[0] != got[2] {
+			t.Errorf("%v: read once\n%s\nread twice\n%s\nby a link\n%s", extra, got[0], got[1], got[2])
+		}
+	}
+}

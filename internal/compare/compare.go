@@ -263,19 +263,34 @@ func newRun(key []string, keep Filter) *Run {
 // Read streams the run in dir (its manifest given, or the one found in dir) into a Run,
 // a shard at a time: what it holds is the compact rows, not the run's.
 func Read(ctx context.Context, dir, manifest string, key []string, keep Filter) (*Run, error) {
+	out := newRun(key, keep)
+	return out, read(ctx, dir, manifest, out)
+}
+
+// ReadSame reads one run, once, as both sides of a comparison: the run compared with
+// itself, across backends or hardware (the two filters), or against itself (an A/A
+// check). The sides are what Read makes of each.
+func ReadSame(ctx context.Context, dir, manifest string, key []string, base, nw Filter) (*Run, *Run, error) {
+	b, n := newRun(key, base), newRun(key, nw)
+	return b, n, read(ctx, dir, manifest, b, n)
+}
+
+// read streams the run in dir into each of outs.
+func read(ctx context.Context, dir, manifest string, outs ...*Run) error {
 	manifest, err := results.Resolve(dir, manifest, "--manifest")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := newRun(key, keep)
 	var run *results.Run
 	err = results.Stream(ctx, manifest, dir, func(r *results.Run) { run = r }, func(_ *results.Shard, rows []results.Row) error {
-		if out.rows == nil { // sized once for the run's shapes: no growing copies of every entry
-			n := 0
-			for _, s := range run.Summary.Shards {
-				n += s.RequestedShapes
+		for _, out := range outs {
+			if out.rows == nil { // sized once for the run's shapes: no growing copies of every entry
+				n := 0
+				for _, s := range run.Summary.Shards {
+					n += s.RequestedShapes
+				}
+				out.rows, out.byKey = make([]entry, 0, n), make(map[string]int, n)
 			}
-			out.rows, out.byKey = make([]entry, 0, n), make(map[string]int, n)
 		}
 		for i := range rows {
 			r := &rows[i]
@@ -285,14 +300,18 @@ func Read(ctx context.Context, dir, manifest string, key []string, keep Filter) 
 				r.SOLPct = j.SOL
 			}
 		}
-		out.add(rows)
+		for _, out := range outs {
+			out.add(rows)
+		}
 		return nil
 	}, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out.finish(run)
-	return out, nil
+	for _, out := range outs {
+		out.finish(run)
+	}
+	return nil
 }
 
 // add keeps the rows' cases; a key seen twice keeps the last row (a retried op). A row of
