@@ -34,6 +34,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -518,7 +519,7 @@ func Join(base, nw *Run, opt Options) *Result {
 		wg.Go(func() {
 			for k := len(res.cases) * p / parts; k < len(res.cases)*(p+1)/parts; k++ {
 				j := &res.cases[k]
-				c := build(j.key, j.b, j.n, opt)
+				c := build(j.key, j.b, j.n, opt, false)
 				j.class, j.hasPrimary = c.Class, c.Primary != nil
 				if c.Primary != nil {
 					j.speedup = c.Primary.Speedup
@@ -547,8 +548,9 @@ func Join(base, nw *Run, opt Options) *Result {
 }
 
 // build is one case's comparison, whole: its class and metrics from its two rows (either
-// nil when the case is in one run only).
-func build(key string, b, n *entry, opt Options) Case {
+// nil when the case is in one run only); without say, its metrics' changes and noise are
+// not put in words (Join classes every case, and only the cases shown are said).
+func build(key string, b, n *entry, opt Options, say bool) Case {
 	ref := b
 	if ref == nil {
 		ref = n
@@ -573,7 +575,7 @@ func build(key string, b, n *entry, opt Options) Case {
 	case b.status != okWord:
 		c.Class = Unmeasured
 	default:
-		classify(&c, b, n, opt)
+		classify(&c, b, n, opt, say)
 		if (b.impossible || n.impossible) && c.Primary != nil {
 			c.Class = Impossible // a broken timer or cached inputs: the change means nothing
 		}
@@ -588,7 +590,7 @@ func (r *Result) Len() int { return len(r.cases) }
 // improvement first).
 func (r *Result) Case(i int) Case {
 	j := r.cases[i]
-	return build(j.key, j.b, j.n, r.Options)
+	return build(j.key, j.b, j.n, r.Options, true)
 }
 
 // Cases are all the cases, in order.
@@ -609,7 +611,7 @@ func rank(class string) int {
 	return len(classOrder)
 }
 
-func classify(c *Case, b, n *entry, opt Options) {
+func classify(c *Case, b, n *entry, opt Options, say bool) {
 	var seen [8]word
 	names := seen[:0] // the metrics taken, in order: a row has a few
 	for _, side := range []*entry{b, n} {
@@ -626,7 +628,7 @@ func classify(c *Case, b, n *entry, opt Options) {
 			if !ok1 || !ok2 || bv.v <= 0 || !finite(bv.v) || !finite(nv.v) || !finite((nv.v-bv.v)/bv.v) {
 				continue
 			}
-			c.Metrics = append(c.Metrics, metric(bv, nv, opt))
+			c.Metrics = append(c.Metrics, metric(bv, nv, opt, say))
 		}
 	}
 	for i := range c.Metrics {
@@ -644,7 +646,7 @@ func classify(c *Case, b, n *entry, opt Options) {
 	c.Class = c.Primary.Class
 }
 
-func metric(b, n value, opt Options) Metric {
+func metric(b, n value, opt Options, say bool) Metric {
 	name := b.name.String()
 	dir := results.DirectionOf(name)
 	bv, nv := b.v, n.v
@@ -654,7 +656,6 @@ func metric(b, n value, opt Options) Metric {
 	if dir == results.Lower {
 		m.Speedup = bv / nv
 	}
-	m.Change = Words(m.Speedup)
 	g := m.Speedup - 1 // the factor above 1, signed: 1.05x faster is +0.05, 1.05x slower -0.05
 	if m.Speedup < 1 {
 		g = 1 - 1/m.Speedup
@@ -662,28 +663,33 @@ func metric(b, n value, opt Options) Metric {
 	better, worse := Faster, Slower
 	bl, bh, bhow := b.lo, b.hi, b.how.String()
 	nl, nh, nhow := n.lo, n.hi, n.how.String()
+	var noise string
 	switch {
 	case math.Abs(g) < opt.Same:
 		m.Class = Same
-		m.Noise = "change below " + pct(opt.Same)
+		if say {
+			noise = "change below " + pct(opt.Same)
+		}
 	case bhow != "" && nhow != "":
 		m.BaseLo, m.BaseHi, m.NewLo, m.NewHi = bl, bh, nl, nh
-		m.Noise = bhow
-		if nhow != bhow {
-			m.Noise = bhow + " / " + nhow
+		noise = bhow
+		if nhow != bhow && say {
+			noise = bhow + " / " + nhow
 		}
 		disjoint := nh < bl || nl > bh
 		switch {
 		case !disjoint:
 			m.Class = Ambiguous
-			m.Noise += ": intervals overlap"
+			if say {
+				noise += ": intervals overlap"
+			}
 		case g > 0:
 			m.Class = better
 		default:
 			m.Class = worse
 		}
 	default:
-		m.Noise = "no spread recorded"
+		noise = "no spread recorded"
 		switch {
 		case math.Abs(g) < opt.NoSpread:
 			m.Class = Ambiguous
@@ -692,6 +698,9 @@ func metric(b, n value, opt Options) Metric {
 		default:
 			m.Class = worse
 		}
+	}
+	if say {
+		m.Change, m.Noise = Words(m.Speedup), noise
 	}
 	return m
 }
@@ -708,7 +717,7 @@ func Words(speedup float64) string {
 }
 
 func pct(f float64) string {
-	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", f*100), "0"), ".") + " %"
+	return strings.TrimSuffix(strings.TrimRight(strconv.FormatFloat(f*100, 'f', 2, 64), "0"), ".") + " %"
 }
 
 // roofline is each side's % of the roofline, when judged (nil when neither is).

@@ -201,14 +201,26 @@ func (r *Row) samplesFor(name string) []float64 {
 	return nil
 }
 
+// metric is the metric named by parts joined, looked up without a string made of them
+// (every row's spread is looked for under a few names).
+func (r *Row) metric(parts ...string) (float64, bool) {
+	var room [64]byte
+	b := room[:0]
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	v, ok := r.Metrics[string(b)]
+	return v, ok
+}
+
 // pair is an interval the harness recorded for a time: "latency_lo_us"/"latency_hi_us"
 // (the cpu backend's range of its rounds' medians) or "latency_p25_us"/"latency_p75_us"
 // (quartiles) for "latency_us".
 func (r *Row) pair(name, loTag, hiTag string) (float64, float64, bool) {
 	for _, s := range timeSuffixes {
 		if base, ok := strings.CutSuffix(name, s); ok {
-			lo, ok1 := r.Metrics[base+loTag+s]
-			hi, ok2 := r.Metrics[base+hiTag+s]
+			lo, ok1 := r.metric(base, loTag, s)
+			hi, ok2 := r.metric(base, hiTag, s)
 			if ok1 && ok2 {
 				return lo, hi, true
 			}
@@ -218,20 +230,20 @@ func (r *Row) pair(name, loTag, hiTag string) (float64, float64, bool) {
 }
 
 func (r *Row) minMax(name string) (float64, float64, bool) {
-	try := func(loName, hiName string) (float64, float64, bool) {
-		lo, ok1 := r.Metrics[loName]
-		hi, ok2 := r.Metrics[hiName]
+	try := func(lo1, lo2, lo3, hi1, hi2, hi3 string) (float64, float64, bool) {
+		lo, ok1 := r.metric(lo1, lo2, lo3)
+		hi, ok2 := r.metric(hi1, hi2, hi3)
 		return lo, hi, ok1 && ok2
 	}
-	if lo, hi, ok := try(name+"_min", name+"_max"); ok {
+	if lo, hi, ok := try(name, "_min", "", name, "_max", ""); ok {
 		return lo, hi, true
 	}
-	if lo, hi, ok := try("min_"+name, "max_"+name); ok {
+	if lo, hi, ok := try("min_", name, "", "max_", name, ""); ok {
 		return lo, hi, true
 	}
 	for _, s := range timeSuffixes {
 		if base, ok := strings.CutSuffix(name, s); ok {
-			if lo, hi, ok := try(base+"_min"+s, base+"_max"+s); ok {
+			if lo, hi, ok := try(base, "_min", s, base, "_max", s); ok {
 				return lo, hi, true
 			}
 		}
