@@ -273,6 +273,7 @@ func Read(ctx context.Context, dir, manifest string, key []string, keep Filter) 
 // check). The sides are what Read makes of each.
 func ReadSame(ctx context.Context, dir, manifest string, key []string, base, nw Filter) (*Run, *Run, error) {
 	b, n := newRun(key, base), newRun(key, nw)
+	n.groups = b.groups // one run's groups
 	return b, n, read(ctx, dir, manifest, b, n)
 }
 
@@ -283,6 +284,7 @@ func read(ctx context.Context, dir, manifest string, outs ...*Run) error {
 		return err
 	}
 	var run *results.Run
+	var made []judged
 	err = results.Stream(ctx, manifest, dir, func(r *results.Run) { run = r }, func(_ *results.Shard, rows []results.Row) error {
 		for _, out := range outs {
 			if out.rows == nil { // sized once for the run's shapes: no growing copies of every entry
@@ -301,8 +303,10 @@ func read(ctx context.Context, dir, manifest string, outs ...*Run) error {
 				r.SOLPct = j.SOL
 			}
 		}
+		made = slices.Grow(made[:0], len(rows))[:len(rows)]
+		clear(made)
 		for _, out := range outs {
-			out.add(rows)
+			out.add(rows, made)
 		}
 		return nil
 	}, nil)
@@ -315,9 +319,19 @@ func read(ctx context.Context, dir, manifest string, outs ...*Run) error {
 	return nil
 }
 
+// judged is what a row gives each side that keeps it, worked out once (ok) for them all:
+// its entry, and the recorded spreads it sets aside (how many, and the first).
+type judged struct {
+	x       entry
+	ignored int
+	example string
+	ok      bool
+}
+
 // add keeps the rows' cases; a key seen twice keeps the last row (a retried op). A row of
-// a profiled execution (counters mode) is left out: its timing is the profiler's.
-func (s *Run) add(rows []results.Row) {
+// a profiled execution (counters mode) is left out: its timing is the profiler's. made
+// holds each row's entry once it is made, for the other sides.
+func (s *Run) add(rows []results.Row, made []judged) {
 	for i := range rows {
 		r := &rows[i]
 		s.Rows++
@@ -342,7 +356,14 @@ func (s *Run) add(rows []results.Row) {
 		if !s.keep.keeps(r) {
 			continue
 		}
-		x := s.entryOf(r)
+		if !made[i].ok {
+			made[i] = s.entryOf(r)
+		}
+		x := made[i].x
+		s.IgnoredSpreads += made[i].ignored
+		if s.spreadExample == "" {
+			s.spreadExample = made[i].example
+		}
 		k := r.KeyOf(s.key)
 		if i, ok := s.byKey[k]; ok {
 			s.Duplicate++
@@ -357,7 +378,9 @@ func (s *Run) add(rows []results.Row) {
 	}
 }
 
-func (s *Run) entryOf(r *results.Row) entry {
+// entryOf is a row as compare keeps it.
+func (s *Run) entryOf(r *results.Row) judged {
+	var j judged
 	g := group{intern(r.Testlist), intern(r.OpType), intern(r.Backend), intern(r.Cluster), r.WorldSize}
 	gp := s.groups[g]
 	if gp == nil {
@@ -375,15 +398,16 @@ func (s *Run) entryOf(r *results.Row) entry {
 		}
 		lo, hi, how, ok := r.Spread(k)
 		if !ok && how != "" { // recorded, but no spread: judged without one
-			s.IgnoredSpreads++
-			if s.spreadExample == "" {
-				s.spreadExample = r.Key() + " " + k + ": " + how
+			j.ignored++
+			if j.example == "" {
+				j.example = r.Key() + " " + k + ": " + how
 			}
 			how = ""
 		}
 		x.metrics = append(x.metrics, value{name: wordOf(k), v: v, lo: lo, hi: hi, how: wordOf(how)})
 	}
-	return x
+	j.x, j.ok = x, true
+	return j
 }
 
 // finish records what the run says of itself once its rows are in: its names and the

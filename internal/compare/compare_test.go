@@ -37,7 +37,7 @@ func row(m int, backend, status string, kv ...any) results.Row {
 func compareRows(base, nw []results.Row, opt Options) *Result {
 	side := func(dir, id string, rows []results.Row, keep Filter) *Run {
 		s := newRun(opt.Key, keep)
-		s.add(rows)
+		s.add(rows, make([]judged, len(rows)))
 		s.finish(&results.Run{Dir: dir, RunID: id})
 		return s
 	}
