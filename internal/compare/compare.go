@@ -25,6 +25,7 @@ package compare
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,7 +34,6 @@ import (
 	"math"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,7 +121,13 @@ type Case struct {
 	Metrics    []Metric `json:"metrics,omitempty"`
 	// PctOfRoofline is each run's row against its hardware's limits (internal/sol), when
 	// judged: {"base": %, "new": %}.
-	PctOfRoofline map[string]float64 `json:"pct_of_roofline,omitempty"`
+	PctOfRoofline *Roofline `json:"pct_of_roofline,omitempty"`
+}
+
+// Roofline is each run's % of the roofline; a side not judged has none (0, left out).
+type Roofline struct {
+	Base float64 `json:"base,omitempty"`
+	New  float64 `json:"new,omitempty"`
 }
 
 // Side names a run.
@@ -483,6 +489,7 @@ type joined struct {
 	key        string
 	b, n       *entry
 	class      string
+	rank       int // of the class, in classOrder
 	speedup    float64
 	hasPrimary bool
 }
@@ -524,6 +531,7 @@ func Join(base, nw *Run, opt Options) *Result {
 			res.Throttled[side] = n
 		}
 	}
+	res.cases = make([]joined, 0, max(len(base.byKey), len(nw.byKey)))
 	for k, i := range base.byKey {
 		var n *entry
 		if j, ok := nw.byKey[k]; ok {
@@ -555,18 +563,20 @@ func Join(base, nw *Run, opt Options) *Result {
 	for i := range res.cases {
 		res.Counts[res.cases[i].class]++
 	}
-	sort.Slice(res.cases, func(i, j int) bool {
-		a, b := res.cases[i], res.cases[j]
-		if ra, rb := rank(a.class), rank(b.class); ra != rb {
-			return ra < rb
+	for i := range res.cases {
+		res.cases[i].rank = rank(res.cases[i].class)
+	}
+	slices.SortFunc(res.cases, func(a, b joined) int {
+		if a.rank != b.rank {
+			return cmp.Compare(a.rank, b.rank)
 		}
 		if a.hasPrimary && b.hasPrimary && a.speedup != b.speedup {
 			if a.class == Faster {
-				return a.speedup > b.speedup // best improvement first
+				return cmp.Compare(b.speedup, a.speedup) // best improvement first
 			}
-			return a.speedup < b.speedup // worst regression first
+			return cmp.Compare(a.speedup, b.speedup) // worst regression first
 		}
-		return a.key < b.key
+		return strings.Compare(a.key, b.key)
 	})
 	return res
 }
@@ -745,17 +755,18 @@ func pct(f float64) string {
 }
 
 // roofline is each side's % of the roofline, when judged (nil when neither is).
-func roofline(b, n *entry) map[string]float64 {
-	var out map[string]float64
-	for side, r := range map[string]*entry{"base": b, "new": n} {
-		if r != nil && r.solPct > 0 {
-			if out == nil {
-				out = map[string]float64{}
-			}
-			out[side] = r.solPct
-		}
+func roofline(b, n *entry) *Roofline {
+	var out Roofline
+	if b != nil && b.solPct > 0 {
+		out.Base = b.solPct
 	}
-	return out
+	if n != nil && n.solPct > 0 {
+		out.New = n.solPct
+	}
+	if out == (Roofline{}) {
+		return nil
+	}
+	return &out
 }
 
 // WriteJSON writes the result as one JSON document, a case a line, without holding its

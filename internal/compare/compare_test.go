@@ -208,7 +208,7 @@ func TestCompareImpossibleIsNotFaster(t *testing.T) {
 		t.Fatalf("counts %v", r.Counts)
 	}
 	// each side's place against the limits travels with the case (JSON pct_of_roofline)
-	if p := r.Case(0).PctOfRoofline; p["base"] != 41.5 || p["new"] != 4150 {
+	if p := r.Case(0).PctOfRoofline; p == nil || p.Base != 41.5 || p.New != 4150 {
 		t.Errorf("pct_of_roofline %v", p)
 	}
 	var md bytes.Buffer
