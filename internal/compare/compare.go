@@ -25,6 +25,7 @@ package compare
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -743,9 +744,9 @@ func metric(b, n value, opt Options, say bool) Metric {
 func Words(speedup float64) string {
 	switch {
 	case speedup > 1:
-		return fmt.Sprintf("%.2fx faster", speedup)
+		return strconv.FormatFloat(speedup, 'f', 2, 64) + "x faster"
 	case speedup < 1 && speedup > 0:
-		return fmt.Sprintf("%.2fx slower", 1/speedup)
+		return strconv.FormatFloat(1/speedup, 'f', 2, 64) + "x slower"
 	}
 	return "same"
 }
@@ -782,24 +783,24 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	// the cases encoded on every core, a chunk at a time into buffers used again, and
 	// written in order
 	const chunk = 1024
-	err = par.Ordered(context.Background(), (len(r.cases)+chunk-1)/chunk, 0, func(_ context.Context, i int) (*[]byte, error) {
-		out := caseLines.Get().(*[]byte)
-		b := (*out)[:0]
+	err = par.Ordered(context.Background(), (len(r.cases)+chunk-1)/chunk, 0, func(_ context.Context, i int) (*bytes.Buffer, error) {
+		out := caseLines.Get().(*bytes.Buffer)
+		out.Reset()
+		enc := json.NewEncoder(out) // as Marshal writes each case, then a line break, taken off
 		for k := i * chunk; k < min((i+1)*chunk, len(r.cases)); k++ {
 			if k > 0 {
-				b = append(b, ',')
+				out.WriteByte(',')
 			}
+			out.WriteByte('\n')
 			c := r.Case(k)
-			line, err := json.Marshal(&c)
-			if err != nil {
+			if err := enc.Encode(&c); err != nil {
 				return nil, err
 			}
-			b = append(append(b, '\n'), line...)
+			out.Truncate(out.Len() - 1)
 		}
-		*out = b
 		return out, nil
-	}, func(_ int, out *[]byte) error {
-		_, err := bw.Write(*out)
+	}, func(_ int, out *bytes.Buffer) error {
+		_, err := bw.Write(out.Bytes())
 		caseLines.Put(out)
 		return err
 	})
@@ -811,7 +812,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 }
 
 // caseLines hold a chunk of the cases as WriteJSON writes them.
-var caseLines = sync.Pool{New: func() any { return new([]byte) }}
+var caseLines = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // Regressions are the cases that fail --fail-on-regression PCT: slower on the headline
 // metric by a factor of at least 1 + PCT/100 (a time that grew by PCT % or more, a
