@@ -590,7 +590,7 @@ func invalid(ms *pyjson.Object) string {
 	var name string
 	var raw pyjson.Value
 	if ms == nil {
-		return verdict.Invalid("", 0, "", false)
+		return verdict.Invalid("", 0, nil, false)
 	}
 	for _, m := range ms.Members() {
 		if m.Key == "latency_us" {
@@ -602,7 +602,7 @@ func invalid(ms *pyjson.Object) string {
 		}
 	}
 	if name == "" {
-		return verdict.Invalid("", 0, "", false)
+		return verdict.Invalid("", 0, nil, false)
 	}
 	var f float64
 	switch x := raw.(type) {
@@ -613,7 +613,7 @@ func invalid(ms *pyjson.Object) string {
 	default:
 		return fmt.Sprintf("invalid measurement: %s is %s, not a number", name, safe.OneLine(pyjson.Scalar(raw)))
 	}
-	return verdict.Invalid(name, f, pyjson.Scalar(raw), true)
+	return verdict.Invalid(name, f, func() string { return pyjson.Scalar(raw) }, true)
 }
 
 func number(v pyjson.Value) (float64, bool) {

@@ -58,13 +58,13 @@ func Better(o, than Outcome) bool { return o > than }
 
 // Invalid says why an ok row's headline metric is no measurement ("" when it is one): it
 // must be there, finite and positive. shown is the value as the row wrote it (for the
-// message), present whether the row has any metric with a direction.
-func Invalid(name string, v float64, shown string, present bool) string {
+// message, asked only then), present whether the row has any metric with a direction.
+func Invalid(name string, v float64, shown func() string, present bool) string {
 	switch {
 	case !present:
 		return "invalid measurement: an ok row without a latency, time or throughput metric"
 	case math.IsNaN(v) || math.IsInf(v, 0) || v <= 0:
-		return fmt.Sprintf("invalid measurement: %s is %s (a measured value must be finite and positive)", name, shown)
+		return fmt.Sprintf("invalid measurement: %s is %s (a measured value must be finite and positive)", name, shown())
 	}
 	return ""
 }

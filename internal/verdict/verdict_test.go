@@ -32,7 +32,7 @@ func TestInvalid(t *testing.T) {
 		{-3, "-3", true, "invalid measurement: latency_us is -3 (a measured value must be finite and positive)"},
 		{0, "", false, "invalid measurement: an ok row without a latency, time or throughput metric"},
 	} {
-		if got := Invalid("latency_us", c.v, c.shown, c.present); got != c.want {
+		if got := Invalid("latency_us", c.v, func() string { return c.shown }, c.present); got != c.want {
 			t.Errorf("Invalid(%v, %v) = %q, want %q", c.v, c.present, got, c.want)
 		}
 	}
