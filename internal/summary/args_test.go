@@ -202,3 +202,47 @@ func genArgs(rng *rand.Rand, depth int) string {
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
 }
+
+// A results file's rows each get their own args — the ones its last "op" and last "args"
+// wrote, none when they are no object — in a file of many rows, and in the next file
+// read into the same room.
+func TestRowsArgsAreTheirOwn(t *testing.T) {
+	var rows, want []string
+	for _, doc := range argsDocs {
+		rows = append(rows, `{"status": "ok", "op": {"type": "gemm", "args": `+doc+`}}`)
+		want = append(want, doc)
+	}
+	rows = append(rows,
+		`{"status": "ok", "op": {"args": {"m": 1}}, "op": {"type": "x"}}`,
+		`{"status": "ok", "op": {"args": {"m": 1}, "args": {"n": 2, "l": [1]}}}`,
+		`{"status": "ok", "op": {"args": {"m": 1}, "args": 5}}`,
+		`{"status": "ok"}`)
+	want = append(want, "", `{"n": 2, "l": [1]}`, "", "")
+	f := &ResultsFile{}
+	for round := range 2 {
+		doc := `{"rows": [` + strings.Join(rows, ", ") + `]}`
+		if err := decodeResults([]byte(doc), WholeRows, f); err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range f.Rows {
+			if want[i] == "" {
+				if r.ArgsKey != "{}" || r.Args.Text() != "" || r.Args.Label() != "" {
+					t.Errorf("round %d row %d: args %q %q, key %q, want none", round, i, r.Args.Text(), r.Args.Label(), r.ArgsKey)
+				}
+				continue
+			}
+			a, err := ParseArgs([]byte(want[i]))
+			if err != nil || r.Args.Text() != a.Text() || r.ArgsKey != a.Text() || r.Args.Label() != a.Label() {
+				t.Errorf("round %d row %d: args %q %q, key %q, want %q %q", round, i, r.Args.Text(), r.Args.Label(), r.ArgsKey, a.Text(), a.Label())
+			}
+			for k := range a.Numbers() {
+				x, _ := a.Number(k)
+				if y, ok := r.Args.Number(k); !ok || (x != y && x == x) {
+					t.Errorf("round %d row %d: %s = %v, want %v", round, i, k, y, x)
+				}
+			}
+		}
+		slices.Reverse(rows)
+		slices.Reverse(want)
+	}
+}
