@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,6 +17,24 @@ func BenchmarkRead(b *testing.B) {
 	}
 	for b.Loop() {
 		if _, err := Read(b.Context(), filepath.Join(dir, "artifacts"), filepath.Join(dir, "manifest.json"), nil, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWriteJSON writes the comparison of that tree's run with itself as --json does.
+func BenchmarkWriteJSON(b *testing.B) {
+	dir := os.Getenv("OPX_SUMMARY_TREE")
+	if dir == "" {
+		b.Skip("OPX_SUMMARY_TREE is not set")
+	}
+	base, nw, err := ReadSame(b.Context(), filepath.Join(dir, "artifacts"), filepath.Join(dir, "manifest.json"), nil, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res := Join(base, nw, DefaultOptions)
+	for b.Loop() {
+		if err := res.WriteJSON(io.Discard); err != nil {
 			b.Fatal(err)
 		}
 	}
