@@ -176,7 +176,9 @@ type Run struct {
 	Side
 	key       []string
 	keep      Filter
-	byKey     map[string]int // the join key's text (it holds the args' text): index in rows
+	keys      *keyIDs // the join keys' numbers, shared with the other side when read with it
+	at        []int32 // by key number: its index in rows, plus 1 (0: not in this side)
+	ids       []int32 // by index in rows: its key number
 	rows      []entry
 	groups    map[group]*group
 	throttled int
@@ -265,7 +267,7 @@ func newRun(key []string, keep Filter) *Run {
 	if key == nil {
 		key = results.KeyFields
 	}
-	return &Run{key: key, keep: keep, byKey: map[string]int{}, groups: map[group]*group{}}
+	return &Run{key: key, keep: keep, keys: &keyIDs{index: map[string]int32{}}, groups: map[group]*group{}}
 }
 
 // Read streams the run in dir (its manifest given, or the one found in dir) into a Run,
@@ -280,7 +282,7 @@ func Read(ctx context.Context, dir, manifest string, key []string, keep Filter) 
 // check). The sides are what Read makes of each.
 func ReadSame(ctx context.Context, dir, manifest string, key []string, base, nw Filter) (*Run, *Run, error) {
 	b, n := newRun(key, base), newRun(key, nw)
-	n.groups = b.groups // one run's groups
+	n.groups, n.keys = b.groups, b.keys // one run's groups and keys
 	return b, n, read(ctx, dir, manifest, b, n)
 }
 
@@ -299,7 +301,10 @@ func read(ctx context.Context, dir, manifest string, outs ...*Run) error {
 				for _, s := range run.Summary.Shards {
 					n += s.RequestedShapes
 				}
-				out.rows, out.byKey = make([]entry, 0, n), make(map[string]int, n)
+				out.rows, out.ids = make([]entry, 0, n), make([]int32, 0, n)
+				if len(out.keys.index) == 0 {
+					out.keys.index = make(map[string]int32, n)
+				}
 			}
 		}
 		for i := range rows {
@@ -311,7 +316,9 @@ func read(ctx context.Context, dir, manifest string, outs ...*Run) error {
 			}
 		}
 		made = slices.Grow(made[:0], len(rows))[:len(rows)]
-		clear(made)
+		for i := range made {
+			made[i] = judged{id: -1}
+		}
 		for _, out := range outs {
 			out.add(rows, made)
 		}
@@ -333,6 +340,25 @@ type judged struct {
 	ignored int
 	example string
 	ok      bool
+	id      int32   // its join key's number in keys (-1 until numbered)
+	keys    *keyIDs // the numbers id is one of
+}
+
+// keyIDs number the join keys of a comparison in the order first met: its two sides,
+// read together, find their rows and are joined by number, each key hashed once.
+type keyIDs struct {
+	index map[string]int32
+	list  []string
+}
+
+// id is the key's number.
+func (d *keyIDs) id(k string) int32 {
+	if i, ok := d.index[k]; ok {
+		return i
+	}
+	d.index[k] = int32(len(d.list))
+	d.list = append(d.list, k)
+	return int32(len(d.list) - 1)
 }
 
 // add keeps the rows' cases; a key seen twice keeps the last row (a retried op). A row of
@@ -371,17 +397,23 @@ func (s *Run) add(rows []results.Row, made []judged) {
 		if s.spreadExample == "" {
 			s.spreadExample = made[i].example
 		}
-		k := r.KeyOf(s.key)
-		if i, ok := s.byKey[k]; ok {
+		if made[i].id < 0 || made[i].keys != s.keys { // the sides read together share the row's number
+			made[i].id, made[i].keys = s.keys.id(r.KeyOf(s.key)), s.keys
+		}
+		id := made[i].id
+		if int(id) >= len(s.at) { // room for every key numbered so far (what is past len is zero)
+			s.at = slices.Grow(s.at, len(s.keys.list)-len(s.at))[:len(s.keys.list)]
+		}
+		if at := s.at[id]; at > 0 {
 			s.Duplicate++
 			if s.dupKey == "" {
-				s.dupKey = k
+				s.dupKey = s.keys.list[id]
 			}
-			s.rows[i] = x
+			s.rows[at-1] = x
 			continue
 		}
-		s.byKey[k] = len(s.rows)
-		s.rows = append(s.rows, x)
+		s.rows, s.ids = append(s.rows, x), append(s.ids, id)
+		s.at[id] = int32(len(s.rows))
 	}
 }
 
@@ -532,17 +564,31 @@ func Join(base, nw *Run, opt Options) *Result {
 			res.Throttled[side] = n
 		}
 	}
-	res.cases = make([]joined, 0, max(len(base.byKey), len(nw.byKey)))
-	for k, i := range base.byKey {
-		var n *entry
-		if j, ok := nw.byKey[k]; ok {
-			n = &nw.rows[j]
+	// each base row with the new row of its key number (in the base's numbers: sides read
+	// apart are numbered apart)
+	nwIDs := nw.ids
+	if nw.keys != base.keys {
+		nwIDs = make([]int32, len(nw.ids))
+		for j, id := range nw.ids {
+			nwIDs[j] = base.keys.id(nw.keys.list[id])
 		}
-		res.cases = append(res.cases, joined{key: k, b: &base.rows[i], n: n})
 	}
-	for k, j := range nw.byKey {
-		if _, ok := base.byKey[k]; !ok {
-			res.cases = append(res.cases, joined{key: k, n: &nw.rows[j]})
+	nwAt := make([]int32, len(base.keys.list))
+	for j, id := range nwIDs {
+		nwAt[id] = int32(j + 1)
+	}
+	res.cases = make([]joined, 0, max(len(base.rows), len(nw.rows)))
+	paired := make([]bool, len(nw.rows))
+	for i, id := range base.ids {
+		var n *entry
+		if j := nwAt[id]; j > 0 {
+			n, paired[j-1] = &nw.rows[j-1], true
+		}
+		res.cases = append(res.cases, joined{key: base.keys.list[id], b: &base.rows[i], n: n})
+	}
+	for j, id := range nwIDs {
+		if !paired[j] {
+			res.cases = append(res.cases, joined{key: base.keys.list[id], n: &nw.rows[j]})
 		}
 	}
 	// each case classed on every core, a part of the list each
