@@ -118,7 +118,7 @@ func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, 
 		if base, err = compare.Read(ctx, args[0], manifests[0], opt.Key, opt.Base); err != nil {
 			return fmt.Errorf("base: %w", err)
 		}
-		if nw, err = compare.Read(ctx, args[1], manifests[1], opt.Key, opt.New); err != nil {
+		if nw, err = compare.ReadNew(ctx, base, args[1], manifests[1], opt.New); err != nil {
 			return fmt.Errorf("new: %w", err)
 		}
 	}

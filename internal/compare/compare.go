@@ -277,6 +277,14 @@ func Read(ctx context.Context, dir, manifest string, key []string, keep Filter) 
 	return out, read(ctx, dir, manifest, out)
 }
 
+// ReadNew reads the other side of a comparison with base (the same join; the new run's
+// filter keep), its keys numbered with base's.
+func ReadNew(ctx context.Context, base *Run, dir, manifest string, keep Filter) (*Run, error) {
+	out := newRun(base.key, keep)
+	out.groups, out.keys = base.groups, base.keys
+	return out, read(ctx, dir, manifest, out)
+}
+
 // ReadSame reads one run, once, as both sides of a comparison: the run compared with
 // itself, across backends or hardware (the two filters), or against itself (an A/A
 // check). The sides are what Read makes of each.
