@@ -139,14 +139,16 @@ func (r *Row) Spread(name string) (lo, hi float64, how string, ok bool) {
 		sort.Float64s(s)
 		return checked(v, quantile(s, 0.25), quantile(s, 0.75), fmt.Sprintf("IQR of %d samples", len(s)))
 	}
-	if lo, hi, ok := r.pair(name, "_lo", "_hi"); ok {
-		return checked(v, lo, hi, "lo–hi")
-	}
-	if lo, hi, ok := r.pair(name, "_p25", "_p75"); ok {
-		return checked(v, lo, hi, "IQR")
-	}
-	if lo, hi, ok := r.minMax(name); ok {
-		return checked(v, lo, hi, "min–max")
+	if len(r.Metrics) >= 3 { // a recorded pair is two metrics beside the value
+		if lo, hi, ok := r.pair(name, "_lo", "_hi"); ok {
+			return checked(v, lo, hi, "lo–hi")
+		}
+		if lo, hi, ok := r.pair(name, "_p25", "_p75"); ok {
+			return checked(v, lo, hi, "IQR")
+		}
+		if lo, hi, ok := r.minMax(name); ok {
+			return checked(v, lo, hi, "min–max")
+		}
 	}
 	if DirectionOf(name) == Higher {
 		if t, ok := r.Primary(); ok && t != name && DirectionOf(t) == Lower {
