@@ -277,9 +277,8 @@ func (b *argsBuilder) object(d *pyjson.Decoder, parent int32) error {
 					text = text[1:]
 				}
 				// an integer, written as it stands; as its nearest float
-				if i, err := strconv.ParseInt(string(text), 10, 64); err == nil && i >= -1<<53 && i <= 1<<53 {
-					n.num = float64(i) // exactly
-				} else {
+				var ok bool
+				if n.num, ok = smallInt(text); !ok {
 					n.num, _ = strconv.ParseFloat(string(text), 64)
 				}
 			} else {
@@ -384,4 +383,22 @@ func (b *argsBuilder) tree(parent int32, o *pyjson.Object) {
 		b.nodes = append(b.nodes, n)
 		b.leaf([]byte(m.Key), []byte(value))
 	}
+}
+
+// smallInt is the nearest float to an integer's text (checked: an optional minus and
+// digits) of at most 18 digits, which an int64 holds (its conversion rounds as
+// ParseFloat does).
+func smallInt(text []byte) (float64, bool) {
+	digits := bytes.TrimPrefix(text, []byte("-"))
+	if len(digits) == 0 || len(digits) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range digits {
+		n = n*10 + int64(c-'0')
+	}
+	if len(digits) < len(text) {
+		n = -n
+	}
+	return float64(n), true
 }

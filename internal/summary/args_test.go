@@ -35,6 +35,7 @@ var argsDocs = []string{
 	`{"s": "a\"b\\c\u00e9\ud83d\ude00", "t": "é", "u": "", "v": "\u0000"}`,
 	`{"k\u00e9y": 1, "z": 2, "a": 3, "b": 4.5}`,
 	`{"t": true, "f": false, "n": null}`,
+	`{"a": 999999999999999, "b": -999999999999999, "c": 9007199254740993, "d": -9007199254740993, "e": 0, "f": 7, "g": 999999999999999999, "h": 1000000000000000001}`,
 	`{"a": {"dtype": 3}, "b": {"dtype": "x", "scale": 1}, "c": {}, "d": {"e": {"dtype": "fp8"}}, "g": {"dtype": {"dtype": "fp4"}}}`,
 	`{"causal": true, "batch_size": 2, "seq_len_q": 1024, "seq_len_kv": 1024, "num_heads": 32, "num_heads_kv": 8, "head_dim": 128, "dtype_q": "bf16"}`,
 	`{"num_tokens": 64, "hidden": 7168, "intermediate": 2048, "num_experts": 256, "top_k": 8, "n_shared_experts": 1, "dtype_weight": "fp8", "dtype_act": "bf16"}`,
