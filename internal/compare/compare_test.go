@@ -15,7 +15,8 @@ import (
 func row(m int, backend, status string, kv ...any) results.Row {
 	args := pyjson.Obj("m", m, "n", 64, "k", 64)
 	key, _ := pyjson.Marshal(args, pyjson.Identity)
-	a := summary.NewArgs(args)
+	text, _ := pyjson.Marshal(args, pyjson.Default) // in its order, as a row writes it
+	a, _ := summary.ParseArgs(text)
 	r := results.Row{Testlist: "t", OpType: "gemm", Args: a, ArgsKey: string(key), ArgsLabel: a.Label(),
 		Backend: backend, Cluster: "h200", WorldSize: 1, Status: status,
 		Metrics: map[string]float64{}, Samples: map[string][]float64{}}

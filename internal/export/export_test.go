@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/sol"
 	"github.com/semianalysis/opx/internal/summary"
@@ -19,8 +18,8 @@ import (
 // An ok GEMM row on a known family gets its place against the limits; others get empty
 // columns (the numbers are sol's, tested there).
 func TestJudgedColumns(t *testing.T) {
-	args, _ := pyjson.Parse([]byte(`{"m": 4096, "n": 7168, "k": 2048, "a": {"dtype": "bf16"}, "b": {"dtype": "bf16"}, "out": "bf16"}`))
-	r := results.Row{OpType: "gemm", Args: summary.NewArgs(args.(*pyjson.Object)), Runner: "cluster:h100-dsxe", WorldSize: 1, Status: "ok",
+	args, _ := summary.ParseArgs([]byte(`{"m": 4096, "n": 7168, "k": 2048, "a": {"dtype": "bf16"}, "b": {"dtype": "bf16"}, "out": "bf16"}`))
+	r := results.Row{OpType: "gemm", Args: args, Runner: "cluster:h100-dsxe", WorldSize: 1, Status: "ok",
 		Metrics: map[string]float64{"latency_us": 412}, MetricOrder: []string{"latency_us"}}
 	got := strings.Join(judged(&r), ",")
 	if got != "1.20259e+11,1.04858e+08,291.891,0.254509,29.5137,7.59728,1146.88,compute,29.5137,false,formula," {

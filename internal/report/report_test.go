@@ -18,7 +18,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/summary"
 	"github.com/semianalysis/opx/internal/testenv"
@@ -274,10 +273,10 @@ func hasColour(img image.Image, c color.RGBA) bool {
 // A row above its hardware's limit is impossible: counted in a tile, listed in the data,
 // flagged in the table.
 func TestReportFlagsImpossibleRows(t *testing.T) {
-	args, _ := pyjson.Parse([]byte(`{"m": 4096, "n": 7168, "k": 2048, "a": {"dtype": "bf16"}, "b": {"dtype": "bf16"}, "out": "bf16"}`))
+	args, _ := summary.ParseArgs([]byte(`{"m": 4096, "n": 7168, "k": 2048, "a": {"dtype": "bf16"}, "b": {"dtype": "bf16"}, "out": "bf16"}`))
 	row := func(lat float64) results.Row {
 		return results.Row{Shard: "s", Testlist: "t", OpType: "gemm", Backend: "vllm", Cluster: "h100_dgxc_8x", Runner: "cluster:h100-dsxe",
-			WorldSize: 1, Args: summary.NewArgs(args.(*pyjson.Object)), ArgsLabel: "m=4096", Status: "ok", Metrics: map[string]float64{"latency_us": lat},
+			WorldSize: 1, Args: args, ArgsLabel: "m=4096", Status: "ok", Metrics: map[string]float64{"latency_us": lat},
 			MetricOrder: []string{"latency_us"}}
 	}
 	run := &results.Run{Summary: &summary.Report{}}

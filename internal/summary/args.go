@@ -112,21 +112,6 @@ func (a *Args) Numbers() iter.Seq2[string, float64] {
 	}
 }
 
-// NewArgs is the Args of an args object built elsewhere (a test's, a ledger's).
-func NewArgs(o *pyjson.Object) Args {
-	text, err := pyjson.Marshal(o, pyjson.Identity)
-	if err != nil { // not from a parse: a value JSON cannot hold; its label stands for it
-		text = nil
-	}
-	var b argsBuilder
-	b.reset()
-	b.tree(-1, o)
-	if text == nil {
-		text = b.label
-	}
-	return b.done(text)
-}
-
 // ParseArgs reads the text of an args object (as a document writes it, or as the case
 // key has it).
 func ParseArgs(text []byte) (Args, error) {

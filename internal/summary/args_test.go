@@ -19,7 +19,7 @@ func TestLabelFlattensArgsInOrder(t *testing.T) {
 		t.Fatalf("label %q, %v", a.Label(), err)
 	}
 	v, _ := pyjson.Parse([]byte(doc))
-	if b := NewArgs(v.(*pyjson.Object)); b.Label() != want {
+	if b := treeArgs(v.(*pyjson.Object)); b.Label() != want {
 		t.Fatalf("label of the tree %q", b.Label())
 	}
 }
@@ -63,7 +63,7 @@ func TestParseArgsIsTheTree(t *testing.T) {
 			t.Fatalf("%s: %v", doc, err)
 		}
 		o := v.(*pyjson.Object)
-		tree := NewArgs(o)
+		tree := treeArgs(o)
 		a, err := ParseArgs([]byte(doc))
 		if err != nil {
 			t.Fatalf("%s: %v", doc, err)
@@ -246,4 +246,19 @@ func TestRowsArgsAreTheirOwn(t *testing.T) {
 		slices.Reverse(rows)
 		slices.Reverse(want)
 	}
+}
+
+// treeArgs is the Args of an args object built as a tree: what the one pass is held to.
+func treeArgs(o *pyjson.Object) Args {
+	text, err := pyjson.Marshal(o, pyjson.Identity)
+	if err != nil { // not from a parse: a value JSON cannot hold; its label stands for it
+		text = nil
+	}
+	var b argsBuilder
+	b.reset()
+	b.tree(-1, o)
+	if text == nil {
+		text = b.label
+	}
+	return b.done(text)
 }
