@@ -324,9 +324,7 @@ func read(ctx context.Context, dir, manifest string, outs ...*Run) error {
 			}
 		}
 		made = slices.Grow(made[:0], len(rows))[:len(rows)]
-		for i := range made {
-			made[i] = judged{id: -1}
-		}
+		clear(made)
 		for _, out := range outs {
 			out.add(rows, made)
 		}
@@ -348,8 +346,8 @@ type judged struct {
 	ignored int
 	example string
 	ok      bool
-	id      int32   // its join key's number in keys (-1 until numbered)
-	keys    *keyIDs // the numbers id is one of
+	id      int32   // its join key's number in keys
+	keys    *keyIDs // the numbers id is one of (nil until numbered)
 }
 
 // keyIDs number the join keys of a comparison in the order first met: its two sides,
@@ -397,18 +395,19 @@ func (s *Run) add(rows []results.Row, made []judged) {
 		if !s.keep.keeps(r) {
 			continue
 		}
-		if !made[i].ok {
-			made[i] = s.entryOf(r)
+		j := &made[i]
+		if !j.ok {
+			s.judge(r, j)
 		}
-		x := made[i].x
-		s.IgnoredSpreads += made[i].ignored
+		x := j.x
+		s.IgnoredSpreads += j.ignored
 		if s.spreadExample == "" {
-			s.spreadExample = made[i].example
+			s.spreadExample = j.example
 		}
-		if made[i].id < 0 || made[i].keys != s.keys { // the sides read together share the row's number
-			made[i].id, made[i].keys = s.keys.id(r.KeyOf(s.key)), s.keys
+		if j.keys != s.keys { // numbered once for the sides read together
+			j.id, j.keys = s.keys.id(r.KeyOf(s.key)), s.keys
 		}
-		id := made[i].id
+		id := j.id
 		if int(id) >= len(s.at) { // room for every key numbered so far (what is past len is zero)
 			s.at = slices.Grow(s.at, len(s.keys.list)-len(s.at))[:len(s.keys.list)]
 		}
@@ -425,9 +424,8 @@ func (s *Run) add(rows []results.Row, made []judged) {
 	}
 }
 
-// entryOf is a row as compare keeps it.
-func (s *Run) entryOf(r *results.Row) judged {
-	var j judged
+// judge works out the row as compare keeps it, into j.
+func (s *Run) judge(r *results.Row, j *judged) {
 	g := group{intern(r.Testlist), intern(r.OpType), intern(r.Backend), intern(r.Cluster), r.WorldSize}
 	gp := s.groups[g]
 	if gp == nil {
@@ -454,7 +452,6 @@ func (s *Run) entryOf(r *results.Row) judged {
 		x.metrics = append(x.metrics, value{name: wordOf(k), v: v, lo: lo, hi: hi, how: wordOf(how)})
 	}
 	j.x, j.ok = x, true
-	return j
 }
 
 // finish records what the run says of itself once its rows are in: its names and the
@@ -617,8 +614,6 @@ func Join(base, nw *Run, opt Options) *Result {
 	wg.Wait()
 	for i := range res.cases {
 		res.Counts[res.cases[i].class]++
-	}
-	for i := range res.cases {
 		res.cases[i].rank = rank(res.cases[i].class)
 	}
 	slices.SortFunc(res.cases, func(a, b joined) int {
