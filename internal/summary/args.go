@@ -27,7 +27,7 @@ type Args struct {
 type argNode struct {
 	parent   int32 // the object member it is in; -1 at the top
 	kind     byte
-	key, val span // in Args.s: its key, and a string's value
+	key, val span // in Args.s after the label: its key, and a string's value
 	num      float64
 }
 
