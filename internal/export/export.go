@@ -390,8 +390,9 @@ type solRecord struct {
 // sixDigits is a judged number as the CSV writes it: 6 significant digits.
 func sixDigits(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
 
-// g6 is x as the CSV writes it, read back.
+// g6 is x as the CSV writes it, read back (its text in a buffer of its own: nine a row).
 func g6(x float64) float64 {
-	f, _ := strconv.ParseFloat(sixDigits(x), 64)
+	var room [32]byte
+	f, _ := strconv.ParseFloat(string(strconv.AppendFloat(room[:0], x, 'g', 6, 64)), 64)
 	return f
 }
