@@ -154,6 +154,9 @@ func (b *argsBuilder) read(d *pyjson.Decoder, doc []byte) (Args, error) {
 	if err := b.object(d, -1); err != nil {
 		return Args{}, err
 	}
+	if !b.slow {
+		b.key = b.canonical(b.key[:0], -1) // which finds a repeated key
+	}
 	if b.slow {
 		raw := bytes.TrimRight(doc[start:d.Offset()], " \t\r\n")
 		v, err := pyjson.Parse(raw)
@@ -168,7 +171,6 @@ func (b *argsBuilder) read(d *pyjson.Decoder, doc []byte) (Args, error) {
 		b.tree(-1, v.(*pyjson.Object))
 		return b.done(key), nil
 	}
-	b.key = b.canonical(b.key, -1)
 	return b.done(b.key), nil
 }
 
@@ -205,12 +207,8 @@ func (b *argsBuilder) leaf(key, value []byte) {
 
 // object reads the object at d, its members under parent.
 func (b *argsBuilder) object(d *pyjson.Decoder, parent int32) error {
-	first := len(b.nodes)
 	return d.Object(func(key []byte) error {
 		b.slow = b.slow || !plain(key)
-		for i := first; i < len(b.nodes) && !b.slow; i++ {
-			b.slow = b.nodes[i].parent == parent && bytes.Equal(b.kept(b.nodes[i].key), key)
-		}
 		n := argNode{parent: parent, key: b.keep(key)}
 		at := len(b.nodes)
 		switch d.Kind() {
@@ -257,13 +255,11 @@ func (b *argsBuilder) object(d *pyjson.Decoder, parent int32) error {
 			n.kind = argFalse
 		default:
 			n.kind = argNumber
-			if (text[0] == '-' || (text[0] >= '0' && text[0] <= '9')) && !bytes.ContainsAny(text, ".eE") && string(text) != "-Infinity" {
+			if f, isInt, exact := integer(text); isInt { // written as it stands; as its nearest float
 				if string(text) == "-0" { // Python's int: 0
 					text = text[1:]
 				}
-				// an integer, written as it stands; as its nearest float
-				var ok bool
-				if n.num, ok = smallInt(text); !ok {
+				if n.num = f; !exact {
 					n.num, _ = strconv.ParseFloat(string(text), 64)
 				}
 			} else {
@@ -290,7 +286,12 @@ func (b *argsBuilder) canonical(dst []byte, at int32) []byte {
 		}
 	}
 	for i := 1; i < len(kids); i++ { // a few: put in order in place
-		for j := i; j > 0 && bytes.Compare(b.kept(b.nodes[kids[j]].key), b.kept(b.nodes[kids[j-1]].key)) < 0; j-- {
+		for j := i; j > 0; j-- {
+			c := bytes.Compare(b.kept(b.nodes[kids[j]].key), b.kept(b.nodes[kids[j-1]].key))
+			b.slow = b.slow || c == 0 // a repeated key: the tree's (Python keeps the last value in the first one's place)
+			if c >= 0 {
+				break
+			}
 			kids[j], kids[j-1] = kids[j-1], kids[j]
 		}
 	}
@@ -370,20 +371,26 @@ func (b *argsBuilder) tree(parent int32, o *pyjson.Object) {
 	}
 }
 
-// smallInt is the nearest float to an integer's text (checked: an optional minus and
-// digits) of at most 18 digits, which an int64 holds (its conversion rounds as
-// ParseFloat does).
-func smallInt(text []byte) (float64, bool) {
+// integer is whether a number's text (checked) is an integer — an optional minus and
+// digits — and its nearest float when it has at most 18 digits, which an int64 holds
+// (exact: its conversion rounds as ParseFloat does).
+func integer(text []byte) (f float64, isInt, exact bool) {
 	digits := bytes.TrimPrefix(text, []byte("-"))
-	if len(digits) == 0 || len(digits) > 18 {
-		return 0, false
+	if len(digits) == 0 {
+		return 0, false, false
 	}
 	var n int64
 	for _, c := range digits {
-		n = n*10 + int64(c-'0')
+		if c < '0' || c > '9' {
+			return 0, false, false // a float, NaN, Infinity or -Infinity
+		}
+		n = n*10 + int64(c-'0') // wraps past 18 digits, and is then not used
+	}
+	if len(digits) > 18 {
+		return 0, true, false
 	}
 	if len(digits) < len(text) {
 		n = -n
 	}
-	return float64(n), true
+	return float64(n), true, true
 }
