@@ -421,7 +421,11 @@ func (b *builder) packed() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := b.data(zw); err != nil {
+	// the data is written on one core and compressed on another: a pipe between them
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(b.data(pw)) }()
+	if _, err := io.Copy(zw, pr); err != nil {
+		pr.CloseWithError(err)
 		return "", err
 	}
 	if err := zw.Close(); err != nil {
