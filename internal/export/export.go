@@ -390,9 +390,8 @@ type solRecord struct {
 // sixDigits is a judged number as the CSV writes it: 6 significant digits.
 func sixDigits(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
 
-// g6 is x as the CSV writes it, read back (its text in a buffer of its own: nine a row).
+// g6 is x as the CSV writes it, read back.
 func g6(x float64) float64 {
-	var room [32]byte
-	f, _ := strconv.ParseFloat(string(strconv.AppendFloat(room[:0], x, 'g', 6, 64)), 64)
+	f, _ := strconv.ParseFloat(sixDigits(x), 64)
 	return f
 }
