@@ -298,7 +298,7 @@ func (d *Decoder) canonical(dst []byte) ([]byte, error) {
 				dst = append(dst, ", "...)
 			}
 			n++
-			dst = appendText(dst, m.key)
+			dst = AppendQuoted(dst, m.key)
 			dst = append(dst, ": "...)
 			dst = append(dst, d.scratch[m.lo-start:m.hi-start]...)
 		}
@@ -334,19 +334,30 @@ func (d *Decoder) canonical(dst []byte) ([]byte, error) {
 		return dst, err
 	}
 	text := p.data[start:p.pos]
+	dst, ok := AppendLiteral(dst, text)
+	if !ok {
+		return dst, p.errorf("bad number %q", text)
+	}
+	return dst, nil
+}
+
+// AppendLiteral appends a number's or a literal's text (as Decoder.Literal gives it) as
+// json.dumps writes the value Parse builds of it: an integer as written (-0 as 0), a float
+// as Python writes it, null, true, false, NaN, Infinity and -Infinity as they stand.
+func AppendLiteral(dst, text []byte) (_ []byte, ok bool) {
 	switch {
 	case text[0] != '-' && (text[0] < '0' || text[0] > '9'), bytes.Equal(text, []byte("-Infinity")):
-		return append(dst, text...), nil // null, true, false, NaN, Infinity: written as read
+		return append(dst, text...), true // null, true, false, NaN, Infinity: written as read
 	case bytes.ContainsAny(text, ".eE"):
 		f, err := strconv.ParseFloat(string(text), 64)
 		if err != nil && !math.IsInf(f, 0) {
-			return dst, p.errorf("bad number %q", text)
+			return dst, false
 		}
-		return append(dst, FloatRepr(f)...), nil
+		return append(dst, FloatRepr(f)...), true
 	case string(text) == "-0":
-		return append(dst, '0'), nil
+		return append(dst, '0'), true
 	}
-	return append(dst, text...), nil
+	return append(dst, text...), true
 }
 
 // plain is whether a string's text is written by json.dumps as it stands: printable ASCII
@@ -360,8 +371,9 @@ func plain(s []byte) bool {
 	return true
 }
 
-// appendText is a key's JSON string (its text as it stands when it needs no escape).
-func appendText(dst, key []byte) []byte {
+// AppendQuoted appends s (a key, or a string's text unescaped) as json.dumps writes a
+// string: as it stands when it needs no escape.
+func AppendQuoted(dst, key []byte) []byte {
 	if plain(key) {
 		return append(append(append(dst, '"'), key...), '"')
 	}

@@ -138,8 +138,7 @@ type argsBuilder struct {
 	nodes  []argNode
 	key    []byte // the key's text
 	// slow is whether the one pass leaves the args to the tree: a list (labelled as
-	// JSON), a repeated key (Python keeps the last value in the first one's place), or a
-	// key or string the key's text escapes
+	// JSON) or a repeated key (Python keeps the last value in the first one's place)
 	slow bool
 }
 
@@ -208,7 +207,6 @@ func (b *argsBuilder) leaf(key, value []byte) {
 // object reads the object at d, its members under parent.
 func (b *argsBuilder) object(d *pyjson.Decoder, parent int32) error {
 	return d.Object(func(key []byte) error {
-		b.slow = b.slow || !plain(key)
 		n := argNode{parent: parent, key: b.keep(key)}
 		at := len(b.nodes)
 		switch d.Kind() {
@@ -237,7 +235,6 @@ func (b *argsBuilder) object(d *pyjson.Decoder, parent int32) error {
 				return err
 			}
 			n.kind, n.val = argString, span{uint32(lo), uint32(len(b.strs))}
-			b.slow = b.slow || !plain(b.kept(n.val))
 			b.nodes = append(b.nodes, n)
 			b.leaf(key, b.kept(n.val))
 			return nil
@@ -255,19 +252,14 @@ func (b *argsBuilder) object(d *pyjson.Decoder, parent int32) error {
 			n.kind = argFalse
 		default:
 			n.kind = argNumber
-			if f, isInt, exact := integer(text); isInt { // written as it stands; as its nearest float
-				if string(text) == "-0" { // Python's int: 0
-					text = text[1:]
-				}
-				if n.num = f; !exact {
-					n.num, _ = strconv.ParseFloat(string(text), 64)
-				}
-			} else {
-				n.num, _ = strconv.ParseFloat(string(text), 64) // NaN, Infinity and -Infinity too
-				text = []byte(pyjson.FloatRepr(n.num))          // a float, written as Python writes it
-			}
 		}
-		n.val = b.keep(text)
+		lo := len(b.strs)
+		b.strs, _ = pyjson.AppendLiteral(b.strs, text) // checked by Literal: as the key writes it
+		n.val = span{uint32(lo), uint32(len(b.strs))}
+		if n.kind == argNumber {
+			// its nearest float (an integer's too; NaN, Infinity and -Infinity as such)
+			n.num, _ = strconv.ParseFloat(string(b.kept(n.val)), 64)
+		}
 		b.nodes = append(b.nodes, n)
 		b.leaf(key, b.kept(n.val))
 		return nil
@@ -275,8 +267,8 @@ func (b *argsBuilder) object(d *pyjson.Decoder, parent int32) error {
 }
 
 // canonical appends the members of the object at (-1: the args) as json.dumps(args,
-// sort_keys=True) writes them, from their text kept; the args have no list, no repeated
-// key and nothing it escapes.
+// sort_keys=True) writes them, from their text kept (pyjson writes each key, string and
+// number); the args have no list, and a repeated key found here is the tree's.
 func (b *argsBuilder) canonical(dst []byte, at int32) []byte {
 	var room [16]int32
 	kids := room[:0]
@@ -301,12 +293,12 @@ func (b *argsBuilder) canonical(dst []byte, at int32) []byte {
 			dst = append(dst, ", "...)
 		}
 		n := &b.nodes[k]
-		dst = append(append(append(dst, '"'), b.kept(n.key)...), `": `...)
+		dst = append(pyjson.AppendQuoted(dst, b.kept(n.key)), ": "...)
 		switch n.kind {
 		case argObject:
 			dst = b.canonical(dst, k)
 		case argString:
-			dst = append(append(append(dst, '"'), b.kept(n.val)...), '"')
+			dst = pyjson.AppendQuoted(dst, b.kept(n.val))
 		case argTrue:
 			dst = append(dst, "true"...)
 		case argFalse:
@@ -318,17 +310,6 @@ func (b *argsBuilder) canonical(dst []byte, at int32) []byte {
 		}
 	}
 	return append(dst, '}')
-}
-
-// plain is whether json.dumps writes a string's text as it stands: printable ASCII with
-// no quote or backslash.
-func plain(s []byte) bool {
-	for _, c := range s {
-		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
 }
 
 // tree adds an object's members, built already, under parent.
@@ -369,28 +350,4 @@ func (b *argsBuilder) tree(parent int32, o *pyjson.Object) {
 		b.nodes = append(b.nodes, n)
 		b.leaf([]byte(m.Key), []byte(value))
 	}
-}
-
-// integer is whether a number's text (checked) is an integer — an optional minus and
-// digits — and its nearest float when it has at most 18 digits, which an int64 holds
-// (exact: its conversion rounds as ParseFloat does).
-func integer(text []byte) (f float64, isInt, exact bool) {
-	digits := bytes.TrimPrefix(text, []byte("-"))
-	if len(digits) == 0 {
-		return 0, false, false
-	}
-	var n int64
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return 0, false, false // a float, NaN, Infinity or -Infinity
-		}
-		n = n*10 + int64(c-'0') // wraps past 18 digits, and is then not used
-	}
-	if len(digits) > 18 {
-		return 0, true, false
-	}
-	if len(digits) < len(text) {
-		n = -n
-	}
-	return float64(n), true, true
 }
