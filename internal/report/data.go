@@ -421,11 +421,7 @@ func (b *builder) packed() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// the data is written on one core and compressed on another: a pipe between them
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(b.data(pw)) }()
-	if _, err := io.Copy(zw, pr); err != nil {
-		pr.CloseWithError(err)
+	if err := b.data(zw); err != nil {
 		return "", err
 	}
 	if err := zw.Close(); err != nil {
