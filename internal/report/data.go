@@ -26,12 +26,14 @@ import (
 // and the rows grouped by message. A row costs about 40 bytes here, whatever its size in
 // the results file.
 type builder struct {
-	cases    dict // testlist · op · args label
-	caseInfo []caseInfo
-	series   dict     // backend on cluster ×world size
-	serFam   []string // each series' hardware family
-	serOf    map[serKey]int32
-	thrName  map[string]string // op type → its throughput metric (the first ok row's)
+	cases     map[caseKey]int32 // a case's place in caseInfo
+	caseInfo  []caseInfo
+	testlists dict // the cases' testlists and op types, numbered for the page
+	ops       dict
+	series    dict     // backend on cluster ×world size
+	serFam    []string // each series' hardware family
+	serOf     map[serKey]int32
+	thrName   map[string]string // op type → its throughput metric (the first ok row's)
 	// the rows, by column
 	caseOf, seriesOf []int32
 	status           []uint8 // 0 ok, 1 unsupported, 2 error, 3 other
@@ -48,8 +50,12 @@ type builder struct {
 	counters         counterRows // counters-mode rows
 }
 
+// caseKey is a case as the page shows it: its testlist, op type and args label.
+type caseKey struct{ testlist, op, label string }
+
 type caseInfo struct {
 	testlist, op, label string
+	tl, o               int32 // testlist and op type by number
 	size                float64
 }
 
@@ -96,8 +102,7 @@ func (b *builder) expect(run *results.Run) {
 			n += s.RequestedShapes
 		}
 	}
-	b.cases.index = make(map[string]int32, n)
-	b.cases.list = make([]string, 0, n)
+	b.cases = make(map[caseKey]int32, n)
 	b.caseInfo = make([]caseInfo, 0, n)
 }
 
@@ -108,9 +113,17 @@ func newBuilder() *builder {
 var statusCode = map[string]uint8{"ok": 0, "unsupported": 1, "error": 2}
 
 func (b *builder) add(r *results.Row) {
-	c, isNew := b.cases.id(r.Testlist + " · " + r.OpType + " · " + r.ArgsLabel)
-	if isNew {
-		b.caseInfo = append(b.caseInfo, caseInfo{r.Testlist, r.OpType, strings.Clone(r.ArgsLabel), size(r.OpType, &r.Args)})
+	c, known := b.cases[caseKey{r.Testlist, r.OpType, r.ArgsLabel}]
+	if !known {
+		if b.cases == nil {
+			b.cases = map[caseKey]int32{}
+		}
+		c = int32(len(b.caseInfo))
+		k := caseKey{r.Testlist, r.OpType, strings.Clone(r.ArgsLabel)}
+		b.cases[k] = c
+		tl, _ := b.testlists.id(k.testlist)
+		o, _ := b.ops.id(k.op)
+		b.caseInfo = append(b.caseInfo, caseInfo{k.testlist, k.op, k.label, tl, o, size(r.OpType, &r.Args)})
 	}
 	sk := serKey{r.Backend, r.Cluster, r.WorldSize}
 	s, known := b.serOf[sk]
@@ -313,18 +326,52 @@ func (b *builder) groups(status string) ([]msgGroup, int) {
 // digits; null where a row has no value).
 func (b *builder) data(w io.Writer) error {
 	caseAI := b.caseIntensity()
-	cases, dicts := b.dictionaries(caseAI)
-	head, err := json.Marshal(dicts)
+	head, err := json.Marshal(b.dictionaries())
 	if err != nil {
 		return err
 	}
 	sb := bufio.NewWriterSize(w, 64<<10)
-	// the cases first, encoded on every core a chunk at a time and written in order, then
-	// the other dictionaries
-	sb.WriteString(`{"cases":[`)
+	// column writes a column of n values, each v(i)'s JSON text
+	column := func(name string, n int, v func(i int) string) {
+		sb.WriteString(`,"` + name + `":[`)
+		for i := range n {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString(v(i))
+		}
+		sb.WriteByte(']')
+	}
+	ints := func(name string, n int, v func(i int) int64) {
+		column(name, n, func(i int) string { return strconv.FormatInt(v(i), 10) })
+	}
+	floats := func(name string, xs []float64) { column(name, len(xs), func(i int) string { return num(xs[i]) }) }
+	// the cases first, as columns: testlist and op type by number, args label, size and
+	// arithmetic intensity (the script makes each case's object of them)
+	tl, err := json.Marshal(b.testlists.list)
+	var ol []byte
+	if err == nil {
+		ol, err = json.Marshal(b.ops.list)
+	}
+	if err != nil {
+		return err
+	}
+	sb.WriteString(`{"cases":{"tl":`)
+	sb.Write(tl)
+	sb.WriteString(`,"ol":`)
+	sb.Write(ol)
+	nc := len(b.caseInfo)
+	ints("t", nc, func(i int) int64 { return int64(b.caseInfo[i].tl) })
+	ints("o", nc, func(i int) int64 { return int64(b.caseInfo[i].o) })
+	// the labels, quoted on every core a chunk at a time and written in order
+	sb.WriteString(`,"a":[`)
 	const chunk = 4096
-	err = par.Ordered(context.Background(), (len(cases)+chunk-1)/chunk, 0, func(_ context.Context, i int) ([]byte, error) {
-		b, err := json.Marshal(cases[i*chunk : min((i+1)*chunk, len(cases))])
+	err = par.Ordered(context.Background(), (nc+chunk-1)/chunk, 0, func(_ context.Context, i int) ([]byte, error) {
+		labels := make([]string, 0, chunk)
+		for _, c := range b.caseInfo[i*chunk : min((i+1)*chunk, nc)] {
+			labels = append(labels, c.label)
+		}
+		b, err := json.Marshal(labels)
 		return b[1 : len(b)-1], err
 	}, func(i int, b []byte) error {
 		if i > 0 {
@@ -336,18 +383,11 @@ func (b *builder) data(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sb.WriteString("],")
+	sb.WriteByte(']')
+	column("x", nc, func(i int) string { return size4(b.caseInfo[i].size) })
+	floats("i", caseAI)
+	sb.WriteString("},")
 	sb.Write(head[1 : len(head)-1])
-	ints := func(name string, n int, v func(i int) int64) {
-		sb.WriteString(`,"` + name + `":[`)
-		for i := range n {
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			sb.WriteString(strconv.FormatInt(v(i), 10))
-		}
-		sb.WriteByte(']')
-	}
 	// pairs writes [row, value] for the rows keep picks: a sparse column
 	pairs := func(name string, keep func(i int) (string, bool)) {
 		sb.WriteString(`,"` + name + `":[`)
@@ -360,16 +400,6 @@ func (b *builder) data(w io.Writer) error {
 				first = false
 				sb.WriteString("[" + strconv.Itoa(i) + "," + v + "]")
 			}
-		}
-		sb.WriteByte(']')
-	}
-	floats := func(name string, xs []float64) {
-		sb.WriteString(`,"` + name + `":[`)
-		for i, x := range xs {
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			sb.WriteString(num(x))
 		}
 		sb.WriteByte(']')
 	}
@@ -448,9 +478,9 @@ func (b *builder) caseIntensity() []float64 {
 	return out
 }
 
-// dictionaries are the data's cases, series and their families' limits, throughput
-// metric names and impossible rows.
-func (b *builder) dictionaries(caseAI []float64) ([]caseOut, any) {
+// dictionaries are the data's series and their families' limits, throughput metric names
+// and impossible rows.
+func (b *builder) dictionaries() any {
 	type peakOut struct {
 		TFLOPS map[string]float64 `json:"tflops"`
 		HBM    float64            `json:"hbm"`
@@ -472,38 +502,21 @@ func (b *builder) dictionaries(caseAI []float64) ([]caseOut, any) {
 		}
 		dicts.Peaks[f] = peakOut{p.TFLOPS, p.HBM}
 	}
-	cases := make([]caseOut, len(b.caseInfo)) // 128,000 cases: made once, not grown
-	ai := make([]float64, len(b.caseInfo))
-	for i, c := range b.caseInfo {
-		cases[i] = caseOut{Testlist: c.testlist, Op: c.op, Label: c.label, Size: round4(c.size)}
-		if a := caseAI[i]; !math.IsNaN(a) {
-			ai[i], _ = strconv.ParseFloat(num(a), 64)
-			cases[i].AI = &ai[i]
-		}
-	}
 	for op, name := range b.thrName {
 		if name != "" {
 			dicts.ThrName[op], dicts.Units[op] = name, results.Unit(name)
 		}
 	}
-	return cases, dicts
+	return dicts
 }
 
-// caseOut is a case of the page's dictionary.
-type caseOut struct {
-	Testlist string   `json:"t"`
-	Op       string   `json:"o"`
-	Label    string   `json:"a"`
-	Size     float64  `json:"x"`
-	AI       *float64 `json:"i,omitempty"` // its arithmetic intensity, FLOP/byte
-}
-
-func round4(x float64) float64 {
+// size4 is a case's size (internal/report's size) to 4 significant digits as JSON, 0 when
+// it has none.
+func size4(x float64) string {
 	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
-		return 0
+		return "0"
 	}
-	f, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 4, 64), 64)
-	return f
+	return num(x)
 }
 
 // num is x to 4 significant digits as JSON, null when it is not a number.

@@ -78,7 +78,7 @@ func WriteFile(ctx context.Context, path, manifest, dir string) (verdict.Verdict
 	b := newBuilder()
 	var run *results.Run
 	err := results.Stream(ctx, manifest, dir, func(r *results.Run) { run = r }, func(sh *results.Shard, rows []results.Row) error {
-		if b.cases.index == nil { // the first shard: the run's shapes are known, and so about how many cases
+		if b.cases == nil { // the first shard: the run's shapes are known, and so about how many cases
 			b.expect(run)
 		}
 		for i := range rows {

@@ -46,6 +46,9 @@
   }).catch(function (e) { console.error("opx report: the page's data could not be read: " + e); });
 
   function start(D) {
+    // the cases travel as columns: each case's object is made of them once
+    var C = D.cases;
+    D.cases = C.a.map(function (a, k) { return {t: C.tl[C.t[k]], o: C.ol[C.o[k]], a: a, x: C.x[k], i: C.i[k]}; });
     var n = D.st.length;
     var statusName = ["ok", "unsupported", "error", "other"];
     var spread = {}, impossible = {};
@@ -58,7 +61,7 @@
     function att(i) { return i in attOther ? attOther[i] : D.attMost; }
     var aiOther = {};
     D.aiOther.forEach(function (p) { aiOther[p[0]] = p[1]; });
-    function ai(i) { if (i in aiOther) return aiOther[i]; var v = D.cases[D.c[i]].i; return v === undefined ? null : v; }
+    function ai(i) { if (i in aiOther) return aiOther[i]; return D.cases[D.c[i]].i; }
     function gs(i) { return i in gsOf ? gsOf[i] : null; }
     D.spread.forEach(function (s) { spread[s[0]] = [s[1], s[2]]; });
 

@@ -160,7 +160,9 @@ func TestReportContent(t *testing.T) {
 		"vllm has no fp8 gemm on this image",
 		"0123456789abcdef0123456789abcdef01234567", "sha256:" + strings.Repeat("a", 64), "h200-node-01", "20261201T000000Z-b200-abcde",
 		"default-src 'none'",
-		// the cases as data: dictionaries and columns
+		// the cases as data: dictionaries and columns, the cases' own as columns too
+		`"cases":{"tl":["gemm_perf"],"ol":["gemm"],"t":[0,0,0],"o":[0,0,0],"a":["m=64 n=4096 k=4096 a=bf16 b=bf16 out=bf16",`,
+		`"x":[2.147e+09,8.59e+09,2.147e+09],"i":[62.06,227.6,null]}`,
 		`"series":["vllm on h200 ×1","sglang on b200 ×1"]`, `"thrName":{"gemm":"tflops"}`, `"lat":[41.5,120.2,null,30.1,null,null]`,
 		`"spread":[[0,40.9,43.2],[1,118,125.5],[3,29.5,31]]`,
 		// the node's fingerprint, and the rows measured on its throttled GPU
