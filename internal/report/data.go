@@ -1,7 +1,6 @@
 package report
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -323,86 +322,97 @@ func (b *builder) groups(status string) ([]msgGroup, int) {
 
 // data writes the JSON the page's script draws: dictionaries of cases and series, the
 // throughput metric of each op type, and the rows as columns (numbers to 4 significant
-// digits; null where a row has no value).
+// digits; null where a row has no value). The text is made in pieces (a column's chunk
+// of rows, a dictionary) on every core and written to w in order, so compressing it (w)
+// goes on while the next pieces are made.
 func (b *builder) data(w io.Writer) error {
 	caseAI := b.caseIntensity()
 	head, err := json.Marshal(b.dictionaries())
 	if err != nil {
 		return err
 	}
-	sb := bufio.NewWriterSize(w, 64<<10)
-	// column writes a column of n values, each v(i)'s JSON text
-	column := func(name string, n int, v func(i int) string) {
-		sb.WriteString(`,"` + name + `":[`)
-		for i := range n {
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			sb.WriteString(v(i))
+	var pieces []func(dst []byte) ([]byte, error)
+	text := func(s string) {
+		pieces = append(pieces, func(dst []byte) ([]byte, error) { return append(dst, s...), nil })
+	}
+	// column is n values, each v(i)'s JSON text, in chunks of rows
+	const chunk = 8192
+	column := func(name string, n int, v func(dst []byte, i int) []byte) {
+		text(`,"` + name + `":[`)
+		for lo := 0; lo < n; lo += chunk {
+			pieces = append(pieces, func(dst []byte) ([]byte, error) {
+				for i := lo; i < min(lo+chunk, n); i++ {
+					if i > 0 {
+						dst = append(dst, ',')
+					}
+					dst = v(dst, i)
+				}
+				return dst, nil
+			})
 		}
-		sb.WriteByte(']')
+		text("]")
 	}
 	ints := func(name string, n int, v func(i int) int64) {
-		column(name, n, func(i int) string { return strconv.FormatInt(v(i), 10) })
+		column(name, n, func(dst []byte, i int) []byte { return strconv.AppendInt(dst, v(i), 10) })
 	}
-	floats := func(name string, xs []float64) { column(name, len(xs), func(i int) string { return num(xs[i]) }) }
+	floats := func(name string, xs []float64) {
+		column(name, len(xs), func(dst []byte, i int) []byte { return appendNum(dst, xs[i]) })
+	}
+	// pairs is [row, value] for the rows keep picks: a sparse column
+	pairs := func(name string, keep func(dst []byte, i int) ([]byte, bool)) {
+		pieces = append(pieces, func(dst []byte) ([]byte, error) {
+			dst = append(dst, `,"`+name+`":[`...)
+			first := true
+			for i := range len(b.status) {
+				at := len(dst)
+				if !first {
+					dst = append(dst, ',')
+				}
+				dst = append(strconv.AppendInt(append(dst, '['), int64(i), 10), ',')
+				var ok bool
+				if dst, ok = keep(dst, i); !ok {
+					dst = dst[:at]
+					continue
+				}
+				dst = append(dst, ']')
+				first = false
+			}
+			return append(dst, ']'), nil
+		})
+	}
 	// the cases first, as columns: testlist and op type by number, args label, size and
 	// arithmetic intensity (the script makes each case's object of them)
-	tl, err := json.Marshal(b.testlists.list)
-	var ol []byte
-	if err == nil {
-		ol, err = json.Marshal(b.ops.list)
-	}
-	if err != nil {
-		return err
-	}
-	sb.WriteString(`{"cases":{"tl":`)
-	sb.Write(tl)
-	sb.WriteString(`,"ol":`)
-	sb.Write(ol)
+	pieces = append(pieces, func(dst []byte) ([]byte, error) {
+		tl, err := json.Marshal(b.testlists.list)
+		if err != nil {
+			return nil, err
+		}
+		ol, err := json.Marshal(b.ops.list)
+		dst = append(append(append(append(dst, `{"cases":{"tl":`...), tl...), `,"ol":`...), ol...)
+		return dst, err
+	})
 	nc := len(b.caseInfo)
 	ints("t", nc, func(i int) int64 { return int64(b.caseInfo[i].tl) })
 	ints("o", nc, func(i int) int64 { return int64(b.caseInfo[i].o) })
-	// the labels, quoted on every core a chunk at a time and written in order
-	sb.WriteString(`,"a":[`)
-	const chunk = 4096
-	err = par.Ordered(context.Background(), (nc+chunk-1)/chunk, 0, func(_ context.Context, i int) ([]byte, error) {
-		labels := make([]string, 0, chunk)
-		for _, c := range b.caseInfo[i*chunk : min((i+1)*chunk, nc)] {
-			labels = append(labels, c.label)
-		}
-		b, err := json.Marshal(labels)
-		return b[1 : len(b)-1], err
-	}, func(i int, b []byte) error {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		_, err := sb.Write(b)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	sb.WriteByte(']')
-	column("x", nc, func(i int) string { return size4(b.caseInfo[i].size) })
-	floats("i", caseAI)
-	sb.WriteString("},")
-	sb.Write(head[1 : len(head)-1])
-	// pairs writes [row, value] for the rows keep picks: a sparse column
-	pairs := func(name string, keep func(i int) (string, bool)) {
-		sb.WriteString(`,"` + name + `":[`)
-		first := true
-		for i := range len(b.status) {
-			if v, ok := keep(i); ok {
-				if !first {
-					sb.WriteByte(',')
-				}
-				first = false
-				sb.WriteString("[" + strconv.Itoa(i) + "," + v + "]")
+	text(`,"a":[`)
+	for lo := 0; lo < nc; lo += chunk {
+		pieces = append(pieces, func(dst []byte) ([]byte, error) {
+			labels := make([]string, 0, chunk)
+			for _, c := range b.caseInfo[lo:min(lo+chunk, nc)] {
+				labels = append(labels, c.label)
 			}
-		}
-		sb.WriteByte(']')
+			text, err := json.Marshal(labels)
+			if lo > 0 {
+				dst = append(dst, ',')
+			}
+			return append(dst, text[1:len(text)-1]...), err
+		})
 	}
+	text("]")
+	column("x", nc, func(dst []byte, i int) []byte { return appendSize4(dst, b.caseInfo[i].size) })
+	floats("i", caseAI)
+	text("},")
+	text(string(head[1 : len(head)-1]))
 	n := len(b.status)
 	ints("c", n, func(i int) int64 { return int64(b.caseOf[i]) })
 	ints("s", n, func(i int) int64 { return int64(b.seriesOf[i]) })
@@ -412,7 +422,12 @@ func (b *builder) data(w io.Writer) error {
 	floats("sol", b.sol)
 	// intensity is the case's (its op and args) unless the harness reported its own
 	// flops or bytes: the case's in the dictionary, the rows that differ here
-	pairs("aiOther", func(i int) (string, bool) { v := num(b.ai[i]); return v, v != num(caseAI[b.caseOf[i]]) })
+	pairs("aiOther", func(dst []byte, i int) ([]byte, bool) {
+		at := len(dst)
+		dst = appendNum(dst, b.ai[i])
+		var room [32]byte
+		return dst, string(dst[at:]) != string(appendNum(room[:0], caseAI[b.caseOf[i]]))
+	})
 	floats("tf", b.tf)
 	// the attempt each row is from, as the most common one and the rows of any other, and
 	// each case's GPU-seconds only where recorded: sparse, as most runs have one attempt
@@ -424,18 +439,29 @@ func (b *builder) data(w io.Writer) error {
 			most = a
 		}
 	}
-	sb.WriteString(`,"attMost":` + strconv.Itoa(int(most)))
-	pairs("attOther", func(i int) (string, bool) { return strconv.Itoa(int(b.attempt[i])), b.attempt[i] != most })
-	pairs("gs", func(i int) (string, bool) { return num(b.gpuS[i]), !math.IsNaN(b.gpuS[i]) })
-	sb.WriteString(`,"spread":[`)
-	for i, sp := range b.spreads {
-		if i > 0 {
-			sb.WriteByte(',')
+	text(`,"attMost":` + strconv.Itoa(int(most)))
+	pairs("attOther", func(dst []byte, i int) ([]byte, bool) {
+		return strconv.AppendInt(dst, int64(b.attempt[i]), 10), b.attempt[i] != most
+	})
+	pairs("gs", func(dst []byte, i int) ([]byte, bool) { return appendNum(dst, b.gpuS[i]), !math.IsNaN(b.gpuS[i]) })
+	pieces = append(pieces, func(dst []byte) ([]byte, error) {
+		dst = append(dst, `,"spread":[`...)
+		for i, sp := range b.spreads {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendInt(append(dst, '['), int64(sp[0]), 10)
+			dst = appendNum(append(dst, ','), sp[1])
+			dst = append(appendNum(append(dst, ','), sp[2]), ']')
 		}
-		sb.WriteString("[" + strconv.Itoa(int(sp[0])) + "," + num(sp[1]) + "," + num(sp[2]) + "]")
-	}
-	sb.WriteString("]}")
-	return sb.Flush()
+		return append(dst, "]}"...), nil
+	})
+	return par.Ordered(context.Background(), len(pieces), 0, func(_ context.Context, i int) ([]byte, error) {
+		return pieces[i](nil)
+	}, func(_ int, text []byte) error {
+		_, err := w.Write(text)
+		return err
+	})
 }
 
 // packed is the page's data as its script reads it: the JSON gzip-compressed, as one
@@ -510,19 +536,19 @@ func (b *builder) dictionaries() any {
 	return dicts
 }
 
-// size4 is a case's size (internal/report's size) to 4 significant digits as JSON, 0 when
-// it has none.
-func size4(x float64) string {
+// appendSize4 appends a case's size (size) to 4 significant digits as JSON, 0 when it has
+// none.
+func appendSize4(dst []byte, x float64) []byte {
 	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
-		return "0"
+		return append(dst, '0')
 	}
-	return num(x)
+	return appendNum(dst, x)
 }
 
-// num is x to 4 significant digits as JSON, null when it is not a number.
-func num(x float64) string {
+// appendNum appends x to 4 significant digits as JSON, null when it is not a number.
+func appendNum(dst []byte, x float64) []byte {
 	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return "null"
+		return append(dst, "null"...)
 	}
-	return strconv.FormatFloat(x, 'g', 4, 64)
+	return strconv.AppendFloat(dst, x, 'g', 4, 64)
 }
