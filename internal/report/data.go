@@ -93,7 +93,8 @@ func (d *dict) id(s string) (int32, bool) {
 }
 
 // expect makes room for the run's cases (one per shape its shards request, per backend at
-// least): the case dictionary of a 128,000-case run is made once, not grown.
+// least) and their rows (one a case, as the ledger keeps them): the case dictionary and
+// the columns of a 128,000-case run are made once, not grown.
 func (b *builder) expect(run *results.Run) {
 	n := 0
 	if run != nil && run.Summary != nil {
@@ -103,6 +104,9 @@ func (b *builder) expect(run *results.Run) {
 	}
 	b.cases = make(map[caseKey]int32, n)
 	b.caseInfo = make([]caseInfo, 0, n)
+	b.caseOf, b.seriesOf, b.status = make([]int32, 0, n), make([]int32, 0, n), make([]uint8, 0, n)
+	b.lat, b.thr, b.sol, b.ai, b.tf = make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n)
+	b.attempt, b.gpuS = make([]int32, 0, n), make([]float64, 0, n)
 }
 
 func newBuilder() *builder {
