@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -89,9 +88,9 @@ type Row struct {
 	// measurement (missing, not finite or not positive): its Status is then "error" and
 	// its Message says why, in every command.
 	Invalid bool
-	key     string         // the case key it was settled by (Key), made once by the run's reader
-	metrics *pyjson.Object // its metrics as read, until it is shown (Metrics)
-	whole   bool           // read whole (not lean): it has its args, and its metrics until shown
+	key     string          // the case key it was settled by (Key), made once by the run's reader
+	metrics summary.Metrics // its metrics as read, until it is shown (Metrics)
+	whole   bool            // read whole (not lean): it has its args, and its metrics until shown
 }
 
 // Key is the stable case key (CaseKey): the same case in two runs has the same key. A
@@ -558,26 +557,19 @@ func shown(row *Row) {
 	row.ArgsLabel = row.Args.Label()
 	ms := row.metrics
 	row.metrics = nil
-	row.Metrics = map[string]float64{} // Samples is made when a row has a list
+	row.Metrics = make(map[string]float64, len(ms)) // Samples is made when a row has a list
 	if ms != nil {
-		row.MetricOrder = make([]string, 0, ms.Len())
-		for _, m := range ms.Members() {
-			if f, ok := number(m.Value); ok {
-				row.Metrics[m.Key] = f
-				row.MetricOrder = append(row.MetricOrder, m.Key)
-			} else if xs, ok := m.Value.([]pyjson.Value); ok {
-				var fs []float64
-				for _, x := range xs {
-					if f, ok := number(x); ok {
-						fs = append(fs, f)
-					}
+		row.MetricOrder = make([]string, 0, len(ms))
+		for i := range ms {
+			m := &ms[i]
+			if f, ok := m.Number(); ok {
+				row.Metrics[m.Name] = f
+				row.MetricOrder = append(row.MetricOrder, m.Name)
+			} else if xs := m.List(); len(xs) > 0 {
+				if row.Samples == nil {
+					row.Samples = map[string][]float64{}
 				}
-				if len(fs) > 0 {
-					if row.Samples == nil {
-						row.Samples = map[string][]float64{}
-					}
-					row.Samples[m.Key] = fs
-				}
+				row.Samples[m.Name] = xs
 			}
 		}
 	}
@@ -586,43 +578,22 @@ func shown(row *Row) {
 // invalid says why an ok row's metrics are no measurement (verdict.Invalid): its headline
 // metric — latency_us, else the first with a direction, as Primary picks it — missing,
 // not a number, not finite or not positive.
-func invalid(ms *pyjson.Object) string {
-	var name string
-	var raw pyjson.Value
-	if ms == nil {
-		return verdict.Invalid("", 0, nil, false)
-	}
-	for _, m := range ms.Members() {
-		if m.Key == "latency_us" {
-			name, raw = m.Key, m.Value
+func invalid(ms summary.Metrics) string {
+	var head *summary.Metric
+	for i := range ms {
+		if ms[i].Name == "latency_us" {
+			head = &ms[i]
 			break
 		}
-		if name == "" && DirectionOf(m.Key) != Neutral {
-			name, raw = m.Key, m.Value
+		if head == nil && DirectionOf(ms[i].Name) != Neutral {
+			head = &ms[i]
 		}
 	}
-	if name == "" {
+	if head == nil {
 		return verdict.Invalid("", 0, nil, false)
 	}
-	var f float64
-	switch x := raw.(type) {
-	case pyjson.Int:
-		f, _ = strconv.ParseFloat(string(x), 64)
-	case float64:
-		f = x
-	default:
-		return fmt.Sprintf("invalid measurement: %s is %s, not a number", name, safe.OneLine(pyjson.Scalar(raw)))
+	if head.Kind > summary.MetricFloat {
+		return fmt.Sprintf("invalid measurement: %s is %s, not a number", head.Name, safe.OneLine(head.Text()))
 	}
-	return verdict.Invalid(name, f, func() string { return pyjson.Scalar(raw) }, true)
-}
-
-func number(v pyjson.Value) (float64, bool) {
-	switch x := v.(type) {
-	case pyjson.Int:
-		f, err := strconv.ParseFloat(string(x), 64)
-		return f, err == nil
-	case float64:
-		return x, !math.IsNaN(x) && !math.IsInf(x, 0)
-	}
-	return 0, false
+	return verdict.Invalid(head.Name, head.Value, head.Text, true)
 }

@@ -54,7 +54,7 @@ func TestReadResultsAsTheSeedDoes(t *testing.T) {
 	r := f.Rows[0]
 	if f.Run.ID != "a" || !f.Run.HasID || f.Run.Hostname != "n1" || f.Run.Version != "0.3" || len(f.Run.Software) != 1 ||
 		r.OpType != "moe" || r.Backend != "torch" || r.Testlist != "t" || r.Message != "" || r.Status != "ok" ||
-		r.Args.Label() != "m=1" || r.Args.Text() != `{"m": 1}` || r.ArgsKey != `{"m": 1}` || r.Metrics == nil || r.Metrics.Len() != 1 {
+		r.Args.Label() != "m=1" || r.Args.Text() != `{"m": 1}` || r.ArgsKey != `{"m": 1}` || len(r.Metrics) != 1 || r.Metrics[0].Name != "latency_us" {
 		t.Errorf("read %+v, row %+v", f.Run, r)
 	}
 }
