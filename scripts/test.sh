@@ -138,8 +138,8 @@ for pkg in $(go list ./...); do
     done
     # a target whose cached corpus (GOCACHE/fuzz) takes longer than FUZZTIME to replay
     # checks what it replayed and fuzzes nothing new: say how far it got
-    got=$(grep -o 'execs: [0-9]*' <<<"$out" | tail -1)
-    [ -n "$got" ] || got="replayed $(grep -o 'baseline coverage: [0-9]*/[0-9]*' <<<"$out" | tail -1 | cut -d' ' -f3) inputs of its cached corpus, nothing new"
+    got=$(grep -o 'execs: [0-9]*' <<<"$out" | tail -1 || true)
+    [ -n "$got" ] || got="replayed $(grep -o 'baseline coverage: [0-9]*/[0-9]*' <<<"$out" | tail -1 | cut -d' ' -f3 || true) inputs of its cached corpus, nothing new"
     echo "fuzz $pkg $target ($FUZZTIME): $got"
   done
 done
