@@ -565,11 +565,11 @@ func shown(row *Row) {
 			if f, ok := m.Number(); ok {
 				row.Metrics[m.Name] = f
 				row.MetricOrder = append(row.MetricOrder, m.Name)
-			} else if xs := m.List(); len(xs) > 0 {
+			} else if len(m.List) > 0 {
 				if row.Samples == nil {
 					row.Samples = map[string][]float64{}
 				}
-				row.Samples[m.Name] = xs
+				row.Samples[m.Name] = m.List
 			}
 		}
 	}

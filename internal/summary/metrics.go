@@ -16,33 +16,13 @@ type Metrics []Metric
 // Metric is one member of a row's metrics.
 type Metric struct {
 	Name  string
-	Value float64 // MetricInt and MetricFloat: the number (an integer beyond a float's range is ±Inf)
 	Kind  MetricKind
-	more  *metricMore // what a number's Kind and Value do not say
-}
-
-// metricMore is what a metric holds beside a number's value, seldom: a list's numbers, and
-// what Text cannot make of Kind and Value — an integer's digits when a float does not
-// write them back, a string, null, true or false as pyjson.Scalar writes it, a list's or
-// an object's JSON as written.
-type metricMore struct {
-	list []float64
+	Value float64   // MetricInt and MetricFloat: the number (an integer beyond a float's range is ±Inf)
+	List  []float64 // MetricList: its items that are numbers (Number's rule), in order
+	// text is what Text cannot make of Kind and Value: an integer's digits when a float
+	// does not write them back, a string, null, true or false as pyjson.Scalar writes it,
+	// a list's or an object's JSON as written
 	text string
-}
-
-// List is a list's items that are numbers (Number's rule), in order.
-func (m *Metric) List() []float64 {
-	if m.more == nil {
-		return nil
-	}
-	return m.more.list
-}
-
-func (m *Metric) text() string {
-	if m.more == nil {
-		return ""
-	}
-	return m.more.text
 }
 
 // MetricKind is what a metric's value was written as.
@@ -68,18 +48,18 @@ func (m *Metric) Number() (float64, bool) {
 func (m *Metric) Text() string {
 	switch m.Kind {
 	case MetricInt:
-		if m.more != nil {
-			return m.text()
+		if m.text != "" {
+			return m.text
 		}
 		return strconv.FormatFloat(m.Value, 'f', -1, 64)
 	case MetricFloat:
 		return pyjson.FloatRepr(m.Value)
 	case MetricText:
-		return m.text()
+		return m.text
 	}
-	v, err := pyjson.Parse([]byte(m.text()))
+	v, err := pyjson.Parse([]byte(m.text))
 	if err != nil { // it was read as JSON
-		return m.text()
+		return m.text
 	}
 	return pyjson.Scalar(v)
 }
@@ -88,7 +68,7 @@ func (m *Metric) Text() string {
 func literal(text []byte) Metric {
 	switch {
 	case string(text) == "null", string(text) == "true", string(text) == "false":
-		return Metric{Kind: MetricText, more: literalText(text)}
+		return Metric{Kind: MetricText, text: literalText(text)}
 	case string(text) == "NaN":
 		return Metric{Kind: MetricFloat, Value: math.NaN()}
 	case string(text) == "Infinity":
@@ -106,49 +86,42 @@ func literal(text []byte) Metric {
 	m := Metric{Kind: MetricInt, Value: f}
 	var room [32]byte
 	if string(strconv.AppendFloat(room[:0], f, 'f', -1, 64)) != string(text) {
-		m.more = &metricMore{text: string(text)}
+		m.text = string(text)
 	}
 	return m
 }
 
-// the literals' text, shared
-var (
-	nullText  = &metricMore{text: "null"}
-	trueText  = &metricMore{text: "true"}
-	falseText = &metricMore{text: "false"}
-)
-
-func literalText(text []byte) *metricMore {
+func literalText(text []byte) string {
 	switch string(text) {
 	case "null":
-		return nullText
+		return "null"
 	case "true":
-		return trueText
+		return "true"
 	}
-	return falseText
+	return "false"
 }
 
-// decodeMetrics appends the metrics object the decoder is at to slab, and returns the
-// row's part of it (names are shared from names, one string a name).
-func decodeMetrics(d *pyjson.Decoder, doc []byte, slab Metrics, names *[]string) (Metrics, Metrics, error) {
-	lo := len(slab)
+// decodeMetrics is the metrics object the decoder is at (in doc), its names shared from
+// names (one string a name in a file).
+func decodeMetrics(d *pyjson.Decoder, doc []byte, names *[]string) (Metrics, error) {
+	ms := Metrics{}
 	err := d.Object(func(key []byte) error {
 		m, err := decodeMetric(d, doc)
 		if err != nil {
 			return err
 		}
-		for i := lo; i < len(slab); i++ {
-			if slab[i].Name == string(key) { // written twice: its first place, its last value
-				m.Name = slab[i].Name
-				slab[i] = m
+		for i := range ms {
+			if ms[i].Name == string(key) { // written twice: its first place, its last value
+				m.Name = ms[i].Name
+				ms[i] = m
 				return nil
 			}
 		}
 		m.Name = name(key, names)
-		slab = append(slab, m)
+		ms = append(ms, m)
 		return nil
 	})
-	return slab, slab[lo:len(slab):len(slab)], err
+	return ms, err
 }
 
 // decodeMetric is the value the decoder is at (in doc), as a metric without its name.
@@ -162,9 +135,9 @@ func decodeMetric(d *pyjson.Decoder, doc []byte) (Metric, error) {
 		return literal(text), nil
 	case '"':
 		s, _, err := d.Text()
-		return Metric{Kind: MetricText, more: &metricMore{text: s}}, err
+		return Metric{Kind: MetricText, text: s}, err
 	}
-	m := Metric{Kind: MetricObject, more: &metricMore{}}
+	m := Metric{Kind: MetricObject}
 	start := d.Offset()
 	var err error
 	if d.Kind() == '[' {
@@ -174,7 +147,7 @@ func decodeMetric(d *pyjson.Decoder, doc []byte) (Metric, error) {
 			if ok {
 				item := literal(text)
 				if f, ok := item.Number(); ok {
-					m.more.list = append(m.more.list, f)
+					m.List = append(m.List, f)
 				}
 			}
 			return err
@@ -182,7 +155,7 @@ func decodeMetric(d *pyjson.Decoder, doc []byte) (Metric, error) {
 	} else {
 		err = d.Skip()
 	}
-	m.more.text = string(bytes.TrimRight(doc[start:d.Offset()], " \t\r\n"))
+	m.text = string(bytes.TrimRight(doc[start:d.Offset()], " \t\r\n"))
 	return m, err
 }
 

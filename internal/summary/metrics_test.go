@@ -49,7 +49,6 @@ func TestMetricsAreTheTree(t *testing.T) {
 	for range 3000 {
 		docs = append(docs, genMetrics(rng))
 	}
-	var slab Metrics
 	var names []string
 	for _, doc := range docs {
 		v, err := pyjson.Parse([]byte(doc))
@@ -61,8 +60,7 @@ func TestMetricsAreTheTree(t *testing.T) {
 		if err := d.Reset([]byte(doc)); err != nil {
 			t.Fatal(err)
 		}
-		var ms Metrics
-		slab, ms, err = decodeMetrics(&d, []byte(doc), slab, &names)
+		ms, err := decodeMetrics(&d, []byte(doc), &names)
 		if err != nil {
 			t.Fatalf("%s: %v", doc, err)
 		}
@@ -92,8 +90,8 @@ func TestMetricsAreTheTree(t *testing.T) {
 					want = append(want, f)
 				}
 			}
-			if !slices.Equal(m.List(), want) {
-				t.Errorf("%s: %s's numbers %v, the tree's %v", doc, m.Name, m.List(), want)
+			if !slices.Equal(m.List, want) {
+				t.Errorf("%s: %s's numbers %v, the tree's %v", doc, m.Name, m.List, want)
 			}
 			// the headline's value as the verdict reads it: a number (±Inf and NaN too) or not
 			_, isInt := mem.Value.(pyjson.Int)

@@ -15,9 +15,6 @@ import (
 type ResultsFile struct {
 	Run  ResultsRun
 	Rows []ResultRow
-	// metrics is how many metrics the rows of the last file read into it had: the room
-	// the next one's are given at first
-	metrics int
 }
 
 // ResultsRun is a results file's "run": who measured it.
@@ -93,7 +90,7 @@ var buffers = sync.Pool{New: func() any { return new([]byte) }}
 // itself valid JSON) is returned only once the whole document has been read.
 func decodeResults(b []byte, what Decode, f *ResultsFile) error {
 	clear(f.Rows) // another file's: nothing of it is held
-	*f = ResultsFile{Rows: f.Rows[:0], metrics: f.metrics}
+	*f = ResultsFile{Rows: f.Rows[:0]}
 	d, err := pyjson.NewDecoder(b)
 	if err != nil {
 		return err
@@ -107,8 +104,7 @@ func decodeResults(b []byte, what Decode, f *ResultsFile) error {
 		notResults = errors.New("not a results file: a results file is a JSON object")
 	} else {
 		var rowsErr error // of the last "rows": a repeated key keeps its last value
-		scratch := rowScratch{doc: b, metrics: make(Metrics, 0, f.metrics)}
-		defer func() { f.metrics = len(scratch.metrics) }()
+		scratch := rowScratch{doc: b}
 		err = d.Object(func(key []byte) error {
 			switch string(key) {
 			case "run":
@@ -231,10 +227,7 @@ func decodeRow(d *pyjson.Decoder, what Decode, scratch *rowScratch) (ResultRow, 
 		case "metrics":
 			r.Metrics = nil
 			if full && d.Kind() == '{' {
-				scratch.metrics, r.Metrics, err = decodeMetrics(d, scratch.doc, scratch.metrics, &scratch.names)
-				if r.Metrics == nil {
-					r.Metrics = Metrics{}
-				}
+				r.Metrics, err = decodeMetrics(d, scratch.doc, &scratch.names)
 			}
 		}
 		return err
@@ -244,11 +237,10 @@ func decodeRow(d *pyjson.Decoder, what Decode, scratch *rowScratch) (ResultRow, 
 
 // rowScratch is the room a file's rows are decoded in, used again from row to row.
 type rowScratch struct {
-	doc     []byte // the document
-	key     []byte // a row's args key, written before it is copied
-	args    argsBuilder
-	metrics Metrics  // the file's rows' metrics, each row's a part of it
-	names   []string // the metric names seen, one string each
+	doc   []byte // the document
+	key   []byte // a row's args key, written before it is copied
+	args  argsBuilder
+	names []string // the metric names seen, one string each
 }
 
 // decodeArgs is a row's args object: (WholeRows) the args and their key text, read in one
