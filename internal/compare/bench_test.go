@@ -2,19 +2,17 @@ package compare
 
 import (
 	"io"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 // BenchmarkRead reads one side of a comparison from the tree scripts/bench-report.sh
 // builds (OPX_SUMMARY_TREE=its OPX_BENCH_DIR): every shard's rows, each kept as the
 // compact entry compare joins on.
 func BenchmarkRead(b *testing.B) {
-	dir := os.Getenv("OPX_SUMMARY_TREE")
-	if dir == "" {
-		b.Skip("OPX_SUMMARY_TREE is not set")
-	}
+	dir := testenv.BenchTree(b)
 	for b.Loop() {
 		if _, err := Read(b.Context(), filepath.Join(dir, "artifacts"), filepath.Join(dir, "manifest.json"), nil, nil); err != nil {
 			b.Fatal(err)
@@ -24,10 +22,7 @@ func BenchmarkRead(b *testing.B) {
 
 // BenchmarkWriteJSON writes the comparison of that tree's run with itself as --json does.
 func BenchmarkWriteJSON(b *testing.B) {
-	dir := os.Getenv("OPX_SUMMARY_TREE")
-	if dir == "" {
-		b.Skip("OPX_SUMMARY_TREE is not set")
-	}
+	dir := testenv.BenchTree(b)
 	base, nw, err := ReadSame(b.Context(), filepath.Join(dir, "artifacts"), filepath.Join(dir, "manifest.json"), nil, nil, nil)
 	if err != nil {
 		b.Fatal(err)

@@ -75,6 +75,15 @@ type imageRow struct{ Image, Digest, Shards string }
 // WriteFile reads the run in dir (its manifest given) one results file at a time and
 // writes its page to path, atomically.
 func WriteFile(ctx context.Context, path, manifest, dir string) (verdict.Verdict, error) {
+	b, run, err := gather(ctx, manifest, dir)
+	if err != nil {
+		return verdict.Verdict{}, err
+	}
+	return run.Ledger.Verdict(), files.WriteAtomicFunc(path, 0o644, func(w io.Writer) error { return b.write(w, run) })
+}
+
+// gather reads the run into what its page shows.
+func gather(ctx context.Context, manifest, dir string) (*builder, *results.Run, error) {
 	b := newBuilder()
 	var run *results.Run
 	err := results.Stream(ctx, manifest, dir, func(r *results.Run) { run = r }, func(sh *results.Shard, rows []results.Row) error {
@@ -86,10 +95,7 @@ func WriteFile(ctx context.Context, path, manifest, dir string) (verdict.Verdict
 		}
 		return nil
 	}, nil)
-	if err != nil {
-		return verdict.Verdict{}, err
-	}
-	return run.Ledger.Verdict(), files.WriteAtomicFunc(path, 0o644, func(w io.Writer) error { return b.write(w, run) })
+	return b, run, err
 }
 
 func (b *builder) write(w io.Writer, run *results.Run) error {

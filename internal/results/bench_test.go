@@ -1,19 +1,17 @@
 package results
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 // BenchmarkCover reads the tree scripts/bench-summarize.sh builds, as summarize does
 // (OPX_BENCH_DIR=dir scripts/bench-summarize.sh keeps it; then point OPX_SUMMARY_TREE at
 // it): the manifest, every execution of every shard, every results file, the ledger.
 func BenchmarkCover(b *testing.B) {
-	dir := os.Getenv("OPX_SUMMARY_TREE")
-	if dir == "" {
-		b.Skip("OPX_SUMMARY_TREE is not set")
-	}
+	dir := testenv.BenchTree(b)
 	for b.Loop() {
 		if _, err := Cover(b.Context(), filepath.Join(dir, "manifest.json"), filepath.Join(dir, "artifacts")); err != nil {
 			b.Fatal(err)

@@ -76,3 +76,15 @@ func service(t testing.TB, name, require, why string) string {
 	}
 	return v
 }
+
+// BenchTree is the directory of the largest sweep's artifacts and manifest that
+// scripts/bench-report.sh builds (OPX_SUMMARY_TREE: its OPX_BENCH_DIR), for the
+// benchmarks that read it; the benchmark skips when it is not set.
+func BenchTree(b *testing.B) string {
+	b.Helper()
+	dir := os.Getenv("OPX_SUMMARY_TREE")
+	if dir == "" {
+		b.Skip("OPX_SUMMARY_TREE is not set")
+	}
+	return dir
+}
