@@ -362,24 +362,20 @@ func (b *builder) data(w io.Writer) error {
 	floats := func(name string, xs []float64) {
 		column(name, len(xs), func(dst []byte, i int) []byte { return appendNum(dst, xs[i]) })
 	}
-	// pairs is [row, value] for the rows keep picks: a sparse column
-	pairs := func(name string, keep func(dst []byte, i int) ([]byte, bool)) {
+	// pairs is [row, v(row)] for the rows keep picks: a sparse column
+	pairs := func(name string, keep func(i int) bool, v func(dst []byte, i int) []byte) {
 		pieces = append(pieces, func(dst []byte) ([]byte, error) {
 			dst = append(dst, `,"`+name+`":[`...)
 			first := true
 			for i := range len(b.status) {
-				at := len(dst)
+				if !keep(i) {
+					continue
+				}
 				if !first {
 					dst = append(dst, ',')
 				}
-				dst = append(strconv.AppendInt(append(dst, '['), int64(i), 10), ',')
-				var ok bool
-				if dst, ok = keep(dst, i); !ok {
-					dst = dst[:at]
-					continue
-				}
-				dst = append(dst, ']')
 				first = false
+				dst = append(v(append(strconv.AppendInt(append(dst, '['), int64(i), 10), ','), i), ']')
 			}
 			return append(dst, ']'), nil
 		})
@@ -426,12 +422,11 @@ func (b *builder) data(w io.Writer) error {
 	floats("sol", b.sol)
 	// intensity is the case's (its op and args) unless the harness reported its own
 	// flops or bytes: the case's in the dictionary, the rows that differ here
-	pairs("aiOther", func(dst []byte, i int) ([]byte, bool) {
-		at := len(dst)
-		dst = appendNum(dst, b.ai[i])
-		var room [32]byte
-		return dst, string(dst[at:]) != string(appendNum(room[:0], caseAI[b.caseOf[i]]))
-	})
+	ai := func(dst []byte, i int) []byte { return appendNum(dst, b.ai[i]) }
+	pairs("aiOther", func(i int) bool {
+		var row, its [32]byte
+		return string(ai(row[:0], i)) != string(appendNum(its[:0], caseAI[b.caseOf[i]]))
+	}, ai)
 	floats("tf", b.tf)
 	// the attempt each row is from, as the most common one and the rows of any other, and
 	// each case's GPU-seconds only where recorded: sparse, as most runs have one attempt
@@ -444,10 +439,9 @@ func (b *builder) data(w io.Writer) error {
 		}
 	}
 	text(`,"attMost":` + strconv.Itoa(int(most)))
-	pairs("attOther", func(dst []byte, i int) ([]byte, bool) {
-		return strconv.AppendInt(dst, int64(b.attempt[i]), 10), b.attempt[i] != most
-	})
-	pairs("gs", func(dst []byte, i int) ([]byte, bool) { return appendNum(dst, b.gpuS[i]), !math.IsNaN(b.gpuS[i]) })
+	pairs("attOther", func(i int) bool { return b.attempt[i] != most },
+		func(dst []byte, i int) []byte { return strconv.AppendInt(dst, int64(b.attempt[i]), 10) })
+	pairs("gs", func(i int) bool { return !math.IsNaN(b.gpuS[i]) }, func(dst []byte, i int) []byte { return appendNum(dst, b.gpuS[i]) })
 	pieces = append(pieces, func(dst []byte) ([]byte, error) {
 		dst = append(dst, `,"spread":[`...)
 		for i, sp := range b.spreads {
