@@ -341,6 +341,32 @@ func (d *Decoder) canonical(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+// Number is the number a number's or a literal's text (as Decoder.Literal gives it) is,
+// as Parse reads it: a float (NaN, Infinity and -Infinity too; one beyond a float's range
+// is ±Inf, as Python reads it), or an integer, its digits as Parse keeps them (-0 as 0)
+// and their nearest float; ok is false for null, true and false.
+func Number(text []byte) (f float64, digits []byte, ok bool) {
+	switch string(text) {
+	case "null", "true", "false":
+		return 0, nil, false
+	case "NaN":
+		return math.NaN(), nil, true
+	case "Infinity":
+		return math.Inf(1), nil, true
+	case "-Infinity":
+		return math.Inf(-1), nil, true
+	}
+	if bytes.ContainsAny(text, ".eE") {
+		f, _ = strconv.ParseFloat(string(text), 64)
+		return f, nil, true
+	}
+	if string(text) == "-0" {
+		text = text[1:]
+	}
+	f, _ = strconv.ParseFloat(string(text), 64)
+	return f, text, true
+}
+
 // AppendLiteral appends a number's or a literal's text (as Decoder.Literal gives it) as
 // json.dumps writes the value Parse builds of it: an integer as written (-0 as 0), a float
 // as Python writes it, null, true, false, NaN, Infinity and -Infinity as they stand.

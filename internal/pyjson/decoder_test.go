@@ -2,7 +2,9 @@ package pyjson
 
 import (
 	"bytes"
+	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -153,5 +155,32 @@ func TestAppendTextAndLiteral(t *testing.T) {
 	d.Reset([]byte(`"\x01"`))
 	if _, _, err := d.AppendText(nil); err == nil {
 		t.Error("AppendText takes a control character")
+	}
+}
+
+// Number reads a literal's text as Parse reads it.
+func TestNumberIsParse(t *testing.T) {
+	for _, text := range []string{"0", "-0", "7", "-12", "12345678901234567890123", "1" + strings.Repeat("0", 400), "1.0", "-0.0", "2.5E-3",
+		"1e400", "-1e400", "1e22", "NaN", "Infinity", "-Infinity", "null", "true", "false"} {
+		v, err := Parse([]byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, digits, ok := Number([]byte(text))
+		switch x := v.(type) {
+		case Int:
+			want, _ := strconv.ParseFloat(string(x), 64)
+			if !ok || string(digits) != string(x) || math.Float64bits(f) != math.Float64bits(want) {
+				t.Errorf("%s: %v %q %v, Parse %q", text, f, digits, ok, x)
+			}
+		case float64:
+			if !ok || digits != nil || (math.Float64bits(f) != math.Float64bits(x) && !(math.IsNaN(f) && math.IsNaN(x))) {
+				t.Errorf("%s: %v %q %v, Parse %v", text, f, digits, ok, x)
+			}
+		default:
+			if ok {
+				t.Errorf("%s: a number %v, Parse %v", text, f, x)
+			}
+		}
 	}
 }

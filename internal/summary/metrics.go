@@ -66,39 +66,19 @@ func (m *Metric) Text() string {
 
 // literal is a number's or a literal's metric, from its text as Decoder.Literal gives it.
 func literal(text []byte) Metric {
+	f, digits, ok := pyjson.Number(text)
 	switch {
-	case string(text) == "null", string(text) == "true", string(text) == "false":
-		return Metric{Kind: MetricText, text: literalText(text)}
-	case string(text) == "NaN":
-		return Metric{Kind: MetricFloat, Value: math.NaN()}
-	case string(text) == "Infinity":
-		return Metric{Kind: MetricFloat, Value: math.Inf(1)}
-	case string(text) == "-Infinity":
-		return Metric{Kind: MetricFloat, Value: math.Inf(-1)}
-	case bytes.ContainsAny(text, ".eE"): // as pyjson's parser tells a float: checked already
-		f, _ := strconv.ParseFloat(string(text), 64) // out of range: ±Inf, as Python reads it
+	case !ok: // null, true, false
+		return Metric{Kind: MetricText, text: string(text)}
+	case digits == nil:
 		return Metric{Kind: MetricFloat, Value: f}
 	}
-	if string(text) == "-0" {
-		text = text[1:]
-	}
-	f, _ := strconv.ParseFloat(string(text), 64)
 	m := Metric{Kind: MetricInt, Value: f}
 	var room [32]byte
-	if string(strconv.AppendFloat(room[:0], f, 'f', -1, 64)) != string(text) {
-		m.text = string(text)
+	if string(strconv.AppendFloat(room[:0], f, 'f', -1, 64)) != string(digits) {
+		m.text = string(digits)
 	}
 	return m
-}
-
-func literalText(text []byte) string {
-	switch string(text) {
-	case "null":
-		return "null"
-	case "true":
-		return "true"
-	}
-	return "false"
 }
 
 // decodeMetrics is the metrics object the decoder is at (in doc), its names shared from
