@@ -223,6 +223,50 @@ func TestLedgerFileRoundTrip(t *testing.T) {
 	if left, _ := os.ReadDir(scratch); len(left) > 0 {
 		t.Errorf("scratch files left: %v", left)
 	}
+	// its directory exists now: the ledger is written beside it and renamed into place,
+	// the same bytes, its members in the file's order (docs/reference.md)
+	commit := func() {
+		t.Helper()
+		w, err := CreateLedger(path, filepath.Join(f.dir, "shards"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		r, err := CoverInto(context.Background(), f.manifest, filepath.Join(f.dir, "shards"), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Commit(r.Ledger); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit()
+	again, _ := os.ReadFile(path)
+	if string(again) != string(b) {
+		t.Errorf("written beside the ledger:\n%s\nthrough TMPDIR:\n%s", again, b)
+	}
+	last := -1
+	for _, m := range []string{`{"schema":`, `,"cases":[`, `,"run_id":`, `,"source_sha":`, `,"complete":`, `,"verdict":`, `,"totals":`, `,"attempts":[`} {
+		at := strings.Index(string(again), m)
+		if at <= last {
+			t.Errorf("%s at %d, after %d: members out of the file's order", m, at, last)
+		}
+		last = at
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("ledger mode: %v %v", st, err)
+	}
+	// a ledger begun and not committed leaves the last one as it was, and no scratch file
+	if w, err := CreateLedger(path, filepath.Join(f.dir, "shards")); err != nil {
+		t.Fatal(err)
+	} else {
+		w.add([]byte("\n{\"key\":\"half\"}"))
+		w.Close()
+	}
+	left, _ := os.ReadDir(filepath.Dir(path))
+	if now, _ := os.ReadFile(path); string(now) != string(b) || len(left) != 1 {
+		t.Errorf("after a ledger not committed: %d files in its directory (%v), ledger changed: %v", len(left), left, string(now) != string(b))
+	}
 	os.WriteFile(path, []byte(`{"schema": "other"}`), 0o644)
 	if _, err := ReadLedgerCosts(context.Background(), path); err == nil || !strings.Contains(err.Error(), "not a case ledger") {
 		t.Errorf("a foreign file: %v", err)

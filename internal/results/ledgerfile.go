@@ -24,6 +24,7 @@ const LedgerSchema = "opx-cases/1"
 // ledgerDoc is the case ledger as read back: cases.json.
 type ledgerDoc struct {
 	Schema    string       `json:"schema"`
+	Cases     []caseDoc    `json:"cases"`
 	RunID     string       `json:"run_id"`
 	SourceSHA string       `json:"source_sha"`
 	Complete  bool         `json:"complete"`
@@ -31,7 +32,6 @@ type ledgerDoc struct {
 	Reasons   []string     `json:"reasons,omitempty"`
 	Totals    totalsDoc    `json:"totals"`
 	Attempts  []attemptDoc `json:"attempts"`
-	Cases     []caseDoc    `json:"cases"`
 }
 
 type totalsDoc struct {
@@ -92,13 +92,16 @@ type caseDoc struct {
 }
 
 // A LedgerFile is a case ledger being written as its run is read (CoverInto): each
-// shard's cases are encoded on the core that settled them and spooled, in manifest order,
-// to a scratch file beside the ledger, so a 128,000-case ledger is written without being
-// held; Commit then writes the ledger atomically, its head (the verdict and totals, known
-// only at the end) and attempts first. The scratch file is removed by Commit and Close.
+// shard's cases are encoded on the core that settled them and written, in manifest order,
+// into the ledger's scratch file, so a 128,000-case ledger is written once and never
+// held. Commit then writes what is known only at the end — the run, its verdict and
+// totals, and the attempts — after the cases, and moves the file into place: renamed when
+// it is beside the ledger, copied when its directory did not exist at the start. The
+// scratch file is removed by Commit and Close.
 type LedgerFile struct {
 	path, artifacts string
 	spool           *os.File
+	beside          bool // the scratch file is in the ledger's directory
 	bw              *bufio.Writer
 	sep             string
 	err             error
@@ -108,18 +111,20 @@ type LedgerFile struct {
 // artifacts. Nothing is created where the ledger goes until Commit: the scratch file is
 // beside it when its directory exists, else in the temporary directory.
 func CreateLedger(path, artifacts string) (*LedgerFile, error) {
-	dir := filepath.Dir(path)
+	dir, beside := filepath.Dir(path), true
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		dir = os.TempDir()
+		dir, beside = os.TempDir(), false
 	}
 	spool, err := os.CreateTemp(dir, filepath.Base(path)+".*.cases.tmp")
 	if err != nil {
 		return nil, fmt.Errorf("writing %s: %w", path, err)
 	}
-	return &LedgerFile{path: path, artifacts: artifacts, spool: spool, bw: bufio.NewWriterSize(spool, 256<<10)}, nil
+	w := &LedgerFile{path: path, artifacts: artifacts, spool: spool, beside: beside, bw: bufio.NewWriterSize(spool, 256<<10)}
+	fmt.Fprintf(w.bw, `{"schema":%q,"cases":[`, LedgerSchema)
+	return w, nil
 }
 
-// add spools a shard's cases, encoded (appendCases).
+// add writes a shard's cases, encoded (appendCases).
 func (w *LedgerFile) add(lines []byte) {
 	if len(lines) == 0 || w.err != nil {
 		return
@@ -147,60 +152,79 @@ func (w *LedgerFile) Commit(l *Ledger) error {
 	}
 	defer w.Close()
 	if w.err == nil {
-		w.err = w.bw.Flush()
+		w.err = w.end(l)
 	}
 	if w.err == nil {
-		_, w.err = w.spool.Seek(0, io.SeekStart)
+		w.err = w.bw.Flush()
 	}
 	if w.err != nil {
 		return fmt.Errorf("writing %s: %w", w.spool.Name(), w.err)
 	}
+	if !w.beside { // from the temporary directory: copied beside the ledger, then renamed
+		if _, err := w.spool.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("writing %s: %w", w.spool.Name(), err)
+		}
+		return files.WriteAtomicFunc(w.path, 0o644, func(out io.Writer) error {
+			_, err := io.Copy(out, w.spool)
+			return err
+		})
+	}
+	if err := w.spool.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := w.spool.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", w.path, err)
+	}
+	if err := os.Rename(w.spool.Name(), w.path); err != nil {
+		return err
+	}
+	w.spool = nil // it is the ledger now
+	return nil
+}
+
+// end writes what follows the cases: the run, its verdict and totals, and its attempts.
+func (w *LedgerFile) end(l *Ledger) error {
 	t := l.Totals()
 	v := l.Verdict()
-	head, err := json.Marshal(struct {
-		Schema    string    `json:"schema"`
+	tail, err := json.Marshal(struct {
 		RunID     string    `json:"run_id"`
 		SourceSHA string    `json:"source_sha"`
 		Complete  bool      `json:"complete"`
 		Verdict   string    `json:"verdict"`
 		Reasons   []string  `json:"reasons,omitempty"`
 		Totals    totalsDoc `json:"totals"`
-	}{LedgerSchema, l.RunID, l.SourceSHA, v.OK, v.Word(), v.Reasons, totalsDoc{Cases: t.Cases, Measured: t.Measured, Unsupported: t.Unsupported, Error: t.Error,
+	}{l.RunID, l.SourceSHA, v.OK, v.Word(), v.Reasons, totalsDoc{Cases: t.Cases, Measured: t.Measured, Unsupported: t.Unsupported, Error: t.Error,
 		Missing: t.Missing, GPUSeconds: t.GPUSeconds, GPUHours: t.GPUSeconds / 3600, FailedSeconds: t.FailedSeconds,
 		RetrySeconds: t.RetrySeconds, SupersededSeconds: t.SupersededSeconds, PendingSeconds: t.PendingSeconds,
 		Estimated: t.Estimated, Unaccounted: t.Unaccounted, Extra: l.Extra}})
 	if err != nil {
 		return err
 	}
-	return files.WriteAtomicFunc(w.path, 0o644, func(out io.Writer) error {
-		out.Write(head[:len(head)-1])
-		io.WriteString(out, `,"attempts":[`)
-		for i := range l.Attempts {
-			a := &l.Attempts[i]
-			dir := a.Dir
-			if rel, err := filepath.Rel(w.artifacts, a.Dir); err == nil {
-				dir = rel
-			}
-			b, err := json.Marshal(attemptDoc{Shard: a.Shard, Attempt: a.Attempt, Dir: dir, Outcome: a.Outcome, Failure: a.Failure, Cases: a.Cases,
-				Rows: a.Rows, Accounted: a.Accounted, GPUs: a.GPUs, Pending: a.Pending, Held: a.Held, GPUSeconds: a.GPUSeconds,
-				Share: a.Share(), Estimated: a.Estimated, Phases: a.Phases, GrantedAt: a.GrantedAt, ReleasedAt: a.ReleasedAt,
-				Job: a.Job, Retry: a.Retry, Counted: a.Counted})
-			if err != nil {
-				return err
-			}
-			if i > 0 {
-				io.WriteString(out, ",")
-			}
-			io.WriteString(out, "\n")
-			out.Write(b)
+	out := w.bw
+	out.WriteString("\n],")
+	out.Write(tail[1 : len(tail)-1]) // its members, after the cases'
+	out.WriteString(`,"attempts":[`)
+	for i := range l.Attempts {
+		a := &l.Attempts[i]
+		dir := a.Dir
+		if rel, err := filepath.Rel(w.artifacts, a.Dir); err == nil {
+			dir = rel
 		}
-		io.WriteString(out, "\n],\"cases\":[")
-		if _, err := io.Copy(out, w.spool); err != nil {
+		b, err := json.Marshal(attemptDoc{Shard: a.Shard, Attempt: a.Attempt, Dir: dir, Outcome: a.Outcome, Failure: a.Failure, Cases: a.Cases,
+			Rows: a.Rows, Accounted: a.Accounted, GPUs: a.GPUs, Pending: a.Pending, Held: a.Held, GPUSeconds: a.GPUSeconds,
+			Share: a.Share(), Estimated: a.Estimated, Phases: a.Phases, GrantedAt: a.GrantedAt, ReleasedAt: a.ReleasedAt,
+			Job: a.Job, Retry: a.Retry, Counted: a.Counted})
+		if err != nil {
 			return err
 		}
-		_, err := io.WriteString(out, "\n]}\n")
-		return err
-	})
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		out.WriteByte('\n')
+		out.Write(b)
+	}
+	_, err = out.WriteString("\n]}\n")
+	return err
 }
 
 // appendCases appends the ledger's lines of a shard's cases: each on a line of its own,
