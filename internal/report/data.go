@@ -241,20 +241,20 @@ type summaryRow struct {
 }
 
 func (b *builder) summary() []summaryRow {
-	type key struct {
-		op string
-		s  int32
+	// each op type and series by number: op × series
+	type agg struct {
+		row        *summaryRow
+		lats, thrs []float64
 	}
-	idx := map[key]*summaryRow{}
-	lats := map[key][]float64{}
-	thrs := map[key][]float64{}
+	nser := len(b.series.list)
+	aggs := make([]agg, len(b.ops.list)*nser)
 	for i := range b.status {
-		k := key{b.caseInfo[b.caseOf[i]].op, b.seriesOf[i]}
-		row := idx[k]
-		if row == nil {
-			row = &summaryRow{OpType: k.op, Series: b.series.list[k.s]}
-			idx[k] = row
+		c := &b.caseInfo[b.caseOf[i]]
+		a := &aggs[int(c.o)*nser+int(b.seriesOf[i])]
+		if a.row == nil {
+			a.row = &summaryRow{OpType: c.op, Series: b.series.list[b.seriesOf[i]]}
 		}
+		row := a.row
 		row.Rows++
 		switch b.status[i] {
 		case 0:
@@ -265,28 +265,32 @@ func (b *builder) summary() []summaryRow {
 			row.Error++
 		}
 		if !math.IsNaN(b.lat[i]) {
-			lats[k] = append(lats[k], b.lat[i])
+			a.lats = append(a.lats, b.lat[i])
 		}
 		if !math.IsNaN(b.thr[i]) {
-			thrs[k] = append(thrs[k], b.thr[i])
+			a.thrs = append(a.thrs, b.thr[i])
 		}
 	}
 	var out []summaryRow
-	for _, k := range slices.SortedFunc(maps.Keys(idx), func(a, c key) int {
-		return strings.Compare(a.op+"\x00"+b.series.list[a.s], c.op+"\x00"+b.series.list[c.s])
-	}) {
-		row := idx[k]
-		if l := lats[k]; len(l) > 0 {
+	for _, a := range aggs {
+		if a.row == nil {
+			continue
+		}
+		row := a.row
+		if l := a.lats; len(l) > 0 {
 			sort.Float64s(l)
 			row.Median = results.FormatSeconds(median(l) / 1e6)
 			row.Fastest, row.Slowest = results.FormatSeconds(l[0]/1e6), results.FormatSeconds(l[len(l)-1]/1e6)
 		}
-		if t := thrs[k]; len(t) > 0 {
+		if t := a.thrs; len(t) > 0 {
 			sort.Float64s(t)
-			row.Thr = results.Format(b.thrName[k.op], median(t))
+			row.Thr = results.Format(b.thrName[row.OpType], median(t))
 		}
 		out = append(out, *row)
 	}
+	slices.SortFunc(out, func(x, y summaryRow) int {
+		return strings.Compare(x.OpType+"\x00"+x.Series, y.OpType+"\x00"+y.Series)
+	})
 	return out
 }
 
