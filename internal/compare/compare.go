@@ -25,7 +25,6 @@ package compare
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -832,24 +831,24 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	// the cases encoded on every core, a chunk at a time into buffers used again, and
 	// written in order
 	const chunk = 1024
-	err = par.Ordered(context.Background(), (len(r.cases)+chunk-1)/chunk, 0, func(_ context.Context, i int) (*bytes.Buffer, error) {
-		out := caseLines.Get().(*bytes.Buffer)
-		out.Reset()
-		enc := json.NewEncoder(out) // as Marshal writes each case, then a line break, taken off
+	err = par.Ordered(context.Background(), (len(r.cases)+chunk-1)/chunk, 0, func(_ context.Context, i int) (*[]byte, error) {
+		out := caseLines.Get().(*[]byte)
+		b := (*out)[:0]
 		for k := i * chunk; k < min((i+1)*chunk, len(r.cases)); k++ {
 			if k > 0 {
-				out.WriteByte(',')
+				b = append(b, ',')
 			}
-			out.WriteByte('\n')
+			b = append(b, '\n')
 			c := r.Case(k)
-			if err := enc.Encode(&c); err != nil {
+			var err error
+			if b, err = appendCase(b, &c); err != nil { // as json.Marshal writes it
 				return nil, err
 			}
-			out.Truncate(out.Len() - 1)
 		}
+		*out = b
 		return out, nil
-	}, func(_ int, out *bytes.Buffer) error {
-		_, err := bw.Write(out.Bytes())
+	}, func(_ int, out *[]byte) error {
+		_, err := bw.Write(*out)
 		caseLines.Put(out)
 		return err
 	})
@@ -861,7 +860,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 }
 
 // caseLines hold a chunk of the cases as WriteJSON writes them.
-var caseLines = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+var caseLines = sync.Pool{New: func() any { return new([]byte) }}
 
 // Regressions are the cases that fail --fail-on-regression PCT: slower on the headline
 // metric by a factor of at least 1 + PCT/100 (a time that grew by PCT % or more, a
