@@ -697,6 +697,8 @@ func rank(class string) int {
 func classify(c *Case, b, n *entry, opt Options, say bool) {
 	var seen [8]word
 	names := seen[:0] // the metrics taken, in order: a row has a few
+	// room for both sides' metrics, which mostly have the same names
+	c.Metrics = make([]Metric, 0, max(len(b.metrics), len(n.metrics)))
 	for _, side := range []*entry{b, n} {
 		for _, x := range side.metrics {
 			if slices.Contains(names, x.name) {

@@ -98,6 +98,9 @@ func decodeMetrics(d *pyjson.Decoder, doc []byte, names *[]string) (Metrics, err
 			}
 		}
 		m.Name = name(key, names)
+		if cap(ms) == 0 { // room for the names the file's rows have had: a row mostly has them all
+			ms = make(Metrics, 0, max(len(*names), 2))
+		}
 		ms = append(ms, m)
 		return nil
 	})
