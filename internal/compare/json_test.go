@@ -86,3 +86,19 @@ func TestAppendCaseIsMarshal(t *testing.T) {
 		t.Fatalf("the draw did not reach both outcomes: %d of %d failed", errs, len(cases))
 	}
 }
+
+// FuzzAppendCase holds appendCase to json.Marshal for any string and any floats.
+func FuzzAppendCase(f *testing.F) {
+	f.Add("t | gemm | {\"m\": 1} | vllm", 13.5, 1e-7)
+	f.Add("<&>\u2028\xff\x00", math.Inf(1), -0.0)
+	f.Fuzz(func(t *testing.T, s string, x, y float64) {
+		m := Metric{Name: s, Direction: s, Base: x, New: y, Ratio: x, Speedup: y, Change: s, Class: s, Noise: s, BaseLo: y, NewHi: x}
+		c := Case{Key: s, Testlist: s, OpType: s, Args: s, Backend: s, Cluster: s, NewMessage: s, Class: s, Primary: &m,
+			Metrics: []Metric{m}, PctOfRoofline: &Roofline{x, y}}
+		want, wantErr := json.Marshal(&c)
+		got, err := appendCase(nil, &c)
+		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) || (err == nil && string(got) != string(want)) {
+			t.Fatalf("appendCase %s (%v)\nMarshal    %s (%v)", got, err, want, wantErr)
+		}
+	})
+}
