@@ -90,7 +90,7 @@ func TestAppendCaseIsMarshal(t *testing.T) {
 // FuzzAppendCase holds appendCase to json.Marshal for any string and any floats.
 func FuzzAppendCase(f *testing.F) {
 	f.Add("t | gemm | {\"m\": 1} | vllm", 13.5, 1e-7)
-	f.Add("<&>\u2028\xff\x00", math.Inf(1), -0.0)
+	f.Add("<&>\u2028\xff\x00", math.Inf(1), math.Copysign(0, -1))
 	f.Fuzz(func(t *testing.T, s string, x, y float64) {
 		m := Metric{Name: s, Direction: s, Base: x, New: y, Ratio: x, Speedup: y, Change: s, Class: s, Noise: s, BaseLo: y, NewHi: x}
 		c := Case{Key: s, Testlist: s, OpType: s, Args: s, Backend: s, Cluster: s, NewMessage: s, Class: s, Primary: &m,
