@@ -2,18 +2,17 @@ package results
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/semianalysis/opx/internal/files"
-	"github.com/semianalysis/opx/internal/jsontext"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/verdict"
@@ -231,95 +230,24 @@ func (w *LedgerFile) end(l *Ledger) error {
 // appendCases appends the ledger's lines of a shard's cases: each on a line of its own,
 // after a newline, separated by commas.
 func appendCases(dst []byte, cases []Case) ([]byte, error) {
+	out := bytes.NewBuffer(dst)
+	enc := json.NewEncoder(out) // json.Marshal's bytes, written where they go
+	var doc caseDoc
 	for i := range cases {
+		c := &cases[i]
 		if i > 0 {
-			dst = append(dst, ',')
+			out.WriteByte(',')
 		}
-		var err error
-		if dst, err = appendCaseDoc(append(dst, '\n'), &cases[i]); err != nil {
-			return dst, err
+		out.WriteByte('\n')
+		doc = caseDoc{Key: c.Key, Shard: c.Shard, Testlist: c.Testlist, Op: c.Op, Backend: c.Backend, WorldSize: c.WorldSize,
+			Cluster: c.Cluster, Args: doc.Args, Status: c.Status, Message: c.Message, Attempt: c.Attempt,
+			Tries: c.Tries, GPUSeconds: c.GPUSeconds, Reached: c.Reached}
+		if err := EncodeWithArgs(enc, &doc, &doc.Args, c.ArgsJSON); err != nil {
+			return out.Bytes(), err
 		}
+		out.Truncate(out.Len() - 1) // Encode's newline
 	}
-	return dst, nil
-}
-
-// appendCaseDoc appends case c's line of the ledger as json.Marshal writes its caseDoc
-// with its args given (EncodeWithArgs), field by field (internal/jsontext): a ledger has a
-// line for each of a run's cases, 128,000 at the largest sweep.
-// TestAppendCaseDocIsEncodeWithArgs holds it to encoding/json.
-func appendCaseDoc(dst []byte, c *Case) ([]byte, error) {
-	dst = jsontext.AppendString(append(dst, `{"key":`...), c.Key)
-	dst = jsontext.AppendString(append(dst, `,"shard":`...), c.Shard)
-	dst = jsontext.AppendString(append(dst, `,"testlist":`...), c.Testlist)
-	dst = jsontext.AppendString(append(dst, `,"op":`...), c.Op)
-	dst = jsontext.AppendString(append(dst, `,"backend":`...), c.Backend)
-	dst = strconv.AppendInt(append(dst, `,"world_size":`...), int64(c.WorldSize), 10)
-	dst = jsontext.AppendString(append(dst, `,"cluster":`...), c.Cluster)
-	dst = appendArgs(append(dst, `,"args":`...), c.ArgsJSON)
-	dst = jsontext.AppendString(append(dst, `,"status":`...), c.Status)
-	if c.Message != "" {
-		dst = jsontext.AppendString(append(dst, `,"message":`...), c.Message)
-	}
-	dst = strconv.AppendInt(append(dst, `,"attempt":`...), int64(c.Attempt), 10)
-	dst = strconv.AppendInt(append(dst, `,"tries":`...), int64(c.Tries), 10)
-	dst, err := jsontext.AppendFloat(append(dst, `,"gpu_seconds":`...), c.GPUSeconds)
-	if err != nil { // not finite: encoding/json's error
-		return dst, err
-	}
-	dst = strconv.AppendBool(append(dst, `,"reached_by_newest":`...), c.Reached)
-	return append(dst, '}'), nil
-}
-
-// appendArgs appends a case's args text (its key's, json.dumps(args, sort_keys=True):
-// printable ASCII, ", " and ": " between its tokens) as EncodeWithArgs writes it: compact,
-// <, > and & escaped as encoding/json escapes them, and args JSON has no word for (NaN,
-// Infinity) as a string of their text (ArgsRaw). A text of another form is written by
-// encoding/json itself; none at all is null.
-func appendArgs(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	if s == "" { // no text, as encoding/json writes an empty RawMessage
-		return append(dst, "null"...)
-	}
-	start, in := len(dst), false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c < 0x20 || c > 0x7e:
-			return appendArgsAsEncoded(dst[:start], s)
-		case in:
-			switch c {
-			case '\\':
-				if i+1 == len(s) {
-					return appendArgsAsEncoded(dst[:start], s)
-				}
-				dst = append(dst, c, s[i+1]) // an escape, as it stands
-				i++
-				continue
-			case '"':
-				in = false
-			case '<', '>', '&':
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-				continue
-			}
-		case c == ' ':
-			continue
-		case c == '"':
-			in = true
-		case c == 'N' || c == 'I': // NaN, Infinity, -Infinity
-			return appendArgsAsEncoded(dst[:start], s)
-		}
-		dst = append(dst, c)
-	}
-	if in {
-		return appendArgsAsEncoded(dst[:start], s)
-	}
-	return dst
-}
-
-// appendArgsAsEncoded is appendArgs by encoding/json.
-func appendArgsAsEncoded(dst []byte, s string) []byte {
-	b, _ := json.Marshal(ArgsRaw(s)) // valid JSON either way: the args, or a string of their text
-	return append(dst, b...)
+	return out.Bytes(), nil
 }
 
 // EncodeWithArgs encodes v, whose field *args is given the args' JSON text argsJSON (a
