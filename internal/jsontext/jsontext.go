@@ -1,7 +1,7 @@
-// Package jsontext appends values as encoding/json writes them, for the few documents opx
-// writes a record at a time by the hundred thousand (compare's cases, the case ledger):
-// there encoding/json spends most of its time finding a struct's fields by reflection.
-// Its tests hold each function to encoding/json, byte for byte and error for error.
+// Package jsontext appends values as encoding/json writes them, for a document opx writes
+// a record at a time by the hundred thousand (compare's cases): there encoding/json spends
+// most of its time finding a struct's fields by reflection. Its tests hold each function
+// to encoding/json, byte for byte and error for error.
 package jsontext
 
 import (
