@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -124,7 +125,7 @@ func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, 
 	}
 	res := compare.Join(base, nw, opt)
 	if o.jsonOut != "" {
-		if err := files.WriteAtomicFunc(o.jsonOut, 0o644, res.WriteJSON); err != nil {
+		if err := files.WriteAtomicFunc(o.jsonOut, 0o644, func(w io.Writer) error { return res.WriteJSON(ctx, w) }); err != nil {
 			return err
 		}
 	}

@@ -29,7 +29,7 @@ func BenchmarkWriteJSON(b *testing.B) {
 	}
 	res := Join(base, nw, DefaultOptions)
 	for b.Loop() {
-		if err := res.WriteJSON(io.Discard); err != nil {
+		if err := res.WriteJSON(b.Context(), io.Discard); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -822,7 +822,7 @@ func roofline(b, n *entry) *Roofline {
 
 // WriteJSON writes the result as one JSON document, a case a line, without holding its
 // text whole: {"base", "new", "thresholds", "counts", "cases": [...]}.
-func (r *Result) WriteJSON(w io.Writer) error {
+func (r *Result) WriteJSON(ctx context.Context, w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	head, err := json.Marshal(r) // all but the cases, which are not exported
 	if err != nil {
@@ -833,7 +833,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	// the cases encoded on every core, a chunk at a time into buffers used again, and
 	// written in order
 	const chunk = 1024
-	err = par.Ordered(context.Background(), (len(r.cases)+chunk-1)/chunk, 0, func(_ context.Context, i int) (*[]byte, error) {
+	err = par.Ordered(ctx, (len(r.cases)+chunk-1)/chunk, 0, func(_ context.Context, i int) (*[]byte, error) {
 		out := caseLines.Get().(*[]byte)
 		b := (*out)[:0]
 		for k := i * chunk; k < min((i+1)*chunk, len(r.cases)); k++ {

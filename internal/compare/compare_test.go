@@ -2,7 +2,10 @@ package compare
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -231,8 +234,14 @@ func TestMarkdownTablesAreCapped(t *testing.T) {
 	r := compareRows(base, nw, Options{Same: 0.02, NoSpread: 0.05})
 	var md, js bytes.Buffer
 	r.Markdown(&md)
-	if err := r.WriteJSON(&js); err != nil {
+	if err := r.WriteJSON(t.Context(), &js); err != nil {
 		t.Fatal(err)
+	}
+	// the caller's context: a --json interrupted stops writing
+	stopped, stop := context.WithCancel(t.Context())
+	stop()
+	if err := r.WriteJSON(stopped, io.Discard); !errors.Is(err, context.Canceled) {
+		t.Errorf("WriteJSON with its context cancelled: %v", err)
 	}
 	out := md.String()
 	if n := strings.Count(out, "| t gemm "); n != TableRows {

@@ -16,7 +16,7 @@ func BenchmarkPacked(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := bl.packed(); err != nil {
+		if _, err := bl.packed(b.Context()); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -333,7 +333,7 @@ func (b *builder) groups(status string) ([]msgGroup, int) {
 // digits; null where a row has no value). The text is made in pieces (a column's chunk
 // of rows, a dictionary) on every core and written to w in order, so compressing it (w)
 // goes on while the next pieces are made.
-func (b *builder) data(w io.Writer) error {
+func (b *builder) data(ctx context.Context, w io.Writer) error {
 	caseAI := b.caseIntensity()
 	head, err := json.Marshal(b.dictionaries())
 	if err != nil {
@@ -458,7 +458,7 @@ func (b *builder) data(w io.Writer) error {
 		}
 		return append(dst, "]}"...), nil
 	})
-	return par.Ordered(context.Background(), len(pieces), 0, func(_ context.Context, i int) ([]byte, error) {
+	return par.Ordered(ctx, len(pieces), 0, func(_ context.Context, i int) ([]byte, error) {
 		return pieces[i](nil)
 	}, func(_ int, text []byte) error {
 		_, err := w.Write(text)
@@ -469,7 +469,7 @@ func (b *builder) data(w io.Writer) error {
 // packed is the page's data as its script reads it: the JSON gzip-compressed, as one
 // JSON string of base64, which the browser's DecompressionStream inflates. 128,000 cases
 // are 17 MB of JSON and 2 MB packed: their labels and numbers repeat.
-func (b *builder) packed() (string, error) {
+func (b *builder) packed(ctx context.Context) (string, error) {
 	var out strings.Builder
 	out.WriteByte('"')
 	b64 := base64.NewEncoder(base64.StdEncoding, &out)
@@ -479,7 +479,7 @@ func (b *builder) packed() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := b.data(zw); err != nil {
+	if err := b.data(ctx, zw); err != nil {
 		return "", err
 	}
 	if err := zw.Close(); err != nil {

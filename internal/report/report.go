@@ -79,7 +79,7 @@ func WriteFile(ctx context.Context, path, manifest, dir string) (verdict.Verdict
 	if err != nil {
 		return verdict.Verdict{}, err
 	}
-	return run.Ledger.Verdict(), files.WriteAtomicFunc(path, 0o644, func(w io.Writer) error { return b.write(w, run) })
+	return run.Ledger.Verdict(), files.WriteAtomicFunc(path, 0o644, func(w io.Writer) error { return b.write(ctx, w, run) })
 }
 
 // gather reads the run into what its page shows.
@@ -98,7 +98,7 @@ func gather(ctx context.Context, manifest, dir string) (*builder, *results.Run, 
 	return b, run, err
 }
 
-func (b *builder) write(w io.Writer, run *results.Run) error {
+func (b *builder) write(ctx context.Context, w io.Writer, run *results.Run) error {
 	if run.Ledger == nil { // a run made, not read (Walk always fills it in)
 		run.Ledger = &results.Ledger{}
 	}
@@ -125,7 +125,7 @@ func (b *builder) write(w io.Writer, run *results.Run) error {
 	p.Unsupported, p.MoreUnsupported = b.groups("unsupported")
 	p.Provenance, p.Images = provenance(run)
 	p.Provenance[2].Value = p.Attempts
-	data, err := b.packed()
+	data, err := b.packed(ctx)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"image"
@@ -119,7 +120,7 @@ func renderRun(t *testing.T, run *results.Run, rows []results.Row) string {
 		b.add(&rows[i])
 	}
 	var buf bytes.Buffer
-	if err := b.write(&buf, run); err != nil {
+	if err := b.write(t.Context(), &buf, run); err != nil {
 		t.Fatal(err)
 	}
 	return buf.String()
@@ -319,4 +320,14 @@ func pageData(t *testing.T, page string) string {
 		t.Fatalf("the page's data is not a JSON object: %v", err)
 	}
 	return string(data)
+}
+
+// The page's data is made on every core under the caller's context: a report interrupted
+// stops there.
+func TestReportStopsWithItsContext(t *testing.T) {
+	stopped, stop := context.WithCancel(t.Context())
+	stop()
+	if err := newBuilder().write(stopped, io.Discard, &results.Run{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("write with its context cancelled: %v", err)
+	}
 }
