@@ -290,9 +290,23 @@ func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) (verdict
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	var args json.RawMessage
+	var line []byte
 	return walkAll(ctx, manifest, dir, func(rows []results.Row) error {
 		for i := range rows {
-			if err := writeRecord(enc, &rows[i], &args); err != nil {
+			r := &rows[i]
+			rec := recordOf(r)
+			var ok bool
+			var err error
+			if line, ok, err = appendRecord(line[:0], &rec, r.ArgsJSON()); err != nil {
+				return err
+			}
+			if !ok { // counters: encoding/json's
+				if err := writeRecord(enc, r, &args); err != nil {
+					return err
+				}
+				continue
+			}
+			if _, err := w.Write(append(line, '\n')); err != nil {
 				return err
 			}
 		}
@@ -326,15 +340,21 @@ type jsonRecord struct {
 // writeRecord writes a row's JSON line, its args' text copied into args (room used
 // again; results.EncodeWithArgs).
 func writeRecord(enc *json.Encoder, r *results.Row, args *json.RawMessage) error {
+	rec := recordOf(r)
+	rec.Args = *args
+	err := results.EncodeWithArgs(enc, &rec, &rec.Args, r.ArgsJSON())
+	*args = rec.Args
+	return err
+}
+
+// recordOf is a row's JSON line but for its args.
+func recordOf(r *results.Row) jsonRecord {
 	metrics := r.Metrics
 	if metrics == nil {
 		metrics = map[string]float64{}
 	}
-	rec := jsonRecord{r.Key(), r.Shard, r.Attempt, r.Testlist, r.OpType, *args, r.ArgsLabel, r.Backend,
+	return jsonRecord{r.Key(), r.Shard, r.Attempt, r.Testlist, r.OpType, nil, r.ArgsLabel, r.Backend,
 		r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, r.Tries, r.GPUSeconds, r.Throttled, metrics, solOf(r), countersOf(r)}
-	err := results.EncodeWithArgs(enc, &rec, &rec.Args, r.ArgsJSON())
-	*args = rec.Args
-	return err
 }
 
 // countersOf is counted's columns as an object for JSON lines (nil for a timing row).

@@ -32,16 +32,22 @@ func AppendFloat(dst []byte, f float64) ([]byte, error) {
 	return dst, nil
 }
 
-// AppendString appends s quoted as encoding/json writes a string: <, > and & escaped
-// for HTML, control characters as \b \f \n \r \t or \u00XX, U+2028 and U+2029 escaped,
-// and each byte of invalid UTF-8 as \ufffd.
-func AppendString(dst []byte, s string) []byte {
+// AppendString appends s quoted as json.Marshal writes a string: <, > and & escaped for
+// HTML, control characters as \b \f \n \r \t or \u00XX, U+2028 and U+2029 escaped, and
+// each byte of invalid UTF-8 as \ufffd.
+func AppendString(dst []byte, s string) []byte { return appendString(dst, s, true) }
+
+// AppendStringNoHTMLEscape appends s quoted as an Encoder with SetEscapeHTML(false)
+// writes it: AppendString but for <, > and &, which stand as they are.
+func AppendStringNoHTMLEscape(dst []byte, s string) []byte { return appendString(dst, s, false) }
+
+func appendString(dst []byte, s string, html bool) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+			if b >= 0x20 && b != '"' && b != '\\' && (!html || (b != '<' && b != '>' && b != '&')) {
 				i++
 				continue
 			}

@@ -1,13 +1,15 @@
 package jsontext
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"testing"
 )
 
-// AppendString and AppendFloat write what json.Marshal writes of a string and a float64,
+// AppendString and AppendFloat write what json.Marshal writes of a string and a float64
+// (AppendStringNoHTMLEscape what an Encoder that leaves HTML as it is writes),
 // byte for byte and error for error: edge cases, then strings of random bytes and runes
 // and floats of random bits.
 func TestAppendIsMarshal(t *testing.T) {
@@ -29,6 +31,13 @@ func TestAppendIsMarshal(t *testing.T) {
 		want, _ := json.Marshal(s)
 		if got := AppendString([]byte("x"), s); string(got) != "x"+string(want) {
 			t.Fatalf("%q: AppendString %s, Marshal %s", s, got[1:], want)
+		}
+		var enc bytes.Buffer // an Encoder that leaves HTML as it is
+		e := json.NewEncoder(&enc)
+		e.SetEscapeHTML(false)
+		e.Encode(s)
+		if got := AppendStringNoHTMLEscape([]byte("x"), s); string(got)+"\n" != "x"+enc.String() {
+			t.Fatalf("%q: AppendStringNoHTMLEscape %s, the Encoder %s", s, got[1:], enc.String())
 		}
 	}
 	floats := []float64{0, math.Copysign(0, -1), 1e-6, 9.999999999999999e-7, 1e21, 999999999999999900000, -1e-7, 5e-324,
