@@ -1,7 +1,8 @@
-// Package jsontext appends values as encoding/json writes them, for a document opx writes
-// a record at a time by the hundred thousand (compare's cases): there encoding/json spends
-// most of its time finding a struct's fields by reflection. Its tests hold each function
-// to encoding/json, byte for byte and error for error.
+// Package jsontext appends values as encoding/json writes them, for the documents opx
+// writes a record at a time by the hundred thousand (compare's cases, export's JSON
+// lines): there encoding/json spends most of its time finding a struct's fields by
+// reflection. Its tests hold each function to encoding/json, byte for byte and error for
+// error.
 package jsontext
 
 import (
