@@ -293,20 +293,7 @@ func writeJSONL(ctx context.Context, manifest, dir string, w io.Writer) (verdict
 	var line []byte
 	return walkAll(ctx, manifest, dir, func(rows []results.Row) error {
 		for i := range rows {
-			r := &rows[i]
-			rec := recordOf(r)
-			var ok bool
-			var err error
-			if line, ok, err = appendRecord(line[:0], &rec, r.ArgsJSON()); err != nil {
-				return err
-			}
-			if !ok { // counters: encoding/json's
-				if err := writeRecord(enc, r, &args); err != nil {
-					return err
-				}
-				continue
-			}
-			if _, err := w.Write(append(line, '\n')); err != nil {
+			if err := writeLine(w, enc, &rows[i], &line, &args); err != nil {
 				return err
 			}
 		}
@@ -337,12 +324,22 @@ type jsonRecord struct {
 	Counters  map[string]any     `json:"counters,omitempty"`
 }
 
-// writeRecord writes a row's JSON line, its args' text copied into args (room used
-// again; results.EncodeWithArgs).
-func writeRecord(enc *json.Encoder, r *results.Row, args *json.RawMessage) error {
+// writeLine writes a row's JSON line to w: field by field (appendRecord, in line's room),
+// or by enc, which writes to w, for a record with counters, its args' text copied into
+// args (room used again; results.EncodeWithArgs).
+func writeLine(w io.Writer, enc *json.Encoder, r *results.Row, line *[]byte, args *json.RawMessage) error {
 	rec := recordOf(r)
+	b, ok, err := appendRecord((*line)[:0], &rec, r.ArgsJSON())
+	if err != nil {
+		return err
+	}
+	if ok {
+		*line = append(b, '\n')
+		_, err := w.Write(*line)
+		return err
+	}
 	rec.Args = *args
-	err := results.EncodeWithArgs(enc, &rec, &rec.Args, r.ArgsJSON())
+	err = results.EncodeWithArgs(enc, &rec, &rec.Args, r.ArgsJSON())
 	*args = rec.Args
 	return err
 }
