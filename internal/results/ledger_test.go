@@ -188,18 +188,24 @@ func TestLedgerFileRoundTrip(t *testing.T) {
 	scratch := t.TempDir()
 	t.Setenv("TMPDIR", scratch)
 	path := filepath.Join(f.dir, "out", "cases.json") // a directory made only once it is written: the scratch file is in TMPDIR
-	w, err := CreateLedger(path, filepath.Join(f.dir, "shards"))
-	if err != nil {
-		t.Fatal(err)
+	// commit writes the ledger as summarize does: read into it, then committed
+	commit := func() *Run {
+		t.Helper()
+		w, err := CreateLedger(path, filepath.Join(f.dir, "shards"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		r, err := CoverInto(context.Background(), f.manifest, filepath.Join(f.dir, "shards"), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Commit(r.Ledger); err != nil {
+			t.Fatal(err)
+		}
+		return r
 	}
-	defer w.Close()
-	sr, err := CoverInto(context.Background(), f.manifest, filepath.Join(f.dir, "shards"), w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Commit(sr.Ledger); err != nil {
-		t.Fatal(err)
-	}
+	sr := commit()
 	if sr.Ledger.Line() != run.Ledger.Line() || len(casesOf(sr.Ledger)) != 0 {
 		t.Errorf("written as read: %q, %d cases kept; want %q and none", sr.Ledger.Line(), len(casesOf(sr.Ledger)), run.Ledger.Line())
 	}
@@ -225,21 +231,6 @@ func TestLedgerFileRoundTrip(t *testing.T) {
 	}
 	// its directory exists now: the ledger is written beside it and renamed into place,
 	// the same bytes, its members in the file's order (docs/reference.md)
-	commit := func() {
-		t.Helper()
-		w, err := CreateLedger(path, filepath.Join(f.dir, "shards"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Close()
-		r, err := CoverInto(context.Background(), f.manifest, filepath.Join(f.dir, "shards"), w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Commit(r.Ledger); err != nil {
-			t.Fatal(err)
-		}
-	}
 	commit()
 	again, _ := os.ReadFile(path)
 	if string(again) != string(b) {
