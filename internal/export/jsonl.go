@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
-	"strconv"
 
 	"github.com/semianalysis/opx/internal/jsontext"
 	"github.com/semianalysis/opx/internal/results"
@@ -19,32 +18,30 @@ func appendRecord(dst []byte, rec *jsonRecord, argsJSON string) (_ []byte, ok bo
 	if rec.Counters != nil {
 		return dst, false, nil
 	}
-	str := jsontext.AppendStringNoHTMLEscape
-	dst = str(append(dst, `{"key":`...), rec.Key)
-	dst = str(append(dst, `,"shard":`...), rec.Shard)
-	dst = strconv.AppendInt(append(dst, `,"attempt":`...), int64(rec.Attempt), 10)
-	dst = str(append(dst, `,"testlist":`...), rec.Testlist)
-	dst = str(append(dst, `,"op_type":`...), rec.OpType)
-	dst = appendArgs(append(dst, `,"args":`...), argsJSON)
-	dst = str(append(dst, `,"args_label":`...), rec.ArgsLabel)
-	dst = str(append(dst, `,"backend":`...), rec.Backend)
-	dst = str(append(dst, `,"cluster":`...), rec.Cluster)
-	dst = str(append(dst, `,"runner":`...), rec.Runner)
-	dst = strconv.AppendInt(append(dst, `,"world_size":`...), int64(rec.WorldSize), 10)
-	dst = str(append(dst, `,"status":`...), rec.Status)
+	w := jsontext.Record{B: dst, KeepHTML: true}
+	w.String(`{"key":`, rec.Key)
+	w.String(`,"shard":`, rec.Shard)
+	w.Int(`,"attempt":`, rec.Attempt)
+	w.String(`,"testlist":`, rec.Testlist)
+	w.String(`,"op_type":`, rec.OpType)
+	w.Raw(`,"args":`)
+	w.B = appendArgs(w.B, argsJSON)
+	w.String(`,"args_label":`, rec.ArgsLabel)
+	w.String(`,"backend":`, rec.Backend)
+	w.String(`,"cluster":`, rec.Cluster)
+	w.String(`,"runner":`, rec.Runner)
+	w.Int(`,"world_size":`, rec.WorldSize)
+	w.String(`,"status":`, rec.Status)
 	if rec.Message != "" {
-		dst = str(append(dst, `,"message":`...), rec.Message)
+		w.String(`,"message":`, rec.Message)
 	}
-	dst = strconv.AppendInt(append(dst, `,"tries":`...), int64(rec.Tries), 10)
-	if dst, err = jsontext.AppendFloat(append(dst, `,"gpu_seconds":`...), rec.GPUSecs); err != nil {
-		return dst, true, err
-	}
+	w.Int(`,"tries":`, rec.Tries)
+	w.Float(`,"gpu_seconds":`, rec.GPUSecs)
 	if rec.Throttled != "" {
-		dst = str(append(dst, `,"throttled":`...), rec.Throttled)
+		w.String(`,"throttled":`, rec.Throttled)
 	}
-	dst = append(dst, `,"metrics":`...)
 	if rec.Metrics == nil {
-		dst = append(dst, "null"...)
+		w.Raw(`,"metrics":null`)
 	} else {
 		var room [16]string
 		names := room[:0]
@@ -52,63 +49,39 @@ func appendRecord(dst []byte, rec *jsonRecord, argsJSON string) (_ []byte, ok bo
 			names = append(names, name)
 		}
 		slices.Sort(names) // encoding/json writes a map's keys in order
-		dst = append(dst, '{')
+		w.Raw(`,"metrics":{`)
 		for i, name := range names {
 			if i > 0 {
-				dst = append(dst, ',')
+				w.Raw(",")
 			}
-			dst = append(str(dst, name), ':')
-			if dst, err = jsontext.AppendFloat(dst, rec.Metrics[name]); err != nil {
-				return dst, true, err
-			}
+			w.String("", name)
+			w.Float(":", rec.Metrics[name])
 		}
-		dst = append(dst, '}')
+		w.Raw("}")
 	}
 	if s := rec.SOL; s != nil {
-		dst = append(dst, `,"sol":{`...)
-		for i, f := range []struct {
-			name string
-			v    float64
-		}{{`"achieved_tbps":`, s.AchievedTBPS}, {`"achieved_tflops":`, s.AchievedTFLOPS}} {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			if dst, err = jsontext.AppendFloat(append(dst, f.name...), f.v); err != nil {
-				return dst, true, err
-			}
-		}
+		w.Float(`,"sol":{"achieved_tbps":`, s.AchievedTBPS)
+		w.Float(`,"achieved_tflops":`, s.AchievedTFLOPS)
 		if s.Bound != "" {
-			dst = str(append(dst, `,"bound":`...), s.Bound)
+			w.String(`,"bound":`, s.Bound)
 		}
-		for _, f := range []struct {
-			name string
-			v    float64
-		}{{`,"bytes":`, s.Bytes}, {`,"flops":`, s.FLOPs}} {
-			if dst, err = jsontext.AppendFloat(append(dst, f.name...), f.v); err != nil {
-				return dst, true, err
-			}
-		}
+		w.Float(`,"bytes":`, s.Bytes)
+		w.Float(`,"flops":`, s.FLOPs)
 		if s.FormulaDiff != nil {
-			if dst, err = jsontext.AppendFloat(append(dst, `,"formula_diff_pct":`...), *s.FormulaDiff); err != nil {
-				return dst, true, err
-			}
+			w.Float(`,"formula_diff_pct":`, *s.FormulaDiff)
 		}
-		dst = strconv.AppendBool(append(dst, `,"impossible":`...), s.Impossible)
-		for _, f := range []struct {
-			name string
-			v    float64
-		}{{`,"intensity":`, s.Intensity}, {`,"pct_of_bandwidth_peak":`, s.PctBandwidth}, {`,"pct_of_compute_peak":`, s.PctCompute},
-			{`,"pct_of_roofline":`, s.PctRoofline}} {
-			if dst, err = jsontext.AppendFloat(append(dst, f.name...), f.v); err != nil {
-				return dst, true, err
-			}
-		}
+		w.Bool(`,"impossible":`, s.Impossible)
+		w.Float(`,"intensity":`, s.Intensity)
+		w.Float(`,"pct_of_bandwidth_peak":`, s.PctBandwidth)
+		w.Float(`,"pct_of_compute_peak":`, s.PctCompute)
+		w.Float(`,"pct_of_roofline":`, s.PctRoofline)
 		if s.Source != "" {
-			dst = str(append(dst, `,"work_source":`...), s.Source)
+			w.String(`,"work_source":`, s.Source)
 		}
-		dst = append(dst, '}')
+		w.Raw("}")
 	}
-	return append(dst, '}'), true, nil
+	w.Raw("}")
+	return w.B, true, w.Err
 }
 
 // appendArgs appends a row's args text (its key's, json.dumps(args, sort_keys=True):

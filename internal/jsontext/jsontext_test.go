@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// AppendString and AppendFloat write what json.Marshal writes of a string and a float64
-// (AppendStringNoHTMLEscape what an Encoder that leaves HTML as it is writes),
+// A Record's strings and floats are what json.Marshal writes of a string and a float64
+// (with KeepHTML, what an Encoder that leaves HTML as it is writes),
 // byte for byte and error for error: edge cases, then strings of random bytes and runes
 // and floats of random bits.
 func TestAppendIsMarshal(t *testing.T) {
@@ -29,15 +29,17 @@ func TestAppendIsMarshal(t *testing.T) {
 	}
 	for _, s := range strs {
 		want, _ := json.Marshal(s)
-		if got := AppendString([]byte("x"), s); string(got) != "x"+string(want) {
-			t.Fatalf("%q: AppendString %s, Marshal %s", s, got[1:], want)
+		if got := appendString([]byte("x"), s, true); string(got) != "x"+string(want) {
+			t.Fatalf("%q: appendString %s, Marshal %s", s, got[1:], want)
 		}
 		var enc bytes.Buffer // an Encoder that leaves HTML as it is
 		e := json.NewEncoder(&enc)
 		e.SetEscapeHTML(false)
 		e.Encode(s)
-		if got := AppendStringNoHTMLEscape([]byte("x"), s); string(got)+"\n" != "x"+enc.String() {
-			t.Fatalf("%q: AppendStringNoHTMLEscape %s, the Encoder %s", s, got[1:], enc.String())
+		r := Record{B: []byte("x"), KeepHTML: true}
+		r.String("", s)
+		if string(r.B)+"\n" != "x"+enc.String() {
+			t.Fatalf("%q: a Record keeping HTML wrote %s, the Encoder %s", s, r.B[1:], enc.String())
 		}
 	}
 	floats := []float64{0, math.Copysign(0, -1), 1e-6, 9.999999999999999e-7, 1e21, 999999999999999900000, -1e-7, 5e-324,
@@ -47,9 +49,10 @@ func TestAppendIsMarshal(t *testing.T) {
 	}
 	for _, f := range floats {
 		want, wantErr := json.Marshal(f)
-		got, err := AppendFloat([]byte("x"), f)
-		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) || (err == nil && string(got) != "x"+string(want)) {
-			t.Fatalf("%v: AppendFloat %s (%v), Marshal %s (%v)", f, got, err, want, wantErr)
+		r := Record{B: []byte("x")}
+		r.Float("", f)
+		if got, err := r.B, r.Err; (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) || (err == nil && string(got) != "x"+string(want)) {
+			t.Fatalf("%v: a Record wrote %s (%v), Marshal %s (%v)", f, got, err, want, wantErr)
 		}
 	}
 }
