@@ -49,8 +49,12 @@ type builder struct {
 	counters         counterRows // counters-mode rows
 }
 
-// caseKey is a case as the page shows it: its testlist, op type and args label.
-type caseKey struct{ testlist, op, label string }
+// caseKey is a case as the page shows it: its testlist and op type by number, and its
+// args label.
+type caseKey struct {
+	tl, op int32
+	label  string
+}
 
 type caseInfo struct {
 	testlist, op, label string
@@ -116,17 +120,18 @@ func newBuilder() *builder {
 var statusCode = map[string]uint8{"ok": 0, "unsupported": 1, "error": 2}
 
 func (b *builder) add(r *results.Row) {
-	c, known := b.cases[caseKey{r.Testlist, r.OpType, r.ArgsLabel}]
+	// numbered as first seen, which for a testlist or op type is its first case's row
+	tl, _ := b.testlists.id(r.Testlist)
+	o, _ := b.ops.id(r.OpType)
+	c, known := b.cases[caseKey{tl, o, r.ArgsLabel}]
 	if !known {
 		if b.cases == nil {
 			b.cases = map[caseKey]int32{}
 		}
 		c = int32(len(b.caseInfo))
-		k := caseKey{r.Testlist, r.OpType, strings.Clone(r.ArgsLabel)}
+		k := caseKey{tl, o, strings.Clone(r.ArgsLabel)}
 		b.cases[k] = c
-		tl, _ := b.testlists.id(k.testlist)
-		o, _ := b.ops.id(k.op)
-		b.caseInfo = append(b.caseInfo, caseInfo{k.testlist, k.op, k.label, tl, o, size(r.OpType, &r.Args)})
+		b.caseInfo = append(b.caseInfo, caseInfo{b.testlists.list[tl], b.ops.list[o], k.label, tl, o, size(r.OpType, &r.Args)})
 	}
 	sk := serKey{r.Backend, r.Cluster, r.WorldSize}
 	s, known := b.serOf[sk]

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Direction says which way a metric improves.
@@ -32,31 +33,35 @@ var timeSuffixes = []string{"_ns", "_us", "_ms", "_s"}
 
 // DirectionOf classifies a metric by its name. Spread bounds (latency_min_us,
 // latency_max_us, *_p50 ...) and counters are neutral: they describe another metric.
-// A run names a handful of metrics on every one of its rows: each name is classified
-// once (up to mostDirections names; any further one each time it is asked).
-func DirectionOf(name string) Direction {
-	directions.RLock()
-	d, ok := directions.of[name]
-	directions.RUnlock()
-	if ok {
-		return d
-	}
-	d = directionOf(name)
-	directions.Lock()
-	if len(directions.of) < mostDirections {
-		directions.of[name] = d
-	}
-	directions.Unlock()
-	return d
+func DirectionOf(name string) Direction { return factsOf(name).direction }
+
+// facts are what a metric's name says: its direction and its display unit.
+type facts struct {
+	direction Direction
+	unit      string
 }
 
-// directions are the metric names classified so far.
-var directions = struct {
-	sync.RWMutex
-	of map[string]Direction
-}{of: map[string]Direction{}}
+// named are the metric names worked out so far. A run names a handful of metrics on
+// every one of its rows, and its rows are read on every core: each name is worked out
+// once (up to mostNames names; any further one each time it is asked), and read back
+// without a lock.
+var (
+	named      sync.Map // name → facts
+	namedCount atomic.Int32
+)
 
-const mostDirections = 4096
+const mostNames = 4096
+
+func factsOf(name string) facts {
+	if f, ok := named.Load(name); ok {
+		return f.(facts)
+	}
+	f := facts{directionOf(name), unitOf(name)}
+	if namedCount.Add(1) <= mostNames {
+		named.Store(strings.Clone(name), f)
+	}
+	return f
+}
 
 func directionOf(name string) Direction {
 	n := strings.ToLower(name)
@@ -268,7 +273,9 @@ func quantile(s []float64, q float64) float64 {
 }
 
 // Unit is the display unit of a metric.
-func Unit(name string) string {
+func Unit(name string) string { return factsOf(name).unit }
+
+func unitOf(name string) string {
 	n := strings.ToLower(name)
 	switch {
 	case strings.Contains(n, "tflops"):
