@@ -10,10 +10,8 @@ package export
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -70,22 +68,6 @@ func counted(r *results.Row) []string {
 var solColumns = []string{"flops", "bytes", "achieved_tflops", "achieved_tbps", "pct_of_compute_peak", "pct_of_bandwidth_peak",
 	"intensity", "bound", "pct_of_roofline", "impossible", "work_source", "formula_diff_pct"}
 
-// judged is a row's place against its limits, as export's columns say it ("" when unknown).
-func judged(r *results.Row) []string {
-	out := make([]string, len(solColumns))
-	w, j, ok := r.SOL()
-	if !ok {
-		return out
-	}
-	g := sixDigits
-	diff := ""
-	if w.Source == "harness" && w.FormulaDiff != 0 {
-		diff = g(w.FormulaDiff)
-	}
-	return []string{g(w.FLOPs), g(w.Bytes), g(j.TFLOPS), g(j.TBPS), g(j.PctCompute), g(j.PctBandwidth), g(j.Intensity),
-		j.Bound, g(j.SOL), strconv.FormatBool(j.Impossible), w.Source, diff}
-}
-
 // Write writes the run's rows in format to w, and returns the run's verdict
 // (internal/verdict), for the command's words and exit code. A row the harness wrote as ok
 // whose headline metric is no measurement is exported as an error, its message naming the
@@ -106,18 +88,6 @@ func Write(ctx context.Context, manifest, dir, format string, w io.Writer) (verd
 		return v, err
 	}
 	return v, bw.Flush()
-}
-
-func fixed(r *results.Row) []string {
-	return append([]string{r.Key(), r.Shard, strconv.Itoa(r.Attempt), r.Testlist, r.OpType, r.ArgsJSON(), r.ArgsLabel, r.Backend,
-		r.Cluster, r.Runner, strconv.Itoa(r.WorldSize), r.Status, r.Message, strconv.Itoa(r.Tries), gpuSeconds(r), r.Throttled}, append(judged(r), counted(r)...)...)
-}
-
-func gpuSeconds(r *results.Row) string {
-	if r.GPUSeconds == 0 {
-		return ""
-	}
-	return strconv.FormatFloat(r.GPUSeconds, 'g', 6, 64)
 }
 
 // walkAll streams the run's rows (results.Stream), then the cases no attempt measured as
@@ -155,9 +125,7 @@ func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) (verdict.V
 	sw := bufio.NewWriterSize(spool, 256<<10)
 	var metrics []string
 	seen := map[string]bool{}
-	record := make([]string, 0, len(columns)+8)
-	var line bytes.Buffer
-	lw := csv.NewWriter(&line)
+	var line csvLine
 	v, err := walkAll(ctx, manifest, dir, func(rows []results.Row) error {
 		for i := range rows {
 			r := &rows[i]
@@ -167,16 +135,9 @@ func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) (verdict.V
 					metrics = append(metrics, m)
 				}
 			}
-			record = append(record[:0], fixed(r)...)
-			for _, m := range metrics {
-				v, ok := r.Metrics[m]
-				if ok {
-					record = append(record, strconv.FormatFloat(v, 'g', -1, 64))
-				} else {
-					record = append(record, "")
-				}
-			}
-			spoolRecord(sw, lw, &line, record)
+			line.reset()
+			line.row(r, metrics)
+			putLine(sw, line.cells, line.b)
 		}
 		return nil
 	})
@@ -189,24 +150,15 @@ func writeCSV(ctx context.Context, manifest, dir string, w io.Writer) (verdict.V
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return v, err
 	}
-	cw := csv.NewWriter(w)
+	line.reset()
+	for _, name := range slices.Concat(columns, metrics) {
+		line.text(name)
+	}
+	if _, err := w.Write(append(line.b, '\n')); err != nil {
+		return v, err
+	}
 	width := len(columns) + len(metrics)
-	if err := cw.Write(neutral(append(append([]string(nil), columns...), metrics...))); err != nil {
-		return v, err
-	}
-	cw.Flush()
-	if err := cw.Error(); err != nil {
-		return v, err
-	}
 	return v, copySpool(w, spool, width)
-}
-
-// spoolRecord spools a record as its CSV line (neutral cells), written by lw into line.
-func spoolRecord(sw *bufio.Writer, lw *csv.Writer, line *bytes.Buffer, record []string) {
-	line.Reset()
-	lw.Write(neutral(record)) // into memory: it cannot fail
-	lw.Flush()
-	putLine(sw, len(record), bytes.TrimSuffix(line.Bytes(), []byte("\n")))
 }
 
 // copySpool writes the spooled lines to w, each filled out to width fields: an empty
@@ -265,23 +217,6 @@ func noEOF(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
-}
-
-// neutral makes each cell of a CSV record safe to open in a spreadsheet (OWASP's rule for
-// CSV injection): a cell that starts with =, +, -, @, a tab or a carriage return and is not
-// a number gets a leading ', so "=cmd|' /C calc'!A0" from a results file is text, not a
-// formula; numbers, negative ones included, stay numbers.
-func neutral(record []string) []string {
-	for i, c := range record {
-		if c == "" || !strings.ContainsRune("=+-@\t\r", rune(c[0])) {
-			continue
-		}
-		if _, err := strconv.ParseFloat(c, 64); err == nil {
-			continue
-		}
-		record[i] = "'" + c
-	}
-	return record
 }
 
 // writeJSONL writes one object a row: the fixed columns (world_size and attempt as

@@ -6,7 +6,10 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"io"
+	"math"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,7 +24,7 @@ func TestJudgedColumns(t *testing.T) {
 	args, _ := summary.ParseArgs([]byte(`{"m": 4096, "n": 7168, "k": 2048, "a": {"dtype": "bf16"}, "b": {"dtype": "bf16"}, "out": "bf16"}`))
 	r := results.Row{OpType: "gemm", Args: args, Runner: "cluster:h100-dsxe", WorldSize: 1, Status: "ok",
 		Metrics: map[string]float64{"latency_us": 412}, MetricOrder: []string{"latency_us"}}
-	got := strings.Join(judged(&r), ",")
+	got := judged(&r)
 	if got != "1.20259e+11,1.04858e+08,291.891,0.254509,29.5137,7.59728,1146.88,compute,29.5137,false,formula," {
 		t.Errorf("judged: %s", got)
 	}
@@ -38,7 +41,7 @@ func TestJudgedColumns(t *testing.T) {
 	}
 	// the harness's own flops win, and the formula's difference is noted
 	r.Metrics["flops"] = 1.5e11
-	got = strings.Join(judged(&r), ",")
+	got = judged(&r)
 	if !strings.HasPrefix(got, "1.5e+11,") || !strings.HasSuffix(got, ",harness,-19.8273") {
 		t.Errorf("harness flops: %s", got)
 	}
@@ -49,30 +52,104 @@ func TestJudgedColumns(t *testing.T) {
 	site := sol.Override(sol.Peaks["h100"], &sol.Site{TFLOPS: map[string]float64{"bf16": 700}, HBM: 3})
 	delete(r.Metrics, "flops")
 	r.Peak = &site
-	if j := judged(&r); j[4] != "41.6987" { // 291.891 of 700
+	if j := strings.Split(judged(&r), ","); j[4] != "41.6987" { // 291.891 of 700
 		t.Errorf("site peak: %q", j)
 	}
 	r.Runner, r.Peak = "local", nil
-	if got := strings.Join(judged(&r), ","); got != ",,,,,,,,,,," {
+	if got := judged(&r); got != ",,,,,,,,,,," {
 		t.Errorf("local runner: %q", got)
 	}
 }
 
+// judged is a row's SOL cells, as its CSV line has them.
+func judged(r *results.Row) string {
+	var l csvLine
+	l.judged(r)
+	return string(l.b)
+}
+
 // A cell that a spreadsheet would run as a formula is made text; numbers stay numbers
-// (issue 30: an op type "=cmd|' /C calc'!A0" was written bare).
+// (issue 30: an op type "=cmd|' /C calc'!A0" was written bare); the line is the cells
+// as csv.Writer writes them.
 func TestCSVCellsAreNeutral(t *testing.T) {
-	got := neutral([]string{"=cmd|' /C calc'!A0", "+1+1", "-2-3", "@SUM(A1)", "\tx", "\rx", "-3.5", "+2", "1e-3", "gemm", "", "-Infinity"})
-	want := []string{"'=cmd|' /C calc'!A0", "'+1+1", "'-2-3", "'@SUM(A1)", "'\tx", "'\rx", "-3.5", "+2", "1e-3", "gemm", "", "-Infinity"}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("cell %d: %q, want %q", i, got[i], want[i])
+	cells := []string{"=cmd|' /C calc'!A0", "+1+1", "-2-3", "@SUM(A1)", "\tx", "\rx", "-3.5", "+2", "1e-3", "gemm", "", "-Infinity", "=a,b", `-"q"`}
+	want := []string{"'=cmd|' /C calc'!A0", "'+1+1", "'-2-3", "'@SUM(A1)", "'\tx", "'\rx", "-3.5", "+2", "1e-3", "gemm", "", "-Infinity", "'=a,b", `'-"q"`}
+	var l csvLine
+	for _, c := range cells {
+		l.text(c)
+	}
+	if got, ref := string(l.b)+"\n", writerLine(want); got != ref {
+		t.Errorf("line %q, want %q", got, ref)
+	}
+}
+
+// writerLine is record as csv.Writer writes it.
+func writerLine(record []string) string {
+	var b bytes.Buffer
+	cw := csv.NewWriter(&b)
+	cw.Write(record)
+	cw.Flush()
+	return b.String()
+}
+
+// neutralCell is a cell as the CSV has it: marked with a leading ' when a spreadsheet
+// would run it (it starts with =, +, -, @, a tab or a carriage return, and is no number).
+func neutralCell(c string) string {
+	if c == "" || !strings.ContainsRune("=+-@\t\r", rune(c[0])) {
+		return c
+	}
+	if _, err := strconv.ParseFloat(c, 64); err == nil {
+		return c
+	}
+	return "'" + c
+}
+
+// A CSV line is, cell for cell, what csv.Writer writes of the cells made neutral: text
+// with quotes, commas, line breaks, leading spaces (Unicode's too), `\.`, invalid UTF-8
+// and formula characters; numbers in both of their formats, NaN and infinities; integers.
+func TestCSVLineIsWriter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 30))
+	pieces := []string{"a", "Z", "0", "9", ".", "e", "-", "+", "=", "@", "'", ",", `"`, "\r", "\n", "\t", " ", "\\", `\.`,
+		"\u00a0", "\u2028", "\u3000", "é", "\xff", "\xc3", "NaN", "Inf", "1e5", "gemm", "|"}
+	floats := []float64{0, math.Copysign(0, -1), 1, -1, 1e-7, 1e21, 123456789, 0.1, math.NaN(), math.Inf(1), math.Inf(-1), math.MaxFloat64, math.SmallestNonzeroFloat64}
+	for range 20000 {
+		var l csvLine
+		var ref []string
+		for range 1 + rng.IntN(6) {
+			switch rng.IntN(4) {
+			case 0, 1:
+				var b strings.Builder
+				for range rng.IntN(5) {
+					b.WriteString(pieces[rng.IntN(len(pieces))])
+				}
+				l.text(b.String())
+				ref = append(ref, neutralCell(b.String()))
+			case 2:
+				x := floats[rng.IntN(len(floats))]
+				if rng.IntN(2) == 0 {
+					x = math.Float64frombits(rng.Uint64())
+				}
+				digits := []int{-1, 6}[rng.IntN(2)]
+				l.float(x, digits)
+				ref = append(ref, neutralCell(strconv.FormatFloat(x, 'g', digits, 64)))
+			default:
+				i := rng.IntN(2000) - 1000
+				l.int(i)
+				ref = append(ref, neutralCell(strconv.Itoa(i)))
+			}
+		}
+		if l.cells != len(ref) {
+			t.Fatalf("%d cells, want %d", l.cells, len(ref))
+		}
+		if got, want := string(l.b)+"\n", writerLine(ref); got != want {
+			t.Fatalf("cells %q:\n%q\nwant\n%q", ref, got, want)
 		}
 	}
 }
 
-// A spooled record comes back as csv.Writer writes the record filled out to the header's
-// width with empty cells: quotes, commas and line breaks inside cells, cells made
-// neutral, records of every width; a spool cut short is an error.
+// A spooled line comes back filled out to the header's width with empty cells, as
+// csv.Writer writes the record so filled out: lines of every width, quoted cells among
+// them; a spool cut short is an error.
 func TestSpooledLinesAsCSV(t *testing.T) {
 	records := [][]string{
 		{"a", "b,c", `say "hi"`},
@@ -84,24 +161,29 @@ func TestSpooledLinesAsCSV(t *testing.T) {
 	const width = 6
 	var spool bytes.Buffer
 	sw := bufio.NewWriter(&spool)
-	var line bytes.Buffer
-	lw := csv.NewWriter(&line)
+	var l csvLine
 	for _, r := range records {
-		spoolRecord(sw, lw, &line, slices.Clone(r))
+		l.reset()
+		for _, c := range r {
+			l.text(c)
+		}
+		putLine(sw, l.cells, l.b)
 	}
 	sw.Flush()
-	var got, want bytes.Buffer
+	var got bytes.Buffer
 	if err := copySpool(&got, bytes.NewReader(spool.Bytes()), width); err != nil {
 		t.Fatal(err)
 	}
-	cw := csv.NewWriter(&want)
+	want := ""
 	for _, r := range records {
 		full := append(slices.Clone(r), make([]string, width-len(r))...)
-		cw.Write(neutral(full))
+		for i := range full {
+			full[i] = neutralCell(full[i])
+		}
+		want += writerLine(full)
 	}
-	cw.Flush()
-	if got.String() != want.String() {
-		t.Errorf("copied:\n%q\nwant:\n%q", got.String(), want.String())
+	if got.String() != want {
+		t.Errorf("copied:\n%q\nwant:\n%q", got.String(), want)
 	}
 	cut := spool.Bytes()[:spool.Len()-3]
 	if err := copySpool(io.Discard, bytes.NewReader(cut), width); err == nil || !strings.Contains(err.Error(), "unexpected EOF") {
