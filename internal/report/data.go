@@ -57,9 +57,9 @@ type caseKey struct {
 }
 
 type caseInfo struct {
-	testlist, op, label string
-	tl, o               int32 // testlist and op type by number
-	size                float64
+	label string
+	tl, o int32 // testlist and op type by number
+	size  float64
 }
 
 type serKey struct {
@@ -131,7 +131,7 @@ func (b *builder) add(r *results.Row) {
 		c = int32(len(b.caseInfo))
 		k := caseKey{tl, o, strings.Clone(r.ArgsLabel)}
 		b.cases[k] = c
-		b.caseInfo = append(b.caseInfo, caseInfo{b.testlists.list[tl], b.ops.list[o], k.label, tl, o, size(r.OpType, &r.Args)})
+		b.caseInfo = append(b.caseInfo, caseInfo{k.label, tl, o, size(r.OpType, &r.Args)})
 	}
 	sk := serKey{r.Backend, r.Cluster, r.WorldSize}
 	s, known := b.serOf[sk]
@@ -257,7 +257,7 @@ func (b *builder) summary() []summaryRow {
 		c := &b.caseInfo[b.caseOf[i]]
 		a := &aggs[int(c.o)*nser+int(b.seriesOf[i])]
 		if a.row == nil {
-			a.row = &summaryRow{OpType: c.op, Series: b.series.list[b.seriesOf[i]]}
+			a.row = &summaryRow{OpType: b.ops.list[c.o], Series: b.series.list[b.seriesOf[i]]}
 		}
 		row := a.row
 		row.Rows++
