@@ -310,7 +310,7 @@ func read(ctx context.Context, dir, manifest string, outs ...*Run) error {
 				}
 				out.rows, out.ids = make([]entry, 0, n), make([]int32, 0, n)
 				if len(out.keys.index) == 0 {
-					out.keys.index = make(map[string]int32, n)
+					out.keys.index, out.keys.list = make(map[string]int32, n), make([]string, 0, n)
 				}
 			}
 		}
@@ -439,6 +439,9 @@ func (s *Run) judge(r *results.Row, j *judged) {
 		v, ok := r.Metrics[k]
 		if !ok || results.DirectionOf(k) == results.Neutral {
 			continue
+		}
+		if x.metrics == nil { // room for the rest, which are mostly directional too
+			x.metrics = make([]value, 0, len(r.MetricOrder))
 		}
 		lo, hi, how, ok := r.Spread(k)
 		if !ok && how != "" { // recorded, but no spread: judged without one

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"iter"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -136,7 +135,8 @@ type argsBuilder struct {
 	strs   []byte // the members' keys, and their values' text: a string's own, a number as the key writes it
 	prefix []byte // the label's prefix for an object's members: "a.scale."
 	nodes  []argNode
-	key    []byte // the key's text
+	room   []argNode // where done places each Args' nodes: one allocation for many rows'
+	key    []byte    // the key's text
 	// slow is whether the one pass leaves the args to the tree: a list (labelled as
 	// JSON) or a repeated key (Python keeps the last value in the first one's place)
 	slow bool
@@ -181,11 +181,20 @@ func (b *argsBuilder) done(text []byte) Args {
 	s.Write(b.label)
 	s.Write(b.strs)
 	a := Args{s: s.String(), text: uint32(len(text)), label: uint32(len(text) + len(b.label))}
-	if len(b.nodes) > 0 {
-		a.nodes = slices.Clone(b.nodes)
+	if n := len(b.nodes); n > 0 { // a part of room of its own (a full slice: no append reaches past it)
+		if cap(b.room)-len(b.room) < n { // twice the last room, up to nodeRoom: a builder used once makes just enough
+			b.room = make([]argNode, 0, max(min(2*cap(b.room), nodeRoom), n))
+		}
+		at := len(b.room)
+		b.room = append(b.room, b.nodes...)
+		a.nodes = b.room[at:len(b.room):len(b.room)]
 	}
 	return a
 }
+
+// nodeRoom is how many nodes room is made for: a results file's rows, a few hundred,
+// each with about eight.
+const nodeRoom = 2048
 
 // keep appends text to the members' text and returns where it lies.
 func (b *argsBuilder) keep(text []byte) span {

@@ -245,3 +245,41 @@ func treeArgs(o *pyjson.Object) Args {
 	}
 	return b.done(text)
 }
+
+// One builder reads row after row, each Args' nodes in a part of the builder's room of
+// its own: a later row, or an append to an earlier row's nodes, leaves every other as a
+// builder used once reads it.
+func TestArgsKeepTheirNodes(t *testing.T) {
+	var docs []string
+	for i := range 600 { // past one room (nodeRoom nodes), about eight nodes a row
+		docs = append(docs, fmt.Sprintf(`{"m": %d, "n": 4096, "k": 7168, "a": {"dtype": "bf16", "scale": "s%d"}, "b": {"dtype": "fp8"}, "out": "bf16"}`, i, i))
+	}
+	var b argsBuilder
+	var got []Args
+	for _, doc := range docs {
+		var d pyjson.Decoder
+		if err := d.Reset([]byte(doc)); err != nil {
+			t.Fatal(err)
+		}
+		a, err := b.read(&d, []byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, a)
+	}
+	for i := range got {
+		_ = append(got[i].nodes, argNode{kind: argNumber, num: -1})
+	}
+	for i, doc := range docs {
+		want, err := ParseArgs([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[i].Text() != want.Text() || got[i].Label() != want.Label() || !slices.Equal(got[i].nodes, want.nodes) {
+			t.Fatalf("row %d: %s %v, want %s %v", i, got[i].Label(), got[i].nodes, want.Label(), want.nodes)
+		}
+	}
+	if len(b.room) == 0 || cap(b.room) > nodeRoom {
+		t.Errorf("room %d of %d, want at most %d", len(b.room), cap(b.room), nodeRoom)
+	}
+}
