@@ -70,6 +70,7 @@ type Options struct {
 	Key      []string `json:"key"`       // the case-key fields the runs are joined on (nil: all)
 	Base     Filter   `json:"base_filter,omitempty"`
 	New      Filter   `json:"new_filter,omitempty"`
+	below    string   // "change below <Same>", the noise of every "same" metric (Join says it once)
 }
 
 // Filter keeps the rows whose fields (results.Row.Field) have the given values.
@@ -538,6 +539,7 @@ type joined struct {
 // with; Join reports them.
 func Join(base, nw *Run, opt Options) *Result {
 	opt.Key = base.key
+	opt.below = "change below " + pct(opt.Same)
 	res := &Result{Options: opt, Counts: map[string]int{}, Base: base.Side, New: nw.Side, Throttled: map[string]int{},
 		Problems: []string{}, Warnings: []string{}}
 	for _, sd := range []struct {
@@ -603,12 +605,16 @@ func Join(base, nw *Run, opt Options) *Result {
 	parts := runtime.GOMAXPROCS(0)
 	for p := range parts {
 		wg.Go(func() {
+			var room []Metric // each case's metrics, in the room of the last
 			for k := len(res.cases) * p / parts; k < len(res.cases)*(p+1)/parts; k++ {
 				j := &res.cases[k]
-				c := build(j.key, j.b, j.n, opt, false)
+				c := build(j.key, j.b, j.n, opt, false, room)
 				j.class, j.hasPrimary = c.Class, c.Primary != nil
 				if c.Primary != nil {
 					j.speedup = c.Primary.Speedup
+				}
+				if c.Metrics != nil {
+					room = c.Metrics
 				}
 			}
 		})
@@ -618,7 +624,7 @@ func Join(base, nw *Run, opt Options) *Result {
 		res.Counts[res.cases[i].class]++
 		res.cases[i].rank = rank(res.cases[i].class)
 	}
-	slices.SortFunc(res.cases, func(a, b joined) int {
+	par.SortFunc(res.cases, func(a, b joined) int { // keys are unique: one order
 		if a.rank != b.rank {
 			return cmp.Compare(a.rank, b.rank)
 		}
@@ -635,8 +641,10 @@ func Join(base, nw *Run, opt Options) *Result {
 
 // build is one case's comparison, whole: its class and metrics from its two rows (either
 // nil when the case is in one run only); without say, its metrics' changes and noise are
-// not put in words (Join classes every case, and only the cases shown are said).
-func build(key string, b, n *entry, opt Options, say bool) Case {
+// not put in words (Join classes every case, and only the cases shown are said). Its
+// metrics are made in room's space (nil: their own), for a caller done with them before
+// it builds the next.
+func build(key string, b, n *entry, opt Options, say bool, room []Metric) Case {
 	ref := b
 	if ref == nil {
 		ref = n
@@ -661,7 +669,7 @@ func build(key string, b, n *entry, opt Options, say bool) Case {
 	case b.status != okWord:
 		c.Class = Unmeasured
 	default:
-		classify(&c, b, n, opt, say)
+		classify(&c, b, n, opt, say, room)
 		if (b.impossible || n.impossible) && c.Primary != nil {
 			c.Class = Impossible // a broken timer or cached inputs: the change means nothing
 		}
@@ -676,7 +684,7 @@ func (r *Result) Len() int { return len(r.cases) }
 // improvement first).
 func (r *Result) Case(i int) Case {
 	j := r.cases[i]
-	return build(j.key, j.b, j.n, r.Options, true)
+	return build(j.key, j.b, j.n, r.Options, true, nil)
 }
 
 // Cases are all the cases, in order.
@@ -697,11 +705,11 @@ func rank(class string) int {
 	return len(classOrder)
 }
 
-func classify(c *Case, b, n *entry, opt Options, say bool) {
+func classify(c *Case, b, n *entry, opt Options, say bool, room []Metric) {
 	var seen [8]word
 	names := seen[:0] // the metrics taken, in order: a row has a few
 	// room for both sides' metrics, which mostly have the same names
-	c.Metrics = make([]Metric, 0, max(len(b.metrics), len(n.metrics)))
+	c.Metrics = slices.Grow(room[:0], max(len(b.metrics), len(n.metrics)))
 	for _, side := range []*entry{b, n} {
 		for _, x := range side.metrics {
 			if slices.Contains(names, x.name) {
@@ -756,7 +764,10 @@ func metric(b, n value, opt Options, say bool) Metric {
 	case math.Abs(g) < opt.Same:
 		m.Class = Same
 		if say {
-			noise = "change below " + pct(opt.Same)
+			noise = opt.below
+			if noise == "" { // options not from Join
+				noise = "change below " + pct(opt.Same)
+			}
 		}
 	case bhow != "" && nhow != "":
 		m.BaseLo, m.BaseHi, m.NewLo, m.NewHi = bl, bh, nl, nh
@@ -839,15 +850,20 @@ func (r *Result) WriteJSON(ctx context.Context, w io.Writer) error {
 	err = par.Ordered(ctx, (len(r.cases)+chunk-1)/chunk, 0, func(_ context.Context, i int) (*[]byte, error) {
 		out := caseLines.Get().(*[]byte)
 		b := (*out)[:0]
+		var room []Metric // each case's metrics, in the room of the last: written, then let go
 		for k := i * chunk; k < min((i+1)*chunk, len(r.cases)); k++ {
 			if k > 0 {
 				b = append(b, ',')
 			}
 			b = append(b, '\n')
-			c := r.Case(k)
+			j := &r.cases[k]
+			c := build(j.key, j.b, j.n, r.Options, true, room)
 			var err error
 			if b, err = appendCase(b, &c); err != nil { // as json.Marshal writes it
 				return nil, err
+			}
+			if c.Metrics != nil {
+				room = c.Metrics
 			}
 		}
 		*out = b

@@ -7,6 +7,7 @@ package par
 import (
 	"context"
 	"runtime"
+	"slices"
 	"sync"
 )
 
@@ -77,4 +78,60 @@ func Ordered[T any](ctx context.Context, n, window int, read func(ctx context.Co
 		}
 	}
 	return nil
+}
+
+// SortFunc sorts s by cmp, which must order every two elements (none compare equal): a
+// part of s on each core (slices.SortFunc), then the sorted parts merged, two at a time,
+// each pair on a core. The order is the one cmp gives, as slices.SortFunc's is.
+func SortFunc[E any](s []E, cmp func(a, b E) int) {
+	parts := min(runtime.GOMAXPROCS(0), len(s)/4096) // below a few thousand, one core's sort is the quicker
+	if parts < 2 {
+		slices.SortFunc(s, cmp)
+		return
+	}
+	bounds := make([]int, parts+1) // the sorted runs: s[bounds[p]:bounds[p+1]]
+	for p := range bounds {
+		bounds[p] = len(s) * p / parts
+	}
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() { slices.SortFunc(s[bounds[p]:bounds[p+1]], cmp) })
+	}
+	wg.Wait()
+	src, dst := s, make([]E, len(s))
+	for len(bounds) > 2 {
+		next := make([]int, 0, len(bounds)/2+1)
+		for p := 0; p < len(bounds)-1; p += 2 {
+			lo := bounds[p]
+			next = append(next, lo)
+			if p+2 == len(bounds) { // a run left over: as it is
+				hi := bounds[p+1]
+				wg.Go(func() { copy(dst[lo:hi], src[lo:hi]) })
+				continue
+			}
+			mid, hi := bounds[p+1], bounds[p+2]
+			wg.Go(func() { merge(dst[lo:hi], src[lo:mid], src[mid:hi], cmp) })
+		}
+		wg.Wait()
+		bounds = append(next, len(s))
+		src, dst = dst, src
+	}
+	if &src[0] != &s[0] {
+		copy(s, src)
+	}
+}
+
+// merge writes sorted a and b, merged, to dst.
+func merge[E any](dst, a, b []E, cmp func(a, b E) int) {
+	k := 0
+	for len(a) > 0 && len(b) > 0 {
+		if cmp(b[0], a[0]) < 0 {
+			dst[k], b = b[0], b[1:]
+		} else {
+			dst[k], a = a[0], a[1:]
+		}
+		k++
+	}
+	k += copy(dst[k:], a)
+	copy(dst[k:], b)
 }

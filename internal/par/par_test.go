@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,5 +80,32 @@ func TestOrderedStopsAtTheFirstErrorInOrder(t *testing.T) {
 	cancel()
 	if err := Ordered(ctx, 5, 0, func(ctx context.Context, i int) (int, error) { return i, ctx.Err() }, func(int, int) error { return nil }); err == nil {
 		t.Error("a cancelled context: no error")
+	}
+}
+
+// SortFunc gives slices.SortFunc's order, at every length and on any number of cores:
+// runs of every size, an odd one left over, elements moved whole.
+func TestSortFuncIsSlicesSortFunc(t *testing.T) {
+	type item struct {
+		key string
+		n   int
+	}
+	cmp := func(a, b item) int { return strings.Compare(a.key, b.key) }
+	rng := rand.New(rand.NewPCG(3, 1))
+	for _, procs := range []int{1, 2, 3, 4, 7} {
+		old := runtime.GOMAXPROCS(procs)
+		for _, n := range []int{0, 1, 2, 4095, 8192, 8193, 12289, 30000} {
+			s := make([]item, n)
+			for i := range s {
+				s[i] = item{fmt.Sprintf("%08x-%d", rng.Uint32(), i), i}
+			}
+			want := slices.Clone(s)
+			slices.SortFunc(want, cmp)
+			SortFunc(s, cmp)
+			if !slices.Equal(s, want) {
+				t.Errorf("%d cores, %d items: not slices.SortFunc's order", procs, n)
+			}
+		}
+		runtime.GOMAXPROCS(old)
 	}
 }
