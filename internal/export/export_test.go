@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/semianalysis/opx/internal/counters"
+
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/sol"
 	"github.com/semianalysis/opx/internal/summary"
@@ -143,6 +145,30 @@ func TestCSVLineIsWriter(t *testing.T) {
 		}
 		if got, want := string(l.b)+"\n", writerLine(ref); got != want {
 			t.Fatalf("cells %q:\n%q\nwant\n%q", ref, got, want)
+		}
+	}
+}
+
+// A row's line has a cell for every column, then one for each metric asked, whatever the
+// row: a timing row judged against its limits, one that is not, a counters row, a
+// missing case; so a column added to columns without its cell fails here.
+func TestCSVRowHasEveryColumn(t *testing.T) {
+	args, _ := summary.ParseArgs([]byte(`{"m": 4096, "n": 7168, "k": 2048, "a": {"dtype": "bf16"}, "b": {"dtype": "bf16"}, "out": "bf16"}`))
+	judged := results.Row{OpType: "gemm", Args: args, Runner: "cluster:h100-dsxe", WorldSize: 1, Status: "ok",
+		Metrics: map[string]float64{"latency_us": 412}, MetricOrder: []string{"latency_us"}}
+	counted := judged
+	counted.Counters = &counters.Case{Kernels: 2, KernelTimeUS: 400, Source: "ncu"}
+	for i, r := range []results.Row{judged, {Status: "unsupported", Message: "a, b"}, counted, {Status: "missing"}} {
+		for _, metrics := range [][]string{nil, {"latency_us", "tflops"}} {
+			var l csvLine
+			l.row(&r, metrics)
+			if want := len(columns) + len(metrics); l.cells != want {
+				t.Errorf("row %d, metrics %v: %d cells, want %d", i, metrics, l.cells, want)
+			}
+			recs, err := csv.NewReader(strings.NewReader(string(l.b))).ReadAll()
+			if err != nil || len(recs) != 1 || len(recs[0]) != l.cells {
+				t.Errorf("row %d: read back %v, %v", i, recs, err)
+			}
 		}
 	}
 }

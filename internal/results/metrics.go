@@ -57,8 +57,10 @@ func factsOf(name string) facts {
 		return f.(facts)
 	}
 	f := facts{directionOf(name), unitOf(name)}
-	if namedCount.Add(1) <= mostNames {
-		named.Store(strings.Clone(name), f)
+	if namedCount.Load() < mostNames {
+		if _, had := named.LoadOrStore(strings.Clone(name), f); !had {
+			namedCount.Add(1)
+		}
 	}
 	return f
 }
