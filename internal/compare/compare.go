@@ -181,7 +181,6 @@ type Run struct {
 	ids       []int32 // by index in rows: its key number
 	rows      []entry
 	groups    map[group]*group
-	last      *group // the last row's
 	throttled int
 	profiled  int              // rows of a profiled execution (counters mode): left out
 	node      fingerprint.Node // the run's nodes merged, when it recorded any
@@ -427,14 +426,11 @@ func (s *Run) add(rows []results.Row, made []judged) {
 
 // judge works out the row as compare keeps it, into j.
 func (s *Run) judge(r *results.Row, j *judged) {
-	gp := s.last // a shard's rows are mostly of one group
-	if gp == nil || gp.testlist != r.Testlist || gp.op != r.OpType || gp.backend != r.Backend || gp.cluster != r.Cluster || gp.ws != r.WorldSize {
-		g := group{intern(r.Testlist), intern(r.OpType), intern(r.Backend), intern(r.Cluster), r.WorldSize}
-		if gp = s.groups[g]; gp == nil {
-			gp = &g
-			s.groups[g] = gp
-		}
-		s.last = gp
+	g := group{intern(r.Testlist), intern(r.OpType), intern(r.Backend), intern(r.Cluster), r.WorldSize}
+	gp := s.groups[g]
+	if gp == nil {
+		gp = &g
+		s.groups[g] = gp
 	}
 	x := entry{group: gp, label: strings.Clone(r.ArgsLabel), status: wordOf(r.Status), message: r.Message, solPct: r.SOLPct, impossible: r.Impossible}
 	if p, ok := r.Primary(); ok {

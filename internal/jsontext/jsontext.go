@@ -39,14 +39,10 @@ func appendFloat(dst []byte, f float64) ([]byte, error) {
 func appendString(dst []byte, s string, html bool) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
-	plain := &plainSet
-	if html {
-		plain = &htmlPlainSet
-	}
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
-			if plain[b] {
+			if b >= 0x20 && b != '"' && b != '\\' && (!html || (b != '<' && b != '>' && b != '&')) {
 				i++
 				continue
 			}
@@ -86,17 +82,6 @@ func appendString(dst []byte, s string, html bool) []byte {
 	}
 	return append(append(dst, s[start:]...), '"')
 }
-
-// plainSet and htmlPlainSet are the ASCII bytes written as they stand (encoding/json's
-// safeSet and htmlSafeSet): not a control character, '"' or '\\', nor, escaping HTML,
-// '<', '>' or '&'.
-var plainSet, htmlPlainSet = func() (plain, html [utf8.RuneSelf]bool) {
-	for b := byte(0x20); b < utf8.RuneSelf; b++ {
-		plain[b] = b != '"' && b != '\\'
-		html[b] = plain[b] && b != '<' && b != '>' && b != '&'
-	}
-	return plain, html
-}()
 
 // A Record is a JSON object written member by member as encoding/json writes a struct's
 // fields: each member is given with its name and the separator before it (`,"name":`),
