@@ -70,7 +70,7 @@ type Options struct {
 	Key      []string `json:"key"`       // the case-key fields the runs are joined on (nil: all)
 	Base     Filter   `json:"base_filter,omitempty"`
 	New      Filter   `json:"new_filter,omitempty"`
-	below    string   // "change below <Same>", the noise of every "same" metric (Join says it once)
+	below    string   // "change below <Same>", the noise of every "same" metric: set by Join, which every case is built from
 }
 
 // Filter keeps the rows whose fields (results.Row.Field) have the given values.
@@ -765,9 +765,6 @@ func metric(b, n value, opt Options, say bool) Metric {
 		m.Class = Same
 		if say {
 			noise = opt.below
-			if noise == "" { // options not from Join
-				noise = "change below " + pct(opt.Same)
-			}
 		}
 	case bhow != "" && nhow != "":
 		m.BaseLo, m.BaseHi, m.NewLo, m.NewHi = bl, bh, nl, nh

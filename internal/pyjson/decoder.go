@@ -356,7 +356,7 @@ func Number(text []byte) (f float64, digits []byte, ok bool) {
 	case "-Infinity":
 		return math.Inf(-1), nil, true
 	}
-	if floatText(text) {
+	if bytes.ContainsAny(text, ".eE") {
 		f, _ = strconv.ParseFloat(string(text), 64)
 		return f, nil, true
 	}
@@ -374,7 +374,7 @@ func AppendLiteral(dst, text []byte) (_ []byte, ok bool) {
 	switch {
 	case text[0] != '-' && (text[0] < '0' || text[0] > '9'), bytes.Equal(text, []byte("-Infinity")):
 		return append(dst, text...), true // null, true, false, NaN, Infinity: written as read
-	case floatText(text):
+	case bytes.ContainsAny(text, ".eE"):
 		f, err := strconv.ParseFloat(string(text), 64)
 		if err != nil && !math.IsInf(f, 0) {
 			return dst, false
@@ -384,18 +384,6 @@ func AppendLiteral(dst, text []byte) (_ []byte, ok bool) {
 		return append(dst, '0'), true
 	}
 	return append(dst, text...), true
-}
-
-// floatText is whether a number's text is a float's: it has a fraction or an exponent.
-// (A loop, not bytes.ContainsAny: a number is a few bytes, read once for each of a
-// run's numbers.)
-func floatText(text []byte) bool {
-	for _, c := range text {
-		if c == '.' || c == 'e' || c == 'E' {
-			return true
-		}
-	}
-	return false
 }
 
 // plain is whether a string's text is written by json.dumps as it stands: printable ASCII
