@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -82,11 +83,13 @@ func newCompareCmd(env Env) *cobra.Command {
 }
 
 func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, gate bool) error {
-	if o.same < 0 || o.noSpread < o.same {
-		return &UsageError{errors.New("need 0 <= --same <= --no-spread")}
+	if !(o.same >= 0) || !(o.noSpread >= o.same) || math.IsInf(o.noSpread, 0) {
+		return &UsageError{errors.New("need 0 <= --same <= --no-spread, both finite")}
 	}
-	if gate && o.failPct < 0 {
-		return &UsageError{errors.New("--fail-on-regression must be a percentage >= 0")}
+	if gate {
+		if err := gatePercent(o.failPct); err != nil {
+			return err
+		}
 	}
 	opt := compare.Options{Same: o.same / 100, NoSpread: o.noSpread / 100}
 	var err error

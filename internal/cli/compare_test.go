@@ -128,7 +128,7 @@ func TestCompareCommand(t *testing.T) {
 		{[]string{"compare", base}, 2, "accepts 2 arg(s)"},
 		{[]string{"compare", base, filepath.Join(base, "nope")}, 1, "new: run directory " + filepath.Join(base, "nope") + ": not found"},
 		{[]string{"compare", t.TempDir(), nw}, 1, "no operatorx-manifest.json in it; pass --base-manifest"},
-		{[]string{"compare", base, nw, "--fail-on-regression", "-1"}, 2, "--fail-on-regression must be a percentage >= 0"},
+		{[]string{"compare", base, nw, "--fail-on-regression", "-1"}, 2, "must be a finite percentage above 0"},
 		{[]string{"compare", base, nw, "--same", "9", "--no-spread", "3"}, 2, "need 0 <= --same <= --no-spread"},
 		{[]string{"compare", base, nw, "--key", "testlist,gpu"}, 2, "--key: unknown field gpu"},
 		{[]string{"compare", base, nw, "--base-filter", "backend"}, 2, "--base-filter: backend is not FIELD=VALUE"},

@@ -2,7 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -45,27 +48,37 @@ func newHistoryCheckCmd(env Env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "check",
 		Short: "Find where each case's level shifted; gate on new regressions",
-		Long: `Find, in every series the newest run touched (--all: every series), the runs where its
-level shifted. Each series' newest --lookback runs are read. A shift is called when a rank
-test over every split (robust to outliers) clears one Benjamini–Hochberg threshold set over
-the tests of all series (--fdr), it is at least --min-change, and the new level is outside
-the old runs' own recorded spread. A shift at the newest runs, with fewer than 3 runs
-after it, is "suspected"; one or two newest runs must also lie beyond every deviation the
-series has shown before: noise the history has seen never makes a change. Each change
-names its first run, the ratio of the new level to the old, what changed under it
-(source SHA, image digest, driver, GPU, nodes, opx version) and, when it shows on some
-nodes only, which. docs/history.md gives the method and its measured error rates.
+		Long: `Find, in every series the run under test touched (--all: every series), the runs where
+its level shifted. The run under test is --run, else the run added last. Each series'
+newest --lookback runs are read, and each series is judged on its own — its answer never
+depends on what else the store holds or the filter selects — at a level --alpha: the
+chance that a series whose level never moved is called changed.
+
+The newest runs (1, 2, 3 or 5) are tested against the level before them (its median and
+robust spread: one outlier never hides a shift), from the first night a step appears;
+older shifts by a rank test over every split (binary segmentation, each split on its own
+evidence). A series needs 5 measured runs to be judged; check lists those it cannot judge
+yet. A shift with fewer than 3 runs after it is "suspected". Each change names its first
+run, the ratio of the new level to the old, what changed under it (source SHA, image
+digest, driver, GPU, nodes, opx version) and the nodes it is confined to when their runs
+differ from the others' by more than the noise. docs/history.md gives the method and its
+measured error rates.
 
 Markdown for $GITHUB_STEP_SUMMARY goes to stdout, worst first; --json writes every change.
 
---confirm-manifest FILE writes a manifest of the newest run's suspects (the cells that
-measured them, holding only those cases, with exclude_nodes naming where they were
+--fail-on-regression PCT exits 1 when a slower change of at least PCT percent is new at
+the run under test (the same check as of the run before did not report it), however far
+back its first run lies, and the run under test measured the new level; when a case the
+run under test holds was not measured by it (error, missing); and when there is nothing
+to judge (no run, or a filter that matches no series). --window N also fails on slower
+changes that start within the newest N runs, reported before or not.
+
+--confirm-manifest FILE writes a manifest of the run under test's suspects (the cells
+that measured them, holding only those cases, with exclude_nodes naming where they were
 measured: salloc --exclude), for opx run --manifest FILE or the workflow's shards. Adding
 that run settles each suspect: confirmed when it measures near the new level, cleared when
 near the old one — as noise, or as that node's alone when the node was the odd one out for
-several suspects at once (the page and the Markdown count such nodes).
---fail-on-regression PCT exits 1 when a slower change of at least PCT percent starts
-within the newest --window runs.`,
+several suspects at once.`,
 		Example: `  opx history check
   opx history check --fail-on-regression 5 --json changes.json >> "$GITHUB_STEP_SUMMARY"
   opx history check --all --filter backend=vllm,cluster=h200-dgxc`,
@@ -76,8 +89,17 @@ within the newest --window runs.`,
 				return &UsageError{err}
 			}
 			o.Filter, o.All = f, all
-			if o.MinChange < 0 || o.FDR <= 0 || o.FDR >= 1 {
-				return &UsageError{fmt.Errorf("--min-change must be >= 0 and --fdr between 0 and 1")}
+			if !(o.MinChange >= 0) || math.IsInf(o.MinChange, 0) || !(o.Alpha > 0 && o.Alpha < 1) {
+				return &UsageError{fmt.Errorf("--min-change must be a finite fraction >= 0 and --alpha between 0 and 1")}
+			}
+			gate := c.Flags().Changed("fail-on-regression")
+			if gate {
+				if err := gatePercent(failPct); err != nil {
+					return err
+				}
+			}
+			if window < 1 {
+				return &UsageError{fmt.Errorf("--window %d: must be at least 1", window)}
 			}
 			s, found, err := checkHistory(c.Context(), db, o)
 			if err != nil {
@@ -101,10 +123,9 @@ within the newest --window runs.`,
 					fmt.Fprintf(env.Stderr, "opx history check: %s: %d suspect case(s) to measure again elsewhere: opx run --manifest %s, then opx history add that run\n", confirm, n, confirm)
 				}
 			}
-			if c.Flags().Changed("fail-on-regression") {
-				if bad := found.Regressions(failPct, window); len(bad) > 0 {
-					fmt.Fprintf(env.Stderr, "opx history check: %d slower change(s) of at least %g%% start in the newest %d run(s); worst: %s %s from run %s\n",
-						len(bad), failPct, max(1, window), safe.Text(bad[0].Key), compare.Words(bad[0].Speedup), safe.Text(bad[0].RunID))
+			if gate {
+				if why := historyGate(found, s.Where, o, failPct, window); why != "" {
+					fmt.Fprintln(env.Stderr, "opx history check: "+why)
 					return &ExitError{Code: 1}
 				}
 			}
@@ -113,20 +134,54 @@ within the newest --window runs.`,
 	}
 	c.Flags().StringVar(&db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
 	c.Flags().StringVar(&jsonOut, "json", "", "write every change here (JSON)")
-	c.Flags().StringVar(&confirm, "confirm-manifest", "", "write a manifest of the newest run's suspects here, each cell excluding the nodes that measured them")
-	c.Flags().Float64Var(&failPct, "fail-on-regression", 0, "exit 1 when a slower change of at least PCT percent starts within the newest --window runs")
-	c.Flags().IntVar(&window, "window", 1, "how many newest runs --fail-on-regression looks at")
+	c.Flags().StringVar(&confirm, "confirm-manifest", "", "write a manifest of the run under test's suspects here, each cell excluding the nodes that measured them")
+	c.Flags().Float64Var(&failPct, "fail-on-regression", 0, "exit 1 on a slower change of at least PCT percent new at the run under test, a case it did not measure, or nothing to judge")
+	c.Flags().IntVar(&window, "window", 1, "--fail-on-regression also fails on slower changes starting within the newest N runs")
+	c.Flags().StringVar(&o.Run, "run", "", "the run under test, by run id (default: the run added last)")
 	c.Flags().IntVar(&o.Lookback, "lookback", history.DefaultLookback, "how many newest runs of each series are read")
-	c.Flags().BoolVar(&all, "all", false, "check every series, not only those the newest run touched")
+	c.Flags().BoolVar(&all, "all", false, "check every series, not only those the run under test touched")
 	c.Flags().StringVar(&filter, "filter", "", "FIELD=VALUE,... keep these series (fields: "+strings.Join(history.FilterFields, ", ")+")")
 	c.Flags().Float64Var(&o.MinChange, "min-change", changes.Defaults.MinChange, "the smallest shift called, as a fraction (0.02: 2%)")
-	c.Flags().Float64Var(&o.FDR, "fdr", changes.Defaults.FDR, "the false discovery rate allowed over all series")
+	c.Flags().Float64Var(&o.Alpha, "alpha", changes.Defaults.Alpha, "per series, the chance that a level that never moved is called changed")
+	c.Flags().Float64Var(&o.Alpha, "fdr", changes.Defaults.Alpha, "")
+	c.Flags().MarkDeprecated("fdr", "each series is judged on its own at --alpha (docs/history.md)")
 	return c
+}
+
+// historyGate is why check's gate fails ("" when it passes): nothing to judge, cases the
+// run under test did not measure, or regressions new at it.
+func historyGate(f *history.Found, where string, o history.CheckOptions, pct float64, window int) string {
+	switch {
+	case f.Newest == nil:
+		return fmt.Sprintf("%s holds no run: nothing to judge, the gate fails", where)
+	case f.Series == 0 && len(o.Filter) > 0:
+		var have []string
+		for _, k := range slices.Sorted(maps.Keys(f.FilterValues)) {
+			vs := f.FilterValues[k]
+			more := ""
+			if len(vs) > 20 {
+				vs, more = vs[:20], ", …"
+			}
+			have = append(have, k+": "+safe.Text(strings.Join(vs, ", "))+more)
+		}
+		return fmt.Sprintf("--filter matches no series of run %s: nothing to judge, the gate fails (the store has %s)", safe.Text(f.Newest.Name()), strings.Join(have, "; "))
+	case f.Series == 0:
+		return fmt.Sprintf("run %s holds no case: nothing to judge, the gate fails", safe.Text(f.Newest.Name()))
+	}
+	if n := len(f.Unmeasured); n > 0 {
+		u := f.Unmeasured[0]
+		return fmt.Sprintf("%d case(s) of run %s were not measured (error or missing); first: %s (%s)", n, safe.Text(f.Newest.Name()), safe.Text(u.Key), u.Outcome)
+	}
+	if bad := f.Regressions(pct, window); len(bad) > 0 {
+		return fmt.Sprintf("%d slower change(s) of at least %g%% new at run %s; worst: %s %s from run %s (%s)",
+			len(bad), pct, safe.Text(f.Newest.Name()), safe.Text(bad[0].Key), compare.Words(bad[0].Speedup), safe.Text(bad[0].RunID), bad[0].At)
+	}
+	return ""
 }
 
 // checkHistory opens the store (never creating one) and checks it; the caller closes it.
 func checkHistory(ctx context.Context, db string, o history.CheckOptions) (*history.Store, *history.Found, error) {
-	s, err := history.Open(ctx, history.DSN(db), false)
+	s, err := openStore(ctx, db, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -136,6 +191,17 @@ func checkHistory(ctx context.Context, db string, o history.CheckOptions) (*hist
 		return nil, nil, err
 	}
 	return s, found, nil
+}
+
+// openStore opens the store --db names (history.DSN); a URL of a scheme opx keeps no
+// store in is a usage error.
+func openStore(ctx context.Context, db string, create bool) (*history.Store, error) {
+	s, err := history.Open(ctx, history.DSN(db), create)
+	var bad *history.ErrDSN
+	if errors.As(err, &bad) {
+		return nil, &UsageError{err}
+	}
+	return s, err
 }
 
 // parseHistoryFilter parses check's --filter FIELD=VALUE[,...].
@@ -181,26 +247,39 @@ already there (same run id, same time) writes nothing and says so.`,
 				}
 				when = t
 			}
-			s, err := history.Open(c.Context(), history.DSN(db), true)
+			// every run is read before the store is opened (or made): a run that cannot be
+			// read leaves no store behind
+			read := make([]*history.Run, len(args))
+			for i, dir := range args {
+				r, err := history.ReadRun(c.Context(), dir, manifest, when)
+				if err != nil {
+					return err
+				}
+				read[i] = r
+			}
+			s, err := openStore(c.Context(), db, true)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			for _, dir := range args {
-				a, err := s.Add(c.Context(), dir, manifest, when)
+			for i, dir := range args {
+				a, err := s.Add(c.Context(), read[i])
 				if err != nil {
 					return err
 				}
 				if a.Already {
-					fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s is already in %s: nothing written\n", dir, a.RunID, a.At.UTC().Format(time.RFC3339), s.Where)
+					fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s is already in %s: nothing written\n", safe.Text(dir), safe.Text(a.RunID), a.At.UTC().Format(time.RFC3339), safe.Text(s.Where))
 					continue
 				}
 				what := ""
 				if a.Confirms != "" {
 					what = ", a confirmation of run " + a.Confirms + "'s suspects"
 				}
+				if a.Extra > 0 {
+					what += fmt.Sprintf("; %d extra row(s) of no requested case not recorded", a.Extra)
+				}
 				fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s%s: %d cases (%d measured) recorded in %s\n",
-					dir, a.RunID, a.At.UTC().Format(time.RFC3339), what, a.Cases, a.Measured, s.Where)
+					safe.Text(dir), safe.Text(a.RunID), a.At.UTC().Format(time.RFC3339), what, a.Cases, a.Measured, safe.Text(s.Where))
 			}
 			return nil
 		},

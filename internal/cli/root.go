@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"io"
 	"os"
 	"os/signal"
@@ -54,6 +55,16 @@ func isTerminal(w io.Writer) bool {
 
 // UsageError is a bad command line: exit 2.
 type UsageError struct{ Err error }
+
+// gatePercent checks a gate's threshold (--fail-on-regression PCT of compare and history
+// check): a finite percentage above 0. NaN would make nothing a regression, and 0 or less
+// every noise a regression.
+func gatePercent(pct float64) error {
+	if !(pct > 0) || math.IsInf(pct, 0) {
+		return &UsageError{fmt.Errorf("--fail-on-regression %v: must be a finite percentage above 0 (5: 5%% slower)", pct)}
+	}
+	return nil
+}
 
 func (e *UsageError) Error() string { return e.Err.Error() }
 func (e *UsageError) Unwrap() error { return e.Err }

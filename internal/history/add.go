@@ -29,6 +29,7 @@ type Added struct {
 	At         time.Time
 	Cases      int  // cases recorded
 	Measured   int  // of which measured
+	Extra      int  // rows of no requested case: not recorded
 	Already    bool // the run was in the store: nothing was written
 	// Confirms is the run a confirmation run re-measured suspects of ("" for a run of its own).
 	Confirms string
@@ -66,7 +67,7 @@ type recorded struct {
 	at                                   time.Time
 	points                               []point
 	cells                                map[string]*pyjson.Object // cellKey: the cell
-	measured                             int
+	measured, extra                      int
 	confirms                             *Confirms // set when the run is a confirmation (its manifest says which run)
 }
 
@@ -132,6 +133,10 @@ func read(ctx context.Context, dir, manifestFlag string) (*recorded, error) {
 		for i := range rows {
 			r := &rows[i]
 			if r.Mode == "counters" { // a profiled execution: its timing is the profiler's
+				continue
+			}
+			if r.Extra { // no requested case: counted, never a series (as the ledger does)
+				rec.extra++
 				continue
 			}
 			p := point{key: r.Key(), testlist: r.Testlist, op: r.OpType, args: r.ArgsJSON(), backend: r.Backend,
@@ -239,9 +244,21 @@ func cellBody(raw *pyjson.Object) []byte {
 
 var errAlready = errors.New("already recorded")
 
-// Add records the run in dir (its manifest given, or the one found in dir) at its own
-// time (at, when not zero, instead: a backfill).
-func (s *Store) Add(ctx context.Context, dir, manifest string, at time.Time) (*Added, error) {
+// Run is a run read for the store (ReadRun), not yet written (Store.Add).
+type Run struct {
+	dir string
+	rec *recorded
+}
+
+// MaxSkew is how far after now a run's time may lie (clocks of a cluster and of the
+// machine adding it differ a little): a run dated later is refused, since it would stay
+// the newest in every series' time for good.
+const MaxSkew = 10 * time.Minute
+
+// ReadRun reads the run in dir (its manifest given, or the one found in dir) at its own
+// time (at, when not zero, instead: a backfill), before any store is opened: a run that
+// cannot be read leaves no store behind.
+func ReadRun(ctx context.Context, dir, manifest string, at time.Time) (*Run, error) {
 	rec, err := read(ctx, dir, manifest)
 	if err != nil {
 		return nil, err
@@ -255,11 +272,21 @@ func (s *Store) Add(ctx context.Context, dir, manifest string, at time.Time) (*A
 	if rec.at.IsZero() {
 		return nil, fmt.Errorf("%s: the run records no time it measured (no allocation, fingerprint or run.json): pass --at", dir)
 	}
-	out := &Added{Dir: dir, RunID: rec.runID, At: rec.at, Cases: len(rec.points), Measured: rec.measured}
+	if now := time.Now(); rec.at.After(now.Add(MaxSkew)) {
+		return nil, fmt.Errorf("%s: the run is dated %s, %s after now: a clock skew or an --at typo? It would stay the newest run for good; give its real time with --at",
+			dir, rec.at.UTC().Format(time.RFC3339), rec.at.Sub(now).Round(time.Minute))
+	}
+	return &Run{dir: dir, rec: rec}, nil
+}
+
+// Add records a run read by ReadRun.
+func (s *Store) Add(ctx context.Context, r *Run) (*Added, error) {
+	dir, rec := r.dir, r.rec
+	out := &Added{Dir: dir, RunID: rec.runID, At: rec.at, Cases: len(rec.points), Measured: rec.measured, Extra: rec.extra}
 	if rec.confirms != nil {
 		out.Confirms = rec.confirms.RunID
 	}
-	err = s.write(ctx, dir, rec)
+	err := s.write(ctx, dir, rec)
 	if errors.Is(err, errAlready) {
 		out.Already = true
 		return out, nil

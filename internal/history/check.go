@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/semianalysis/opx/internal/history/changes"
+	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/verdict"
 )
 
@@ -26,6 +27,10 @@ type CheckOptions struct {
 	// Filter keeps the series whose fields (testlist, op, args, backend, world_size,
 	// cluster) have these values.
 	Filter map[string]string
+	// Run is the run under test (its run id; the newest added of that id): what is new
+	// at it is what the gate judges. "" is the run added last (not the one dated last: a
+	// run's claimed time never makes it the run under test).
+	Run string
 }
 
 // DefaultLookback is how many runs of each series check reads by default.
@@ -33,11 +38,21 @@ const DefaultLookback = 60
 
 // Found is what check found.
 type Found struct {
-	Series  int       `json:"series"`
-	Points  int       `json:"points"`
+	Series int `json:"series"`
+	Points int `json:"points"`
+	// Newest is the run under test (CheckOptions.Run, else the run added last).
 	Newest  *RunRef   `json:"newest_run"`
 	Changes []Change  `json:"changes"`
 	Stopped []Stopped `json:"stopped"`
+	// Unmeasured are the series the run under test holds but did not measure (error,
+	// missing): the gate fails on them, as compare does.
+	Unmeasured []Stopped `json:"unmeasured"`
+	// Young are the series the run under test touched that have too few measured runs
+	// to be judged yet.
+	Young []YoungSeries `json:"young"`
+	// FilterValues are, when the filter matched no series, the values each filtered
+	// field has in the store.
+	FilterValues map[string][]string `json:"filter_values,omitempty"`
 	// Cleared are suspects a confirmation run measured at their old level elsewhere: noise,
 	// or the node that measured them (when it was the odd one out for several at once).
 	Cleared []Cleared `json:"cleared"`
@@ -49,6 +64,14 @@ type Found struct {
 	byID     map[int64]RunRef
 }
 
+// YoungSeries is a series that cannot be judged yet: it has Runs measured runs and
+// needs Needs.
+type YoungSeries struct {
+	Key   string `json:"key"`
+	Runs  int    `json:"runs"`
+	Needs int    `json:"needs"`
+}
+
 // RunRef names a run in the store.
 type RunRef struct {
 	RunID  string    `json:"run_id"`
@@ -56,6 +79,9 @@ type RunRef struct {
 	id     int64
 	origin string // with RunID, the run's identity (two runs may share a second)
 }
+
+// Name is how a run is shown: its id and time ("nightly-12 of 2026-11-09T02:00Z").
+func (r RunRef) Name() string { return r.RunID + " of " + r.At.UTC().Format("2006-01-02T15:04Z") }
 
 // Change is one shift found in a series.
 type Change struct {
@@ -79,6 +105,12 @@ type Change struct {
 	// Confirmation is what a confirmation run on another node said of a suspect ("" when
 	// none was run): "confirmed by run R on node-c".
 	Confirmation string `json:"confirmation,omitempty"`
+	// New is whether the change is new at the run under test: the same check as of the
+	// series' run before it did not report it (changes.Same).
+	New bool `json:"new"`
+	// Holds is whether the run under test measured the new level (nearer it than the
+	// old one).
+	Holds bool `json:"holds"`
 	at           time.Time
 	run          int64
 	series, cell int64
@@ -115,7 +147,6 @@ type seriesRow struct {
 	obs                              []changes.Obs
 	measured                         []int    // indexes in points of obs
 	changes                          []Change // what check found in it
-	tests                            changes.Tests
 	// what the page lists of it (summarize): its points are let go after the first pass
 	npoints int
 	latest  string
@@ -129,13 +160,13 @@ type stored struct {
 	ctx, cell     int64
 }
 
-// Check reads the series to judge (those the newest run touched, or all), a bounded window
-// of each, and finds their changes.
+// Check reads the series to judge (those the run under test touched, or all), a bounded
+// window of each, and finds their changes, each series on its own.
 func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 	if o.Lookback <= 0 {
 		o.Lookback = DefaultLookback
 	}
-	f := &Found{OddNodes: map[string]int{}, Changes: []Change{}, Stopped: []Stopped{}, Cleared: []Cleared{}}
+	f := &Found{OddNodes: map[string]int{}, Changes: []Change{}, Stopped: []Stopped{}, Cleared: []Cleared{}, Unmeasured: []Stopped{}, Young: []YoungSeries{}}
 	runs, err := s.runs(ctx)
 	if err != nil {
 		return nil, err
@@ -148,10 +179,19 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 	if len(runs) == 0 {
 		return f, nil
 	}
-	f.Newest = &runs[0]
-	series, err := s.seriesToCheck(ctx, o, runs[0].id)
+	test, err := underTest(runs, o.Run, s.Where)
 	if err != nil {
 		return nil, err
+	}
+	f.Newest = &test
+	series, err := s.seriesToCheck(ctx, o, test.id)
+	if err != nil {
+		return nil, err
+	}
+	if len(series) == 0 && len(o.Filter) > 0 {
+		if f.FilterValues, err = s.filterValues(ctx, o); err != nil {
+			return nil, err
+		}
 	}
 	ctxs, err := s.contexts(ctx)
 	if err != nil {
@@ -162,48 +202,27 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 		return nil, err
 	}
 	f.Series, f.series, f.byID = len(series), series, byID
-	// pass 1, a batch of series at a time: each series' tests (p-values) and what the page
-	// lists of it; its points are let go, so a check of any size holds one batch
-	var ps []float64
+	// a batch of series at a time: each is judged on its own, and its points are let go
+	// unless it changed (the page draws it), so a check of any size holds one batch
+	var findings []finding
 	for start := 0; start < len(series); start += checkBatch {
 		part := series[start:min(len(series), start+checkBatch)]
 		if err := s.window(ctx, part, o.Lookback); err != nil {
 			return nil, err
 		}
 		for _, se := range part {
-			se.load(ctxs)
-			f.Points += len(se.points)
-			if n := len(se.points); n >= 2 && se.points[n-1].run == runs[0].id && se.points[n-1].outcome != verdict.Measured && se.points[n-2].outcome == verdict.Measured {
-				f.Stopped = append(f.Stopped, Stopped{Key: se.key, RunID: runs[0].RunID, Outcome: se.points[n-1].outcome.String()})
+			if err := se.load(ctxs, byID, s.Where); err != nil {
+				return nil, err
 			}
-			se.tests = changes.Test(se.obs)
-			ps = append(ps, se.tests.Ps()...)
+			f.Points += len(se.points)
+			se.atTest(f, test)
+			found := changes.Detect(se.obs, o.Options)
 			se.summarize()
-			se.points, se.obs, se.measured = nil, nil, nil
-		}
-	}
-	t := changes.Threshold(ps, o.Options.FDR)
-	// pass 2: the series with a test under the threshold, read again and judged in full
-	var candidates []*seriesRow
-	for _, se := range series {
-		if se.tests.Min() <= t {
-			candidates = append(candidates, se)
-		}
-	}
-	var findings []finding
-	for start := 0; start < len(candidates); start += checkBatch {
-		part := candidates[start:min(len(candidates), start+checkBatch)]
-		if err := s.window(ctx, part, o.Lookback); err != nil {
-			return nil, err
-		}
-		for _, se := range part {
-			se.load(ctxs)
-			found := changes.Find(se.obs, se.tests, t, len(series), o.Options)
 			if len(found) == 0 {
 				se.points, se.obs, se.measured = nil, nil, nil
 				continue
 			}
-			findings = append(findings, se.changesOf(found, byID, ctxs, meta, o)...)
+			findings = append(findings, se.changesOf(found, se.before(test, o.Options), byID, ctxs, meta, test, o)...)
 		}
 	}
 	kept, err := s.settle(ctx, f, findings, ctxs)
@@ -221,22 +240,80 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 	return f, nil
 }
 
+// underTest is the run check judges: the newest added with the run id asked for, else
+// the newest added of all.
+func underTest(runs []RunRef, runID, where string) (RunRef, error) {
+	var best *RunRef
+	for i := range runs {
+		r := &runs[i]
+		if (runID == "" || r.RunID == runID) && (best == nil || r.id > best.id) {
+			best = r
+		}
+	}
+	if best == nil {
+		return RunRef{}, fmt.Errorf("--run %s: %s holds no run of that id", safe.Text(runID), where)
+	}
+	return *best, nil
+}
+
+// atTest notes what the run under test says of the series: not measured by it (an error
+// or missing: the gate fails), no longer measured (measured by the run before), or too
+// young to judge.
+func (se *seriesRow) atTest(f *Found, test RunRef) {
+	n := len(se.points)
+	if n == 0 || se.points[n-1].run != test.id {
+		return
+	}
+	last := se.points[n-1].outcome
+	if last == verdict.Error || last == verdict.Missing {
+		f.Unmeasured = append(f.Unmeasured, Stopped{Key: se.key, RunID: test.RunID, Outcome: last.String()})
+	}
+	if n >= 2 && last != verdict.Measured && se.points[n-2].outcome == verdict.Measured {
+		f.Stopped = append(f.Stopped, Stopped{Key: se.key, RunID: test.RunID, Outcome: last.String()})
+	}
+	if young, needs := changes.Young(len(se.obs)); young && last == verdict.Measured {
+		f.Young = append(f.Young, YoungSeries{Key: se.key, Runs: len(se.obs), Needs: needs})
+	}
+}
+
+// before is what the same check found in the series as of its run before the run under
+// test (nil when the run under test did not measure it: nothing of it is new).
+func (se *seriesRow) before(test RunRef, o changes.Options) []changes.Change {
+	n := len(se.measured)
+	if n == 0 || se.points[se.measured[n-1]].run != test.id {
+		return nil
+	}
+	return changes.Detect(se.obs[:n-1], o)
+}
+
 // checkBatch is how many series check holds points of at once.
 const checkBatch = 4096
 
-// load makes the series' measured points into observations for the detector.
-func (se *seriesRow) load(ctxs map[int64]context_) {
+// load makes the series' measured points into observations for the detector. A measured
+// point whose value is not a finite positive number cannot have been written by opx: the
+// store is refused, naming it.
+func (se *seriesRow) load(ctxs map[int64]context_, byID map[int64]RunRef, where string) error {
 	se.obs, se.measured = se.obs[:0], se.measured[:0]
 	for j, p := range se.points {
-		if p.outcome == verdict.Measured && p.value.Valid {
-			x := changes.Obs{V: p.value.Float64, Node: ctxs[p.ctx].Node}
-			if p.lo.Valid && p.hi.Valid {
-				x.Lo, x.Hi, x.Spread = p.lo.Float64, p.hi.Float64, true
-			}
-			se.obs = append(se.obs, x)
-			se.measured = append(se.measured, j)
+		if p.outcome != verdict.Measured {
+			continue
 		}
+		if !p.value.Valid || !(p.value.Float64 > 0) || math.IsInf(p.value.Float64, 0) {
+			v := "no value"
+			if p.value.Valid {
+				v = strconv.FormatFloat(p.value.Float64, 'g', -1, 64)
+			}
+			return fmt.Errorf("%s: series %s holds an impossible measured value at run %s (%s): the store was edited or damaged",
+				where, safe.Text(se.key), safe.Text(byID[p.run].RunID), v)
+		}
+		x := changes.Obs{V: p.value.Float64, Node: ctxs[p.ctx].Node}
+		if p.lo.Valid && p.hi.Valid {
+			x.Lo, x.Hi, x.Spread = p.lo.Float64, p.hi.Float64, true
+		}
+		se.obs = append(se.obs, x)
+		se.measured = append(se.measured, j)
 	}
+	return nil
 }
 
 // summarize keeps what the page lists of every series: its latest value or outcome, its
@@ -254,13 +331,23 @@ func (se *seriesRow) summarize() {
 }
 
 // changesOf are the series' changes as check reports them.
-func (se *seriesRow) changesOf(found []changes.Change, byID map[int64]RunRef, ctxs map[int64]context_, meta map[int64]runMeta, o CheckOptions) []finding {
+//
+// prev is what the check as of the series' run before the run under test found: a change
+// it did not report (changes.Same) is new.
+func (se *seriesRow) changesOf(found, prev []changes.Change, byID map[int64]RunRef, ctxs map[int64]context_, meta map[int64]runMeta, test RunRef, o CheckOptions) []finding {
 	var out []finding
-	prev := 0
+	last := len(se.obs) - 1
+	testedNow := last >= 0 && se.points[se.measured[last]].run == test.id
 	for _, c := range found {
 		p := se.points[se.measured[c.At]]
 		r := byID[p.run]
-		before := changes.Level(se.obs, max(prev, c.At-30), c.At)
+		from := 0
+		for _, d := range found {
+			if d.At < c.At && d.Node == c.Node {
+				from = d.At
+			}
+		}
+		before := changes.Level(se.obs, max(from, c.At-30), c.At)
 		ch := Change{Key: se.key, Metric: se.metric, RunID: r.RunID, At: r.At.UTC().Format(time.RFC3339), Ratio: c.Ratio, P: c.P,
 			Before: math.Exp(before), After: math.Exp(changes.Level(se.obs, c.At, min(len(se.obs), c.At+30))), Runs: c.After,
 			at: r.At, run: p.run, Status: "confirmed"}
@@ -276,7 +363,7 @@ func (se *seriesRow) changesOf(found []changes.Change, byID map[int64]RunRef, ct
 			ch.Direction = "slower"
 		}
 		ch.Provenance = provenance(se, c.At, ctxs, meta)
-		ch.Nodes = changes.Confined(se.obs, c.At, before, c.Ratio)
+		ch.Nodes = changes.Attribute(se.obs, c.At, c.Ratio, o.Alpha)
 		if c.Node != "" {
 			ch.Nodes = []string{c.Node}
 			ch.Before = math.Exp(nodeLevel(se.obs, c.Node, c.At, -30))
@@ -289,11 +376,16 @@ func (se *seriesRow) changesOf(found []changes.Change, byID map[int64]RunRef, ct
 		for _, q := range se.measured[c.At:] {
 			ch.measuredOn = appendNew(ch.measuredOn, ctxs[se.points[q].ctx].Node)
 		}
+		if testedNow {
+			ch.New = !slices.ContainsFunc(prev, func(d changes.Change) bool { return changes.Same(c, d) })
+			y := math.Log(se.obs[last].V)
+			ch.Holds = math.Abs(y-math.Log(ch.After)) < math.Abs(y-math.Log(ch.Before))
+		}
 		out = append(out, finding{se, ch})
-		prev = c.At
 	}
 	return out
 }
+
 
 // worse orders changes worst first: slower before faster, then by size.
 func worse(a, b Change) bool {
@@ -303,18 +395,25 @@ func worse(a, b Change) bool {
 	return math.Abs(math.Log(a.Speedup)) > math.Abs(math.Log(b.Speedup))
 }
 
-// Regressions are the slower changes of at least pct percent that start within the newest
-// window runs.
+// Regressions are the slower changes of at least pct percent that the gate fails on: new
+// at the run under test, however far back their first run lies, with the new level
+// still measured there; and, with window > 1, any that start within the newest window
+// runs (by time) up to the run under test.
 func (f *Found) Regressions(pct float64, window int) []Change {
 	recent := map[int64]bool{}
-	for i, r := range f.runs {
-		if i < max(1, window) {
-			recent[r.id] = true
+	if f.Newest != nil {
+		recent[f.Newest.id] = true
+		k := 0
+		for _, r := range f.runs {
+			if k < window && !r.At.After(f.Newest.At) {
+				recent[r.id] = true
+				k++
+			}
 		}
 	}
 	var out []Change
 	for _, c := range f.Changes {
-		if c.Direction == "slower" && 1/c.Speedup-1 >= pct/100 && recent[c.run] {
+		if c.Direction == "slower" && 1/c.Speedup-1 >= pct/100 && (c.New && c.Holds || recent[c.run]) {
 			out = append(out, c)
 		}
 	}
@@ -453,6 +552,36 @@ func (s *Store) seriesToCheck(ctx context.Context, o CheckOptions, newest int64)
 		}
 	}
 	return out, rows.Err()
+}
+
+// filterValues are the values each field the filter names has in the store (at most 20
+// of each): what a filter that matched nothing could have said.
+func (s *Store) filterValues(ctx context.Context, o CheckOptions) (map[string][]string, error) {
+	out := map[string][]string{}
+	for k := range o.Filter {
+		if !slices.Contains(FilterFields, k) {
+			continue
+		}
+		rows, err := s.db.QueryContext(ctx, "SELECT DISTINCT "+k+" FROM series ORDER BY "+k+" LIMIT 21")
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Where, err)
+		}
+		vs := []string{}
+		for rows.Next() {
+			var v any
+			if err := rows.Scan(&v); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			vs = append(vs, fmt.Sprint(v))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		out[k] = vs
+	}
+	return out, nil
 }
 
 // FilterFields are the series fields --filter takes.

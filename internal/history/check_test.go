@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,5 +201,187 @@ func TestPageInHeadlessChromium(t *testing.T) {
 	}
 	if b.Len() > 200_000 {
 		t.Errorf("the page is %d bytes for 30 series", b.Len())
+	}
+}
+
+// keyed is what makes two checks' changes the same: key, first run, direction.
+func keyed(cs []Change) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Key+" "+c.RunID+" "+c.Direction)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// A young store: six quiet nights, then four cases 3x slower. The gate fails on the first
+// slow night, each change dated at it, new and measured there; on the second slow night
+// the same changes are reported (dated the same) but no longer new, so the gate passes.
+func TestYoungStoreGate(t *testing.T) {
+	hist := genHistory(8, 6, 4)
+	for i := 6; i < 8; i++ {
+		for _, k := range []string{"s0", "s1", "s2", "s3"} {
+			hist[i].values[k] *= 3
+		}
+	}
+	dir := t.TempDir()
+	first := storeOf(t, filepath.Join(dir, "first.db"), hist[:7])
+	f, err := first.Check(t.Context(), defaultsForTest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := f.Regressions(5, 1)
+	if got := keyed(bad); !slices.Equal(got, []string{"s0 nightly-06 slower", "s1 nightly-06 slower", "s2 nightly-06 slower", "s3 nightly-06 slower"}) {
+		t.Errorf("after the first slow night the gate fails on %v, want s0-s3 from nightly-06 (all: %+v)", got, f.Changes)
+	}
+	second := storeOf(t, filepath.Join(dir, "second.db"), hist)
+	f, err = second.Check(t.Context(), defaultsForTest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := keyed(f.Changes); len(got) != 4 || got[0] != "s0 nightly-06 slower" {
+		t.Errorf("after the second slow night: %v, want the same four changes from nightly-06", got)
+	}
+	if bad := f.Regressions(5, 1); len(bad) != 0 {
+		t.Errorf("the second slow night fails the gate again on changes already reported: %v", keyed(bad))
+	}
+	if bad := f.Regressions(5, 2); len(bad) != 4 {
+		t.Errorf("--window 2 takes the changes of the newest two runs: %v", keyed(bad))
+	}
+	young := storeOf(t, filepath.Join(dir, "young.db"), hist[:3])
+	f, err = young.Check(t.Context(), defaultsForTest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Young) != 6 || f.Young[0].Runs != 3 || f.Young[0].Needs != changes.MinRef+1 {
+		t.Errorf("a store of three runs: young %+v, want each of 6 series with 3 of %d runs", f.Young, changes.MinRef+1)
+	}
+}
+
+// A series' changes do not depend on the store: three 15% steps in one series, alone in a
+// store, among 150 stationary series, and picked by a filter from them, give the same
+// changes.
+func TestSeriesIndependentOfStore(t *testing.T) {
+	hist := genHistory(60, 151, 5)
+	for i := range hist {
+		hist[i].values["s0"] *= math.Pow(1.15, float64(i/15))
+	}
+	alone := make([]genRun, len(hist))
+	for i, r := range hist {
+		alone[i] = genRun{values: map[string]float64{"s0": r.values["s0"]}, node: r.node, driver: r.driver, outcome: r.outcome}
+	}
+	dir := t.TempDir()
+	fa, err := storeOf(t, filepath.Join(dir, "alone.db"), alone).Check(t.Context(), defaultsForTest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := keyed(fa.Changes)
+	if !slices.Equal(want, []string{"s0 nightly-15 slower", "s0 nightly-30 slower", "s0 nightly-45 slower"}) {
+		t.Errorf("alone: %v, want the three steps", want)
+	}
+	shared := storeOf(t, filepath.Join(dir, "shared.db"), hist)
+	f, err := shared.Check(t.Context(), defaultsForTest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []Change
+	for _, c := range f.Changes {
+		if c.Key == "s0" {
+			mine = append(mine, c)
+		}
+	}
+	if got := keyed(mine); !slices.Equal(got, want) {
+		t.Errorf("among 150 stationary series: %v, alone: %v", got, want)
+	}
+	if len(f.Changes)-len(mine) > 3 {
+		t.Errorf("%d changes in 150 stationary series", len(f.Changes)-len(mine))
+	}
+	o := defaultsForTest()
+	o.Filter = map[string]string{"args": `{"m": 0}`}
+	f, err = shared.Check(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := keyed(f.Changes); f.Series != 1 || !slices.Equal(got, want) {
+		t.Errorf("filtered to it: %d series, %v, alone: %v", f.Series, got, want)
+	}
+}
+
+// One 20x night, then six nights 10x slower: the gate fails on the first slow night.
+func TestOutlierThenStepGate(t *testing.T) {
+	hist := genHistory(27, 3, 6)
+	hist[20].values["s1"] *= 20
+	for i := 21; i < 27; i++ {
+		hist[i].values["s1"] *= 10
+	}
+	dir := t.TempDir()
+	for night := 21; night < 27; night++ {
+		f, err := storeOf(t, filepath.Join(dir, fmt.Sprintf("h%d.db", night)), hist[:night+1]).Check(t.Context(), defaultsForTest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := f.Regressions(5, 1)
+		if night == 21 && (len(bad) != 1 || bad[0].Key != "s1") {
+			t.Errorf("the first 10x night: the gate fails on %v, want s1 (all: %+v)", keyed(bad), f.Changes)
+		}
+		if night > 21 && (len(bad) != 0 || len(f.Changes) == 0) {
+			t.Errorf("night %d: the gate fails on %v (changes %v): want the change reported, not new", night, keyed(bad), keyed(f.Changes))
+		}
+	}
+}
+
+// A run that measured nothing of a case (an error, or its results lost) lists it as not
+// measured: the gate fails on it, as compare's does.
+func TestUnmeasuredAtTheRunUnderTest(t *testing.T) {
+	hist := genHistory(10, 4, 7)
+	hist[9].outcome["s0"] = verdict.Error
+	hist[9].outcome["s1"] = verdict.Missing
+	f, err := storeOf(t, filepath.Join(t.TempDir(), "h.db"), hist).Check(t.Context(), defaultsForTest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Unmeasured) != 2 || f.Unmeasured[0].Key != "s0" || f.Unmeasured[1].Outcome != "missing" {
+		t.Errorf("unmeasured: %+v", f.Unmeasured)
+	}
+}
+
+// The run under test is the one added last, not the one dated last: a run dated in the
+// future (added by an older opx, or written into the store) does not stay "the newest".
+func TestRunUnderTestIsTheLastAdded(t *testing.T) {
+	hist := genHistory(12, 3, 8)
+	hist[11].values["s2"] *= 1.5
+	s := storeOf(t, filepath.Join(t.TempDir(), "h.db"), hist)
+	if _, err := s.db.Exec("UPDATE runs SET at = at + 86400*365 WHERE run_id = 'nightly-03'"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.Check(t.Context(), defaultsForTest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Newest.RunID != "nightly-11" {
+		t.Errorf("the run under test is %s, want nightly-11 (added last)", f.Newest.RunID)
+	}
+	o := defaultsForTest()
+	o.Run = "nightly-10"
+	if f, err = s.Check(t.Context(), o); err != nil || f.Newest.RunID != "nightly-10" {
+		t.Errorf("--run nightly-10: %v %+v", err, f.Newest)
+	}
+	o.Run = "nightly-99"
+	if _, err = s.Check(t.Context(), o); err == nil || !strings.Contains(err.Error(), "holds no run of that id") {
+		t.Errorf("--run of no run: %v", err)
+	}
+}
+
+// A measured value opx could not have written (0, negative, not finite) is an error
+// naming the series and run, never a pass.
+func TestImpossibleStoredValues(t *testing.T) {
+	for _, v := range []string{"0", "-3", "9e999"} {
+		s := storeOf(t, filepath.Join(t.TempDir(), "h.db"), genHistory(8, 2, 9))
+		if _, err := s.db.Exec("UPDATE points SET value = " + v + " WHERE run = (SELECT MAX(id) FROM runs) AND series = (SELECT id FROM series WHERE key = 's1')"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Check(t.Context(), defaultsForTest()); err == nil || !strings.Contains(err.Error(), "series s1 holds an impossible measured value at run nightly-07") {
+			t.Errorf("value %s: %v", v, err)
+		}
 	}
 }

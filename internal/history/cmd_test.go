@@ -10,7 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/semianalysis/opx/internal/history"
 	"github.com/semianalysis/opx/internal/testenv"
 )
 
@@ -49,6 +51,61 @@ func TestAddARealRun(t *testing.T) {
 		if b, err := os.ReadFile(js); err != nil || !strings.Contains(string(b), `"series": 6`) {
 			t.Fatalf("check --json: %v %s", err, b)
 		}
+		// a filter that matches nothing judges nothing: the gate fails, naming what exists
+		o = opx("history", "check", "--db", db, "--filter", "backend=vllm", "--fail-on-regression", "5")
+		if o.Code != 1 || !strings.Contains(o.Stderr, "--filter matches no series") || !strings.Contains(o.Stderr, "backend: cpu") {
+			t.Errorf("a filter of nothing: exit %d\n%s", o.Code, o.Stderr)
+		}
+	}
+	// a run dated after now is refused before any store is made
+	db := filepath.Join(dir, "future.db")
+	o := opx("history", "add", "--db", db, "--at", time.Now().Add(48*time.Hour).UTC().Format(time.RFC3339), runs[0])
+	if o.Code != 1 || !strings.Contains(o.Stderr, "after now: a clock skew or an --at typo?") {
+		t.Errorf("a future run: exit %d %q", o.Code, o.Stderr)
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Errorf("a refused add left a store behind")
+	}
+}
+
+// A gate over nothing fails: a store with no run, a failed add (which leaves no store), a
+// file that is not a store (a 0-byte one included: left as it is); a threshold that is not
+// a finite percentage above 0, and a store URL of another database, are usage errors.
+func TestGatesOverNothing(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.db")
+	s, err := history.Open(t.Context(), empty, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	o := opx("history", "check", "--db", empty, "--fail-on-regression", "5")
+	if o.Code != 1 || !strings.Contains(o.Stderr, "holds no run: nothing to judge, the gate fails") {
+		t.Errorf("an empty store: exit %d %q", o.Code, o.Stderr)
+	}
+	db := filepath.Join(dir, "h.db")
+	o = opx("history", "add", "--db", db, filepath.Join(dir, "no-such-run"))
+	if _, err := os.Stat(db); o.Code != 1 || err == nil {
+		t.Errorf("a failed add: exit %d %q; store left: %v", o.Code, o.Stderr, err == nil)
+	}
+	zero := filepath.Join(dir, "zero.db")
+	os.WriteFile(zero, nil, 0o644)
+	for _, cmd := range [][]string{{"check", "--fail-on-regression", "5"}, {"report", "--out", filepath.Join(dir, "p.html")}} {
+		o = opx(append(append([]string{"history"}, cmd...), "--db", zero)...)
+		if st, _ := os.Stat(zero); o.Code != 1 || !strings.Contains(o.Stderr, "not an opx history store: an empty file") || st.Size() != 0 {
+			t.Errorf("history %s on a 0-byte file: exit %d %q", cmd[0], o.Code, o.Stderr)
+		}
+	}
+	for _, pct := range []string{"NaN", "0", "-5", "Inf"} {
+		if o = opx("history", "check", "--db", empty, "--fail-on-regression", pct); o.Code != 2 || !strings.Contains(o.Stderr, "finite percentage above 0") {
+			t.Errorf("history check --fail-on-regression %s: exit %d %q", pct, o.Code, o.Stderr)
+		}
+		if o = opx("compare", dir, dir, "--fail-on-regression", pct); o.Code != 2 || !strings.Contains(o.Stderr, "finite percentage above 0") {
+			t.Errorf("compare --fail-on-regression %s: exit %d %q", pct, o.Code, o.Stderr)
+		}
+	}
+	if o = opx("history", "check", "--db", "mysql://opx@db/opx"); o.Code != 2 || !strings.Contains(o.Stderr, "give a SQLite file path (or sqlite:PATH) or a postgres:// URL") {
+		t.Errorf("a mysql:// store: exit %d %q", o.Code, o.Stderr)
 	}
 }
 

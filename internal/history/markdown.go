@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/semianalysis/opx/internal/compare"
+	"github.com/semianalysis/opx/internal/history/changes"
 	"github.com/semianalysis/opx/internal/safe"
 )
 
@@ -32,11 +33,15 @@ func (f *Found) Markdown(w io.Writer) {
 			suspected++
 		}
 	}
-	fmt.Fprintf(w, "%d series (%d points) checked after run %s of %s: %d changes (%d slower, %d faster; %d suspected), %d series no longer measured.\n\n",
-		f.Series, f.Points, cell(f.Newest.RunID), f.Newest.At.Format("2006-01-02 15:04 UTC"), len(f.Changes), slower, len(f.Changes)-slower, suspected, len(f.Stopped))
+	fmt.Fprintf(w, "%d series (%d points) checked at run %s: %d changes (%d slower, %d faster; %d suspected), %d series not measured by it, %d too young to judge.\n\n",
+		f.Series, f.Points, cell(f.Newest.Name()), len(f.Changes), slower, len(f.Changes)-slower, suspected, len(f.Unmeasured), len(f.Young))
+	if f.Series == 0 {
+		fmt.Fprintln(w, "Nothing was judged: no series matched.")
+		fmt.Fprintln(w)
+	}
 	if len(f.Changes) > 0 {
-		fmt.Fprintln(w, "| Case | Metric | Change | From run | At | Status | Runs since | What changed | Nodes |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---:|---|---|")
+		fmt.Fprintln(w, "| Case | Metric | Change | From run | At | Status | New | Runs since | What changed | Nodes |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---:|---|---|")
 		for i, c := range f.Changes {
 			if i == mostRows {
 				fmt.Fprintf(w, "\n… and %d more (the JSON has them all)\n", len(f.Changes)-mostRows)
@@ -46,8 +51,12 @@ func (f *Found) Markdown(w io.Writer) {
 			if c.Confirmation != "" {
 				status = c.Confirmation
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", cell(c.Key), cell(c.Metric), compare.Words(c.Speedup), cell(c.RunID),
-				c.At, cell(status), c.Runs, cell(c.provenanceText()), cell(strings.Join(c.Nodes, ", ")))
+			isNew := ""
+			if c.New {
+				isNew = "new"
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", cell(c.Key), cell(c.Metric), compare.Words(c.Speedup), cell(c.RunID),
+				c.At, cell(status), isNew, c.Runs, cell(c.provenanceText()), cell(strings.Join(c.Nodes, ", ")))
 		}
 		fmt.Fprintln(w)
 	}
@@ -59,8 +68,14 @@ func (f *Found) Markdown(w io.Writer) {
 		}
 		return fmt.Sprintf("%s at run %s: %s (run %s)", cell(c.Key), cell(c.RunID), why, cell(c.By))
 	})
-	bullets(w, "**No longer measured** (measured before the newest run, not by it):", len(f.Stopped), func(i int) string {
+	bullets(w, "**Not measured by this run** (error or missing: the gate fails on them):", len(f.Unmeasured), func(i int) string {
+		return cell(f.Unmeasured[i].Key) + ": " + f.Unmeasured[i].Outcome
+	})
+	bullets(w, "**No longer measured** (measured by the run before, not by this one):", len(f.Stopped), func(i int) string {
 		return cell(f.Stopped[i].Key) + ": " + f.Stopped[i].Outcome
+	})
+	bullets(w, fmt.Sprintf("**Too young to judge** (a series needs %d measured runs):", changes.MinRef+1), len(f.Young), func(i int) string {
+		return fmt.Sprintf("%s: %d of %d runs", cell(f.Young[i].Key), f.Young[i].Runs, f.Young[i].Needs)
 	})
 	if len(f.OddNodes) > 0 {
 		nodes := make([]string, 0, len(f.OddNodes))

@@ -58,7 +58,18 @@ func Open(ctx context.Context, dsn string, create bool) (*Store, error) {
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		return openPG(ctx, dsn)
 	}
-	return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"), create)
+	if scheme, _, ok := strings.Cut(dsn, "://"); ok && scheme != "sqlite" && !strings.ContainsAny(scheme, "/\\.") {
+		return nil, &ErrDSN{Scheme: scheme}
+	}
+	return openSQLite(ctx, strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite://"), "sqlite:"), create)
+}
+
+// ErrDSN is a store named by a URL of a scheme opx does not keep a store in: a usage
+// error.
+type ErrDSN struct{ Scheme string }
+
+func (e *ErrDSN) Error() string {
+	return fmt.Sprintf("--db: a %s:// store is not one opx keeps: give a SQLite file path (or sqlite:PATH) or a postgres:// URL", e.Scheme)
 }
 
 // sqliteMagic is how every SQLite database file begins.
@@ -74,7 +85,9 @@ func openSQLite(ctx context.Context, path string, create bool) (*Store, error) {
 	switch {
 	case err == nil && !st.Mode().IsRegular():
 		return nil, fmt.Errorf("%s is not an opx history store: not a regular file", where)
-	case err == nil && st.Size() > 0:
+	case err == nil && st.Size() == 0:
+		return nil, fmt.Errorf("%s is not an opx history store: an empty file (opx creates a store whole; left untouched)", where)
+	case err == nil:
 		f, err := os.Open(abs)
 		if err != nil {
 			return nil, err
@@ -92,6 +105,9 @@ func openSQLite(ctx context.Context, path string, create bool) (*Store, error) {
 	case err != nil:
 		if d, err := os.Stat(filepath.Dir(abs)); err != nil || !d.IsDir() {
 			return nil, fmt.Errorf("%s: its directory %s does not exist", where, filepath.Dir(abs))
+		}
+		if err := createSQLite(ctx, abs, where); err != nil {
+			return nil, err
 		}
 	}
 	// a writer waits for another (parallel adds) instead of failing; a transaction that
@@ -114,6 +130,39 @@ func openSQLite(ctx context.Context, path string, create bool) (*Store, error) {
 		return nil, fmt.Errorf("%s: %v", where, err)
 	}
 	return s, nil
+}
+
+// createSQLite makes a new store at abs whole: made and migrated under a name of its own
+// beside it, then linked into place (a store that another opx made first meanwhile is
+// kept, and this one dropped). No reader ever sees a store half made, and an empty file
+// is never a store.
+func createSQLite(ctx context.Context, abs, where string) error {
+	tmp := filepath.Join(filepath.Dir(abs), fmt.Sprintf(".%s.creating-%d", filepath.Base(abs), os.Getpid()))
+	defer func() {
+		for _, ext := range []string{"", "-wal", "-shm", "-journal"} {
+			os.Remove(tmp + ext)
+		}
+	}()
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Opaque: (&url.URL{Path: tmp}).EscapedPath()}).String())
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(1)
+	s := &Store{db: db, Where: where}
+	err = s.migrate(ctx)
+	if err == nil {
+		_, err = db.ExecContext(ctx, "PRAGMA journal_mode=WAL")
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: creating the store: %w", where, err)
+	}
+	if err := os.Link(tmp, abs); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%s: creating the store: %w", where, err)
+	}
+	return nil
 }
 
 // walMode puts the store in WAL mode. The change takes the file to itself, and SQLite

@@ -499,7 +499,7 @@ func settleShard(ctx context.Context, cases []Case, execs []*execRows, counted s
 			scratch, _, _ = appendCaseKey(scratch[:0], r.Testlist, r.OpType, r.ArgsJSON(), r.Backend, int64(r.WorldSize), r.Cluster)
 			ci, ok := index[string(scratch)]
 			if !ok {
-				r.key = string(scratch)
+				r.key, r.Extra = string(scratch), true
 				if a.Counted {
 					extra = append(extra, *r)
 					shown(&extra[len(extra)-1])

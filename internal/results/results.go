@@ -88,6 +88,9 @@ type Row struct {
 	// measurement (missing, not finite or not positive): its Status is then "error" and
 	// its Message says why, in every command.
 	Invalid bool
+	// Extra is whether it is a row of no requested case (the ledger counts it as extra,
+	// never as a case).
+	Extra   bool
 	key     string          // the case key it was settled by (Key), made once by the run's reader
 	metrics summary.Metrics // its metrics as read, until it is shown (Metrics)
 	whole   bool            // read whole (not lean): it has its args, and its metrics until shown

@@ -22,11 +22,10 @@ func main() {
 	spec := synth.Default
 	spec.Seed = *seed
 	corpus := synth.Make(spec)
-	obs := make([][]changes.Obs, len(corpus))
+	found := make([][]changes.Change, len(corpus))
 	for i, s := range corpus {
-		obs[i] = s.Obs
+		found[i] = changes.Detect(s.Obs, changes.Defaults)
 	}
-	found := changes.Detect(obs, changes.Defaults)
 	groups := map[string]synth.Score{}
 	var keys []string
 	add := func(k string, sc synth.Score) {
@@ -62,11 +61,10 @@ func main() {
 
 func aaFound(spec synth.Spec) []synth.Score {
 	corpus := synth.Make(spec)
-	obs := make([][]changes.Obs, len(corpus))
+	found := make([][]changes.Change, len(corpus))
 	for i, s := range corpus {
-		obs[i] = s.Obs
+		found[i] = changes.Detect(s.Obs, changes.Defaults)
 	}
-	found := changes.Detect(obs, changes.Defaults)
 	out := make([]synth.Score, len(corpus))
 	for i, s := range corpus {
 		out[i] = synth.Judge(s, found[i])

@@ -1,19 +1,22 @@
-// Package changes finds where a series' level shifted, and says how sure it is: a rank
-// test over every split (Pettitt's statistic and the largest standardized Mann–Whitney
-// statistic, each with its p-value for the largest of many splits), binary segmentation
-// for several shifts, a test of the newest points against the noise the series has
-// already shown, and Benjamini–Hochberg over every series' tests together. It works on
-// the logarithm of the metric (noise is a proportion of the level), so a ratio is a
-// difference. docs/history.md gives the method and its measured error rates.
+// Package changes finds where a series' level shifted, and says how sure it is. Each
+// series is judged on its own, at a fixed level (Options.Alpha): the chance that a series
+// whose level never moved is called changed. Nothing in a series' answer depends on which
+// other series a store holds or a filter selects. It works on the logarithm of the metric
+// (noise is a proportion of the level), so a ratio is a difference.
+//
+// Two tests, each calibrated by simulation (calibrate.go, table.go):
+//   - the newest runs (1, 2, 3 or 5 of them) against the level before them: its median
+//     and robust spread, since the last shift binary segmentation finds before them;
+//   - a rank test over every split (binary segmentation, each split judged on its own
+//     evidence at the same level) for the shifts before.
+//
+// docs/history.md gives the method and its measured error rates.
 package changes
 
 import (
-	"maps"
 	"math"
 	"slices"
 	"sort"
-
-	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // Obs is one run's point of a series, oldest first.
@@ -27,106 +30,103 @@ type Obs struct {
 // Options are the detector's thresholds.
 type Options struct {
 	MinChange float64 // the smallest shift called, as a fraction (0.02: 2%)
-	FDR       float64 // Benjamini–Hochberg's q over all tests of all series
+	// Alpha bounds, per series, the chance that a series whose level never moved is
+	// called changed: half of it is the newest runs' test's, a quarter the rank test's,
+	// a quarter its nodes' own rank tests'.
+	Alpha float64
 	// ConfirmAfter is how many runs of the new level make a change confirmed; fewer is
 	// suspected (a shift at the newest runs).
 	ConfirmAfter int
 }
 
 // Defaults are the thresholds docs/history.md measured.
-var Defaults = Options{MinChange: 0.02, FDR: 0.05, ConfirmAfter: 3}
+var Defaults = Options{MinChange: 0.02, Alpha: 0.01, ConfirmAfter: 3}
 
 // Change is one shift found in a series.
 type Change struct {
 	At    int     // index of the first point of the new level
 	Ratio float64 // new level / old level (medians), of the metric
-	P     float64 // the test's p-value (before the correction over all tests)
+	P     float64 // the test's calibrated p-value
 	After int     // points of the new level
-	// Tail is whether it was found by the newest points' test (a shift too recent for
-	// the rank test: one or two runs).
+	// Tail is whether it was found by the newest runs' test.
 	Tail bool
 	// Node is set when the shift shows in that node's points only (the series pooled
 	// over its nodes shows none near it).
 	Node string
+	// Level is the new level (the log of its runs' median) and Noise the robust spread of
+	// the old one (log units): what tells whether two checks found the same change.
+	Level, Noise float64
 }
 
-// minPoints is the fewest points a series needs before its level can be tested.
+// Same is whether c and d (found by two checks of one series, one run apart) are the same
+// change: the same direction and node, first runs within 2, and new levels within six
+// times the noise or a tenth of the shift (a lone outlier first taken for a new level is
+// not the level that followed it).
+func Same(c, d Change) bool {
+	tol := math.Max(6*math.Max(c.Noise, d.Noise), math.Abs(math.Log(c.Ratio))/10)
+	return (c.Ratio > 1) == (d.Ratio > 1) && c.Node == d.Node && abs(c.At-d.At) <= 2 && math.Abs(c.Level-d.Level) <= tol
+}
+
+// MinRef is the fewest runs of a level the newest runs are judged against: a series with
+// fewer than MinRef+1 measured runs cannot be judged yet (Young).
+const MinRef = 4
+
+// minPoints is the fewest points the rank test splits.
 const minPoints = 6
 
-// Detect finds the changes in every series (each oldest first) with the false discovery
-// rate controlled over all of them: every series contributes its tests' p-values (Test),
-// one Benjamini–Hochberg threshold is set over them all (Threshold), and a shift is called
-// when its test clears that threshold and it is at least MinChange, and outside the runs'
-// own spreads where they recorded them (Find). A caller holding too many series to keep
-// them all at once makes the same three steps itself, in batches.
-func Detect(series [][]Obs, o Options) [][]Change {
-	tests := make([]Tests, len(series))
-	var ps []float64
-	for i, s := range series {
-		tests[i] = Test(s)
-		ps = append(ps, tests[i].Ps()...)
-	}
-	t := Threshold(ps, o.FDR)
-	out := make([][]Change, len(series))
-	for i, s := range series {
-		out[i] = Find(s, tests[i], t, len(series), o)
-	}
-	return out
-}
+// Tails are how many newest runs the newest runs' test takes together.
+var Tails = []int{1, 2, 3, 5}
 
-// Tests are one series' p-values, before the threshold over all series is known.
-type Tests struct {
-	Level, Tail       float64 // 1 when not tested (too few points)
-	HasLevel, HasTail bool
-	Nodes             map[string]float64 // each node's own level test, when it has enough points
-}
+// Young is whether a series of n measured runs is too short to judge, and how many it
+// needs.
+func Young(n int) (bool, int) { return n < MinRef+1, MinRef + 1 }
 
-// Ps are the p-values the tests contribute to the correction.
-func (x Tests) Ps() []float64 {
-	var out []float64
-	if x.HasLevel {
-		out = append(out, x.Level)
+// Detect is the series' changes, oldest first.
+func Detect(s []Obs, o Options) []Change {
+	n := len(s)
+	if young, _ := Young(n); young {
+		return nil
 	}
-	if x.HasTail {
-		out = append(out, x.Tail)
-	}
-	for _, p := range x.Nodes {
-		out = append(out, p)
-	}
-	return out
-}
-
-// Min is the smallest of the tests' p-values (1 when none): a series whose Min does not
-// clear the threshold has no change.
-func (x Tests) Min() float64 {
-	m := 1.0
-	for _, p := range x.Ps() {
-		m = math.Min(m, p)
-	}
-	return m
-}
-
-// Test is the series' tests: its best split, its newest runs, and each node's own runs.
-func Test(s []Obs) Tests {
 	y := logsOf(s)
-	x := Tests{Level: 1, Tail: 1}
-	if len(y) >= minPoints {
-		_, x.Level = bestSplit(y)
-		x.HasLevel = true
+	var out []Change
+	end := n
+	if ch, ok := newest(s, y, o); ok {
+		out, end = append(out, ch), ch.At
 	}
-	x.Tail, x.HasTail = tailP(y, 0)
-	if !x.HasTail {
-		x.Tail = 1
-	}
-	for _, n := range nodesOf(s) {
-		if _, sub := nodePoints(s, y, n); len(sub) >= 2*minPoints {
-			if x.Nodes == nil {
-				x.Nodes = map[string]float64{}
-			}
-			_, x.Nodes[n] = bestSplit(sub)
+	out = append(segment(s, y, 0, end, o.Alpha/4, o), out...)
+	// a shift in one node's points, where the series pooled over its nodes shows none
+	// near it: that node's alone
+	var tested []string
+	for _, nd := range nodesOf(s) {
+		if idx, _ := nodePoints(s, y, nd); len(idx) >= 2*minPoints {
+			tested = append(tested, nd)
 		}
 	}
-	return x
+	pooled := slices.Clone(out)
+	for _, nd := range tested {
+		idx, ny := nodePoints(s, y, nd)
+		sub := make([]Obs, len(idx))
+		for j, i := range idx {
+			sub[j] = s[i]
+		}
+		for _, ch := range segment(sub, ny, 0, len(ny), o.Alpha/4/float64(len(tested)), o) {
+			// the pooled series' change seen in this node's points (where a node's own
+			// split falls is a few of its points off the pooled one's): not the node's alone
+			seen := slices.ContainsFunc(pooled, func(d Change) bool {
+				jd, _ := slices.BinarySearch(idx, d.At)
+				return (d.Ratio > 1) == (ch.Ratio > 1) && abs(jd-ch.At) <= 3
+			})
+			if !seen {
+				ch.At, ch.Node = idx[ch.At], nd
+				out = append(out, ch)
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
+	for i := range out {
+		out[i].After = n - out[i].At
+	}
+	return out
 }
 
 func logsOf(s []Obs) []float64 {
@@ -137,121 +137,100 @@ func logsOf(s []Obs) []float64 {
 	return y
 }
 
-// Find is the series' changes, given its tests and the threshold t set over the tests of
-// all nSeries series.
-func Find(s []Obs, x Tests, t float64, nSeries int, o Options) []Change {
-	if x.Min() > t {
-		return nil
-	}
-	y := logsOf(s)
-	sub := o.FDR / float64(max(1, nSeries))
-	var out []Change
-	if x.HasLevel && x.Level <= t {
-		out = append(out, segment(s, y, t, sub, o)...)
-	}
-	// a shift in one node's points, where the series pooled over its nodes shows none
-	// near it: that node's alone
-	for _, n := range slices.Sorted(maps.Keys(x.Nodes)) {
-		if x.Nodes[n] > t {
+// newest is a shift at the newest runs: the newest k (5, 3, 2, then 1) against the level
+// before them — the runs since the last shift binary segmentation finds among the runs
+// before them — when their calibrated p-value clears Alpha/2 over the k tried, they agree
+// on a new level (each on its side, at least half as far from the old level as their
+// centre, and within 5 times the noise or a tenth of the shift of it: an outlier and the
+// level after it are not one level) and it is large enough. The longest such tail is taken (more runs at a new level
+// say more), and dated at its first run: the runs just before it that lie nearer the new
+// level than the old one join it.
+func newest(s []Obs, y []float64, o Options) (Change, bool) {
+	n := len(y)
+	alpha := o.Alpha / 2 / float64(len(Tails))
+	for i := len(Tails) - 1; i >= 0; i-- {
+		k := Tails[i]
+		if n-k < MinRef {
 			continue
 		}
-		idx, ny := nodePoints(s, y, n)
-		subObs := make([]Obs, len(idx))
-		for j, i := range idx {
-			subObs[j] = s[i]
-		}
-		for _, ch := range segment(subObs, ny, t, sub, o) {
-			ch.At, ch.Node = idx[ch.At], n
-			near := false
-			for _, d := range out {
-				near = near || d.Node == "" && abs(d.At-ch.At) <= 2*len(nodesOf(s))
-			}
-			if !near {
-				out = append(out, ch)
-			}
-		}
-	}
-	// the newest points are judged against the level since the series' last shift: the
-	// test is made again from there (its p-value can only grow), and must still clear t
-	if x.HasTail && x.Tail <= t {
 		from := 0
-		for _, ch := range out {
-			from = max(from, ch.At)
+		if pre := segment(s, y, 0, n-k, o.Alpha/4, o); len(pre) > 0 {
+			from = pre[len(pre)-1].At
 		}
-		if p, ok := tailP(y, from); ok && p <= t {
-			if ch, ok := tailChange(s, y, from, p, o); ok {
-				out = append(out, ch)
-			}
+		ref, tl := y[from:n-k], y[n-k:]
+		if len(ref) < MinRef {
+			continue
 		}
-	}
-	return tidy(out, len(s))
-}
-
-// tidy sorts a series' changes and drops a tail shift the rank test also found.
-func tidy(cs []Change, n int) []Change {
-	sort.SliceStable(cs, func(i, j int) bool {
-		if cs[i].Tail != cs[j].Tail {
-			return !cs[i].Tail // the rank test's findings first: they win
+		med, sd := median(ref), robustSD(ref)
+		p := tailP(tailStat(tl, med, sd), len(ref), k)
+		if p > alpha {
+			continue
 		}
-		return cs[i].At < cs[j].At
-	})
-	var out []Change
-	for _, c := range cs {
-		dup := false
-		for _, d := range out {
-			if abs(c.At-d.At) <= 2 {
-				dup = true
-			}
+		c := center(tl)
+		// one level: each within 5 times the noise of the centre, or a tenth of the shift
+		// (a reference's spread of a few runs may be lucky and small)
+		tol := math.Max(5*sd, math.Abs(c-med)/10)
+		agree := true
+		for _, v := range tl {
+			agree = agree && (v > med) == (c > med) && math.Abs(v-med) >= math.Abs(c-med)/2 && math.Abs(v-c) <= tol
 		}
-		if !dup {
-			c.After = n - c.At
-			out = append(out, c)
+		if !agree {
+			continue
+		}
+		at := n - k
+		for at-1 > from && math.Abs(y[at-1]-c) < math.Abs(y[at-1]-med) && math.Abs(y[at-1]-c) <= tol {
+			at--
+		}
+		if r, ok := shift(s, y, from, at, n, o); ok {
+			return Change{At: at, Ratio: r, P: p * float64(len(Tails)), Tail: true, Level: median(y[at:n]), Noise: sd}, true
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
-	return out
+	return Change{}, false
 }
 
-// Threshold is Benjamini–Hochberg's: the largest p(k) with p(k) <= q·k/m, or 0 when no
-// p-value clears its line (nothing is called).
-func Threshold(ps []float64, q float64) float64 {
-	s := slices.Clone(ps)
-	slices.Sort(s)
-	m := float64(len(s))
-	t := 0.0
-	for k, p := range s {
-		if p <= q*float64(k+1)/m {
-			t = p
-		}
+// tailStat is how far the newest runs' centre lies from the reference's median, in
+// standard errors of that centre (the robust spread over √k; a median's is 1.2533 times
+// a mean's).
+func tailStat(tl []float64, med, sd float64) float64 {
+	se := sd / math.Sqrt(float64(len(tl)))
+	if len(tl) > 2 {
+		se *= 1.2533
 	}
-	return t
+	return math.Abs(center(tl)-med) / se
 }
 
-// segment is binary segmentation of y: the best split, kept when its p-value clears t
-// and its shift is large enough, then each side again.
-//
-// A split inside a side is a test the correction did not count: it is held to sub, a
-// Bonferroni bound over the series (Detect passes FDR / series).
-func segment(s []Obs, y []float64, t, sub float64, o Options) []Change {
+// center is the newest points' level: their mean when one or two, else their median.
+func center(v []float64) float64 {
+	if len(v) <= 2 {
+		return mean(v)
+	}
+	return median(v)
+}
+
+// segment is binary segmentation of y[a:b]: the best split, kept when its calibrated
+// p-value clears alpha and its shift is large enough, then each side again, each split
+// judged on its own evidence at the same level.
+func segment(s []Obs, y []float64, a, b int, alpha float64, o Options) []Change {
 	var out []Change
 	var walk func(a, b int)
 	walk = func(a, b int) {
 		if b-a < minPoints {
 			return
 		}
-		_, p := bestSplit(y[a:b])
-		if p > t {
+		_, stat := bestSplit(y[a:b])
+		p := levelP(stat, b-a)
+		if p > alpha {
 			return
 		}
-		t = math.Min(t, sub)
 		at := a + locate(y[a:b])
 		if r, ok := shift(s, y, a, at, b, o); ok {
-			out = append(out, Change{At: at, Ratio: r, P: p})
+			out = append(out, Change{At: at, Ratio: r, P: p, Level: median(y[at:b]), Noise: robustSD(y[a:at])})
 		}
 		walk(a, at)
 		walk(at, b)
 	}
-	walk(0, len(y))
+	walk(a, b)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
 	return out
 }
 
@@ -275,14 +254,17 @@ func shift(s []Obs, y []float64, a, at, b int, o Options) (float64, bool) {
 	return r, true
 }
 
-// bestSplit is the split of y most likely to separate two levels (the first index of
-// the second: where Pettitt's statistic, the rank CUSUM, peaks) and its p-value: the
-// smaller of Pettitt's and the Bonferroni-bounded largest standardized Mann–Whitney
-// statistic (stronger near the ends), doubled for taking the smaller. Ranks make
-// it blind to how far an outlier lies. Both sides hold at least two points.
-func bestSplit(y []float64) (int, float64) {
-	m := len(y)
-	r := ranks(y)
+// bestSplit is the split of y most likely to separate two levels and the level
+// statistic: an uncalibrated p-value (see splitOfRanks) that levelP calibrates.
+func bestSplit(y []float64) (int, float64) { return splitOfRanks(ranks(y)) }
+
+// splitOfRanks is, for a series' ranks, where Pettitt's statistic (the rank CUSUM) peaks
+// and the level statistic: the smaller of Pettitt's approximate p-value and the
+// Bonferroni-bounded largest standardized Mann–Whitney statistic (stronger near the ends),
+// doubled. Ranks make it blind to how far an outlier lies. Both sides hold at least two
+// points.
+func splitOfRanks(r []float64) (int, float64) {
+	m := len(r)
 	mf := float64(m)
 	var sum float64
 	bestK, bestZ := 0.0, 0.0
@@ -351,104 +333,6 @@ func ranks(y []float64) []float64 {
 	return r
 }
 
-// tailMin is the fewest earlier points the newest points are judged against.
-const tailMin = 8
-
-// tails are how many newest points the tail test takes together: a shift with more runs
-// after it is the rank test's.
-var tails = []int{1, 2, 3, 5}
-
-// tailP is the p-value that the newest k points (k = 1, 2, 3, 5) left the series' level:
-// their mean (one or two) or median against the median and robust spread (1.4826·MAD)
-// of every point before them since from, as Student's t with the reference's degrees of freedom (the spread is
-// estimated), the median's standard error taken as 1.2533·sd/√k; the smallest over k,
-// times the number of k tried. ok is false when the series is too short to judge.
-func tailP(y []float64, from int) (float64, bool) {
-	best := 1.0
-	tried := 0
-	for _, k := range tails {
-		ref, tl, good := tailSplit(y, from, k)
-		if !good {
-			continue
-		}
-		tried++
-		med, sd := median(ref), robustSD(ref)
-		se := sd / math.Sqrt(float64(k))
-		if k > 2 {
-			se *= 1.2533 // a median's, not a mean's
-		}
-		z := math.Abs(center(tl)-med) / se
-		t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(len(ref) - 1)}
-		best = math.Min(best, 2*t.Survival(z))
-	}
-	return math.Min(1, best*float64(tried)), tried > 0
-}
-
-// center is the newest points' level: their mean when one or two, else their median.
-func center(v []float64) float64 {
-	if len(v) <= 2 {
-		return mean(v)
-	}
-	return median(v)
-}
-
-// tailSplit is the reference points (those since from) and the newest k.
-func tailSplit(y []float64, from, k int) (ref, tl []float64, ok bool) {
-	n := len(y)
-	if n-k-from < tailMin {
-		return nil, nil, false
-	}
-	return y[from : n-k], y[n-k:], true
-}
-
-// tailChange is the newest points' shift, when it is large enough and beyond every
-// deviation the runs of the level since from showed in its direction (each of one or two newest
-// points; the median of more): noise the series has already seen never makes a change.
-// The longest such tail is taken: more runs at a new level say more.
-func tailChange(s []Obs, y []float64, from int, p float64, o Options) (Change, bool) {
-	for i := len(tails) - 1; i >= 0; i-- {
-		k := tails[i]
-		ref, tl, ok := tailSplit(y, from, k)
-		if !ok {
-			continue
-		}
-		med := median(ref)
-		up := center(tl) > med
-		seen := 0.0
-		for _, v := range y[from : len(y)-k] { // every run of this level
-			if d := v - med; (d > 0) == up {
-				seen = math.Max(seen, math.Abs(d))
-			}
-		}
-		check := tl
-		if k > 2 {
-			check = []float64{median(tl)}
-		}
-		// the newest points agree on a new level: each at least half as far from the old
-		// one as their center (one slow run after an ordinary one is not two at a new level)
-		for _, v := range tl {
-			if k > 1 && math.Abs(v-med) < math.Abs(center(tl)-med)/2 {
-				check = nil
-			}
-		}
-		beyond := len(check) > 0
-		for _, v := range check {
-			if (v > med) != up || math.Abs(v-med) <= seen {
-				beyond = false
-			}
-		}
-		if !beyond {
-			continue
-		}
-		at := len(y) - k
-		r, ok := shift(s, y, from, at, len(y), o)
-		if ok {
-			return Change{At: at, Ratio: r, P: p, Tail: true}, true
-		}
-	}
-	return Change{}, false
-}
-
 // nodesOf are the nodes a series was measured on, when more than one.
 func nodesOf(s []Obs) []string {
 	seen := map[string]bool{}
@@ -477,33 +361,110 @@ func nodePoints(s []Obs, y []float64, node string) ([]int, []float64) {
 	return idx, out
 }
 
-// Confined are the nodes whose points after a change show it, when some nodes' points
-// after it do not (nil when every node's do, or the series has one node): a shift that
-// is one node's.
-func Confined(s []Obs, at int, before, ratio float64) []string {
+// MinNodeRuns is the fewest runs of the new level a node needs for its part in a change
+// to be judged.
+const MinNodeRuns = 3
+
+// Attribute names the nodes a change at index at (of the ratio found) is confined to,
+// on evidence only: each point after the change is set against its own node's level
+// before it (the pooled level for a node with fewer than two points before), and each
+// node's residuals with at least MinNodeRuns points after are compared with the rest's
+// (Mann–Whitney), Holm-corrected at alpha over the nodes (a Kruskal–Wallis omnibus first
+// was tried: one slow node among six is too small a part of it to clear). The nodes named
+// differ from the rest and show the change (at least half of it, on its side) while the
+// rest do not. nil when no node differs, fewer than two nodes can be judged, or every
+// node shows it.
+func Attribute(s []Obs, at int, ratio, alpha float64) []string {
 	nodes := nodesOf(s[at:])
 	if nodes == nil {
 		return nil
 	}
-	var show []string
-	for _, n := range nodes {
-		var v []float64
-		for _, x := range s[at:] {
-			if x.Node == n {
-				v = append(v, math.Log(x.V))
+	y := logsOf(s)
+	pooled := median(y[max(0, at-30):at])
+	res := map[string][]float64{}
+	for _, nd := range nodes {
+		var before []float64
+		for i := at - 1; i >= 0 && len(before) < 30; i-- {
+			if s[i].Node == nd {
+				before = append(before, y[i])
 			}
 		}
-		if math.Abs(median(v)-before) >= math.Abs(math.Log(ratio))/2 {
-			show = append(show, n)
+		lvl := pooled
+		if len(before) >= 2 {
+			lvl = median(before)
+		}
+		for i := at; i < len(s); i++ {
+			if s[i].Node == nd {
+				res[nd] = append(res[nd], y[i]-lvl)
+			}
 		}
 	}
-	if len(show) == len(nodes) {
+	var judged []string
+	for _, nd := range nodes {
+		if len(res[nd]) >= MinNodeRuns {
+			judged = append(judged, nd)
+		}
+	}
+	if len(judged) < 2 {
 		return nil
 	}
-	return show
+	step := math.Log(ratio)
+	shows := func(v []float64) bool { m := median(v); return m*step > 0 && math.Abs(m) >= math.Abs(step)/2 }
+	type nodeP struct {
+		node string
+		p    float64
+	}
+	var ps []nodeP
+	for _, nd := range judged {
+		var rest []float64
+		for _, other := range judged {
+			if other != nd {
+				rest = append(rest, res[other]...)
+			}
+		}
+		ps = append(ps, nodeP{nd, mannWhitney(res[nd], rest)})
+	}
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].p < ps[j].p })
+	var named []string
+	for i, x := range ps { // Holm's step-down
+		if x.p > alpha/float64(len(ps)-i) {
+			break
+		}
+		if shows(res[x.node]) {
+			named = append(named, x.node)
+		}
+	}
+	if len(named) == 0 || len(named) == len(judged) {
+		return nil
+	}
+	var rest []float64
+	for _, nd := range judged {
+		if !slices.Contains(named, nd) {
+			rest = append(rest, res[nd]...)
+		}
+	}
+	if shows(rest) {
+		return nil // the others show it too: not confined
+	}
+	slices.Sort(named)
+	return named
 }
 
-// Level is the log of the median of s[a:b], the level Confined compares with.
+// mannWhitney is the two-sided p-value (normal approximation) that a and b come from one
+// distribution.
+func mannWhitney(a, b []float64) float64 {
+	r := ranks(append(slices.Clone(a), b...))
+	na, nb := float64(len(a)), float64(len(b))
+	sum := 0.0
+	for i := range a {
+		sum += r[i]
+	}
+	u := sum - na*(na+1)/2
+	z := (u - na*nb/2) / math.Sqrt(na*nb*(na+nb+1)/12)
+	return math.Erfc(math.Abs(z) / math.Sqrt2)
+}
+
+// Level is the log of the median of s[a:b].
 func Level(s []Obs, a, b int) float64 {
 	v := make([]float64, 0, b-a)
 	for _, x := range s[a:b] {
@@ -512,11 +473,15 @@ func Level(s []Obs, a, b int) float64 {
 	return median(v)
 }
 
-func median(v []float64) float64 {
+func median(v []float64) float64 { return medianInto(make([]float64, len(v)), v) }
+
+// medianInto is v's median, sorted in scratch (at least len(v) long).
+func medianInto(scratch, v []float64) float64 {
 	if len(v) == 0 {
 		return math.NaN()
 	}
-	s := slices.Clone(v)
+	s := scratch[:len(v)]
+	copy(s, v)
 	slices.Sort(s)
 	n := len(s)
 	if n%2 == 1 {
@@ -533,11 +498,11 @@ func mean(v []float64) float64 {
 	return t / float64(len(v))
 }
 
-// robustSD is the spread of v's noise: the larger of 1.4826 times the median absolute
-// deviation (blind to outliers, but itself noisy: a lucky small one would make ordinary
-// noise look significant) and the standard deviation of the points within 3.5 of those
-// of the median (efficient); never below 0.1% (a series of identical values would
-// otherwise make any change infinitely significant).
+// robustSD is the spread of v's noise: the standard deviation of the points within 3.5
+// times 1.4826·MAD of the median (efficient, and an outlier weighs nothing in it: never
+// the single largest deviation), 1.4826·MAD itself when fewer than two are left; never
+// below 0.1% (a series of identical values would otherwise make any change infinitely
+// significant). Its own noise in a short reference is in the calibrated tables.
 func robustSD(v []float64) float64 {
 	m := median(v)
 	d := make([]float64, len(v))
@@ -551,15 +516,16 @@ func robustSD(v []float64) float64 {
 			kept = append(kept, x)
 		}
 	}
-	sd := 0.0
+	sd := mad
 	if len(kept) > 1 {
+		sd = 0
 		mu := mean(kept)
 		for _, x := range kept {
 			sd += (x - mu) * (x - mu)
 		}
 		sd = math.Sqrt(sd / float64(len(kept)-1))
 	}
-	return math.Max(math.Max(mad, sd), 0.001)
+	return math.Max(sd, 0.001)
 }
 
 func abs(x int) int {

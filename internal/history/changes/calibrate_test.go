@@ -1,0 +1,101 @@
+package changes
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// The tables hold what a fresh simulation (another seed) finds: at the kept quantiles
+// around the levels used (0.1%–2%), the chance of a value as extreme is the table's within
+// five standard errors of both simulations. A table from another statistic, a changed
+// robustSD or tailStat, or quantiles read off by one fail it.
+func TestCalibrationTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates")
+	}
+	const r = 100_000
+	within := func(what string, got, want float64, tableR int) {
+		t.Helper()
+		se := math.Sqrt(want*(1-want)/r) + math.Sqrt(want*(1-want)/float64(tableR))
+		if math.Abs(got-want) > 5*se {
+			t.Errorf("%s: a fresh simulation gives %.5f, the table %.5f", what, got, want)
+		}
+	}
+	for _, n := range []int{12, 20, 40, 60} {
+		q := levelTable[gridAt(LevelNs, n)]
+		rng := rand.New(rand.NewPCG(99, uint64(n)))
+		rk := make([]float64, n)
+		for i := range rk {
+			rk[i] = float64(i + 1)
+		}
+		stats := make([]float64, r)
+		for i := range stats {
+			rng.Shuffle(n, func(a, b int) { rk[a], rk[b] = rk[b], rk[a] })
+			_, stats[i] = splitOfRanks(rk)
+		}
+		slices.Sort(stats)
+		for _, x := range q[3:8] {
+			k, _ := slices.BinarySearch(stats, math.Nextafter(x.Q, math.Inf(1)))
+			within("level n="+itoa(n), float64(k)/r, x.P, 1_000_000)
+		}
+	}
+	for _, n := range []int{4, 8, 20, 60} {
+		qs := tailTable[gridAt(TailNs, n)]
+		rng := rand.New(rand.NewPCG(99, uint64(n)))
+		y := make([]float64, n+5)
+		counts := make([][]int, len(Tails))
+		for t := range counts {
+			counts[t] = make([]int, len(Probs))
+		}
+		for range r {
+			for j := range y {
+				y[j] = rng.NormFloat64()
+			}
+			med, sd := median(y[:n]), robustSD(y[:n])
+			for t, k := range Tails {
+				z := tailStat(y[n:n+k], med, sd)
+				for j, x := range qs[t] {
+					if z >= x.Q {
+						counts[t][j]++
+					}
+				}
+			}
+		}
+		for t, k := range Tails {
+			for j := 3; j < 8; j++ {
+				within("tail n="+itoa(n)+" k="+itoa(k), float64(counts[t][j])/r, qs[t][j].P, 400_000)
+			}
+		}
+	}
+}
+
+// levelP and tailP read the tables: at a kept quantile they give its chance, between two
+// they lie between theirs, and they fall as the statistic grows more extreme.
+func TestCalibratedP(t *testing.T) {
+	q := levelTable[gridAt(LevelNs, 30)]
+	if p := levelP(q[5].Q, 30); p != q[5].P {
+		t.Errorf("levelP at a kept quantile: %v, want %v", p, q[5].P)
+	}
+	if p := levelP((q[5].Q+q[6].Q)/2, 30); p < q[5].P || p > q[6].P {
+		t.Errorf("levelP between two quantiles: %v, not within [%v, %v]", p, q[5].P, q[6].P)
+	}
+	if levelP(q[0].Q/10, 30) >= q[0].P || levelP(1, 30) != 1 {
+		t.Errorf("levelP beyond the table")
+	}
+	tq := tailTable[gridAt(TailNs, 10)][0]
+	if p := tailP(tq[4].Q, 10, 1); p != tq[4].P {
+		t.Errorf("tailP at a kept quantile: %v, want %v", p, tq[4].P)
+	}
+	if tailP(tq[0].Q*2, 10, 1) >= tq[0].P || tailP(0, 10, 1) != 1 {
+		t.Errorf("tailP beyond the table")
+	}
+	// a length between two simulated ones is read at the one below: the conservative side
+	if gridAt(LevelNs, 70) != slices.Index(LevelNs, 64) || gridAt(TailNs, 1000) != len(TailNs)-1 {
+		t.Errorf("gridAt")
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
