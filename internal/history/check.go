@@ -110,7 +110,7 @@ type Change struct {
 	New bool `json:"new"`
 	// Holds is whether the run under test measured the new level (nearer it than the
 	// old one).
-	Holds bool `json:"holds"`
+	Holds        bool `json:"holds"`
 	at           time.Time
 	run          int64
 	series, cell int64
@@ -385,7 +385,6 @@ func (se *seriesRow) changesOf(found, prev []changes.Change, byID map[int64]RunR
 	}
 	return out
 }
-
 
 // worse orders changes worst first: slower before faster, then by size.
 func worse(a, b Change) bool {
