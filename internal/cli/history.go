@@ -173,8 +173,8 @@ func historyGate(f *history.Found, where string, o history.CheckOptions, pct flo
 		return fmt.Sprintf("%d case(s) of run %s were not measured (error or missing); first: %s (%s)", n, safe.Text(f.Newest.Name()), safe.Text(u.Key), u.Outcome)
 	}
 	if bad := f.Regressions(pct, window); len(bad) > 0 {
-		return fmt.Sprintf("%d slower change(s) of at least %g%% new at run %s; worst: %s %s from run %s (%s)",
-			len(bad), pct, safe.Text(f.Newest.Name()), safe.Text(bad[0].Key), compare.Words(bad[0].Speedup), safe.Text(bad[0].RunID), bad[0].At)
+		return fmt.Sprintf("%d slower change(s) of at least %g%% new at run %s; worst: %s %s from run %s",
+			len(bad), pct, safe.Text(f.Newest.Name()), safe.Text(bad[0].Key), compare.Words(bad[0].Speedup), safe.Text(bad[0].RunName()))
 	}
 	return ""
 }

@@ -151,6 +151,24 @@ func Same(a, b string) bool {
 	return err == nil && os.SameFile(fa, fb)
 }
 
+// RunDir is a run directory (or artifacts tree) named by the user, with the links in its
+// path resolved: a run reached through a link (.opx-run/latest) is read as the directory
+// it points to, by every command. Links inside the run are not followed (InRunLink).
+func RunDir(path string) string {
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		if fi, err := os.Stat(r); err == nil && fi.IsDir() {
+			return r
+		}
+	}
+	return path
+}
+
+// InRunLink is the error for a symbolic link met inside a run's tree: never followed (it
+// could make a run read any file), and said, never taken for a missing file.
+func InRunLink(path string) error {
+	return fmt.Errorf("%s: a symbolic link inside the run: opx never follows one (refused)", path)
+}
+
 // resolved is p absolute, with the links of what exists of it resolved: a link to the
 // manifest is the manifest.
 func resolved(p string) string {

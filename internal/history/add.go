@@ -142,6 +142,7 @@ func read(ctx context.Context, dir, manifestFlag string) (*recorded, error) {
 			p := point{key: r.Key(), testlist: r.Testlist, op: r.OpType, args: r.ArgsJSON(), backend: r.Backend,
 				cluster: r.Cluster, ws: r.WorldSize, outcome: verdict.OfStatus(r.Status), gpuSeconds: r.GPUSeconds,
 				ctx: c, cell: cellOf[sh.ID]}
+			p.testbed()
 			p.ctx.Throttle = r.Throttled
 			if name, ok := r.Primary(); ok {
 				p.metric, p.lower = name, results.DirectionOf(name) == results.Lower
@@ -165,8 +166,10 @@ func read(ctx context.Context, dir, manifestFlag string) (*recorded, error) {
 			if c.Status != verdict.Missing.String() {
 				continue // an error row: handed with the rows
 			}
-			put(point{key: c.Key, testlist: c.Testlist, op: c.Op, args: c.ArgsJSON, backend: c.Backend, cluster: c.Cluster,
-				ws: c.WorldSize, outcome: verdict.Missing, gpuSeconds: c.GPUSeconds, ctx: shardContext(sh), cell: cellOf[sh.ID]})
+			p := point{key: c.Key, testlist: c.Testlist, op: c.Op, args: c.ArgsJSON, backend: c.Backend, cluster: c.Cluster,
+				ws: c.WorldSize, outcome: verdict.Missing, gpuSeconds: c.GPUSeconds, ctx: shardContext(sh), cell: cellOf[sh.ID]}
+			p.testbed()
+			put(p)
 		}
 		return nil
 	})
@@ -203,6 +206,20 @@ func read(ctx context.Context, dir, manifestFlag string) (*recorded, error) {
 		rec.origin = rec.at.UTC().Format(time.RFC3339Nano)
 	}
 	return rec, nil
+}
+
+// LocalRunner is the cluster of a run on the machine opx runs on (the local runner).
+const LocalRunner = "local"
+
+// testbed keys a local run's point by its machine: cluster "local@HOST" (the node its
+// fingerprint names), so two machines' runs of one case are two series, and one machine's
+// runs stay one. A cluster's points stay keyed by the cluster.
+func (p *point) testbed() {
+	if p.cluster != LocalRunner || p.ctx.Node == "" {
+		return
+	}
+	p.cluster = LocalRunner + "@" + p.ctx.Node
+	p.key = results.CaseKey(p.testlist, p.op, p.args, p.backend, p.ws, p.cluster)
 }
 
 // gz is b gzipped.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/semianalysis/opx/internal/history/changes"
+	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/verdict"
 )
@@ -112,9 +113,22 @@ type Change struct {
 	// old one).
 	Holds        bool `json:"holds"`
 	at           time.Time
+	cluster      string // the series' cluster (local@HOST for a local run's)
+	caseKey      string // the case's key in its run's files (cluster "local" for local@HOST)
 	run          int64
 	series, cell int64
 	measuredOn   []string // the nodes that measured the new level
+}
+
+// RunName is how the change's first run is shown: its id and time, and for a local
+// run (whose id says nothing of where it ran) its time and machine: "2026-11-09T02:00Z
+// (local@host)".
+func (c Change) RunName() string {
+	t := c.at.UTC().Format("2006-01-02T15:04Z")
+	if c.RunID == "" || c.RunID == LocalRunner {
+		return t + " (" + c.cluster + ")"
+	}
+	return c.RunID + " of " + t
 }
 
 // finding is a change found in a series, before confirmation runs settle it.
@@ -350,7 +364,10 @@ func (se *seriesRow) changesOf(found, prev []changes.Change, byID map[int64]RunR
 		before := changes.Level(se.obs, max(from, c.At-30), c.At)
 		ch := Change{Key: se.key, Metric: se.metric, RunID: r.RunID, At: r.At.UTC().Format(time.RFC3339), Ratio: c.Ratio, P: c.P,
 			Before: math.Exp(before), After: math.Exp(changes.Level(se.obs, c.At, min(len(se.obs), c.At+30))), Runs: c.After,
-			at: r.At, run: p.run, Status: "confirmed"}
+			at: r.At, cluster: se.cluster, run: p.run, Status: "confirmed", caseKey: se.key}
+		if strings.HasPrefix(se.cluster, LocalRunner+"@") {
+			ch.caseKey = results.CaseKey(se.testlist, se.op, se.args, se.backend, se.ws, LocalRunner)
+		}
 		if c.After < o.ConfirmAfter {
 			ch.Status = "suspected"
 		}

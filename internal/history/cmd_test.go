@@ -250,3 +250,83 @@ func TestParallelAdds(t *testing.T) {
 		}
 	}
 }
+
+// The README's history lines run as written: opx run keeps .opx-run/latest (a relative
+// link) at its newest run, and a run named through a link is read as the run itself by
+// every command; a link planted inside a run is refused, and said, never read as missing.
+// Two machines' local runs of one case are two series (local@HOST).
+func TestREADMEHistoryAndLinks(t *testing.T) {
+	dir := t.TempDir()
+	in := func(args ...string) testenv.Outcome {
+		c := exec.Command(opxBin, args...)
+		c.Dir = dir
+		return testenv.Run(c)
+	}
+	if o := in("run"); o.Code != 0 {
+		t.Fatalf("opx run: exit %d %s", o.Code, o.Stderr)
+	}
+	first, err := os.Readlink(filepath.Join(dir, ".opx-run", "latest"))
+	if err != nil || filepath.IsAbs(first) {
+		t.Fatalf(".opx-run/latest: %q %v, want a relative link", first, err)
+	}
+	if o := in("history", "add", ".opx-run/latest"); o.Code != 0 || !strings.Contains(o.Stderr, "6 cases (4 measured) recorded in opx-history.db") {
+		t.Fatalf("opx history add .opx-run/latest: exit %d %s", o.Code, o.Stderr)
+	}
+	if o := in("history", "check", "--fail-on-regression", "5"); o.Code != 0 || !strings.Contains(o.Stdout, "6 series (6 points) checked") {
+		t.Fatalf("opx history check --fail-on-regression 5: exit %d %s%s", o.Code, o.Stdout, o.Stderr)
+	}
+	if o := in("history", "report", "--out", "history.html"); o.Code != 0 {
+		t.Fatalf("opx history report: exit %d %s", o.Code, o.Stderr)
+	}
+	time.Sleep(1100 * time.Millisecond) // a run directory is named by its second
+	if o := in("run"); o.Code != 0 {
+		t.Fatalf("opx run again: exit %d %s", o.Code, o.Stderr)
+	}
+	second, _ := os.Readlink(filepath.Join(dir, ".opx-run", "latest"))
+	if second == first || second == "" {
+		t.Errorf(".opx-run/latest still %q after a second run", second)
+	}
+	// every reader, through a link and directly: the same verdict
+	run := filepath.Join(dir, ".opx-run", second)
+	link := filepath.Join(dir, "mine")
+	os.Symlink(run, link)
+	for _, cmd := range [][]string{{"report", "--out", filepath.Join(dir, "r.html")}, {"export", "--out", filepath.Join(dir, "e.csv")}} {
+		direct := in(append(cmd, run)...)
+		linked := in(append(cmd, link)...)
+		if direct.Code != 0 || linked.Code != direct.Code || !strings.Contains(linked.Stderr, "success: 4 of 6 cases measured") {
+			t.Errorf("%s through a link: exit %d %q; directly: exit %d %q", cmd[0], linked.Code, linked.Stderr, direct.Code, direct.Stderr)
+		}
+	}
+	if o := in("history", "add", "--db", filepath.Join(dir, "l.db"), link); !strings.Contains(o.Stderr, "6 cases (4 measured)") {
+		t.Errorf("history add through a link: exit %d %s", o.Code, o.Stderr)
+	}
+	planted := filepath.Join(run, "shards", "planted")
+	os.Symlink("/etc", planted)
+	if o := in("report", "--out", filepath.Join(dir, "r2.html"), run); o.Code == 0 || !strings.Contains(o.Stderr, "a symbolic link inside the run: opx never follows one") {
+		t.Errorf("a link planted in a run: exit %d %q", o.Code, o.Stderr)
+	}
+	os.Remove(planted)
+	// the same case run on another machine (the first run, its node renamed): its own series
+	other := filepath.Join(dir, "laptop")
+	if err := os.CopyFS(other, os.DirFS(filepath.Join(dir, ".opx-run", first))); err != nil {
+		t.Fatal(err)
+	}
+	fps, _ := filepath.Glob(filepath.Join(other, "shards", "*", "fingerprint-*.json"))
+	for _, fp := range fps {
+		b, _ := os.ReadFile(fp)
+		var v map[string]any
+		json.Unmarshal(b, &v)
+		host, _ := v["node"].(string)
+		os.WriteFile(fp, []byte(strings.ReplaceAll(string(b), `"node": "`+host+`"`, `"node": "laptop-7"`)), 0o644)
+	}
+	db := filepath.Join(dir, "two.db")
+	for _, r := range []string{run, other} {
+		if o := in("history", "add", "--db", db, r); o.Code != 0 {
+			t.Fatalf("add %s: %s", r, o.Stderr)
+		}
+	}
+	o := in("history", "check", "--db", db, "--all")
+	if !strings.Contains(o.Stdout, "12 series (12 points) checked") || !strings.Contains(o.Stdout, "local@laptop-7") {
+		t.Errorf("two machines: %s", o.Stdout)
+	}
+}

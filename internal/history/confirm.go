@@ -196,7 +196,7 @@ func (s *Store) ConfirmManifest(ctx context.Context, f *Found, path string) (int
 		want := map[string]bool{}
 		var backends, exclude []string
 		for _, ch := range cellKeys[id] {
-			want[ch.Key] = true
+			want[ch.caseKey] = true
 		}
 		var keepCases []pyjson.Value
 		all, _ := o.Array("cases")

@@ -40,8 +40,8 @@ func (f *Found) Markdown(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if len(f.Changes) > 0 {
-		fmt.Fprintln(w, "| Case | Metric | Change | From run | At | Status | New | Runs since | What changed | Nodes |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---:|---|---|")
+		fmt.Fprintln(w, "| Case | Metric | Change | From run | Status | New | Runs since | What changed | Nodes |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---:|---|---|")
 		for i, c := range f.Changes {
 			if i == mostRows {
 				fmt.Fprintf(w, "\n… and %d more (the JSON has them all)\n", len(f.Changes)-mostRows)
@@ -55,8 +55,8 @@ func (f *Found) Markdown(w io.Writer) {
 			if c.New {
 				isNew = "new"
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", cell(c.Key), cell(c.Metric), compare.Words(c.Speedup), cell(c.RunID),
-				c.At, cell(status), isNew, c.Runs, cell(c.provenanceText()), cell(strings.Join(c.Nodes, ", ")))
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", cell(c.Key), cell(c.Metric), compare.Words(c.Speedup), cell(c.RunName()),
+				cell(status), isNew, c.Runs, cell(c.provenanceText()), cell(strings.Join(c.Nodes, ", ")))
 		}
 		fmt.Fprintln(w)
 	}

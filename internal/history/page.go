@@ -51,7 +51,7 @@ type pageData struct {
 func (f *Found) Page(w io.Writer) error {
 	d := pageData{Generator: "opx " + version.Version, Series: f.Series, Points: f.Points, Changes: len(f.Changes)}
 	if f.Newest != nil {
-		d.Newest = f.Newest.RunID + " of " + f.Newest.At.Format("2006-01-02 15:04 UTC")
+		d.Newest = f.Newest.Name()
 	}
 	for _, c := range f.Changes {
 		if c.Direction == "slower" {
@@ -75,7 +75,7 @@ func (f *Found) Page(w io.Writer) error {
 		se := bySeries[c.Key]
 		p := pagePlot{Key: c.Key, SVG: template.HTML(plot(se))}
 		for _, ch := range se.changes {
-			note := fmt.Sprintf("%s from run %s (%s), %s", compare.Words(ch.Speedup), ch.RunID, ch.At, ch.Status)
+			note := fmt.Sprintf("%s from run %s, %s", compare.Words(ch.Speedup), ch.RunName(), ch.Status)
 			if t := ch.provenanceText(); t != "" {
 				note += "; " + t
 			}
@@ -105,7 +105,7 @@ func (f *Found) Page(w io.Writer) error {
 		}
 		var cs []string
 		for _, c := range se.changes {
-			cs = append(cs, compare.Words(c.Speedup)+" from "+c.RunID)
+			cs = append(cs, compare.Words(c.Speedup)+" from run "+c.RunName())
 		}
 		r.Changes = strings.Join(cs, "; ")
 		d.Rows = append(d.Rows, r)

@@ -197,7 +197,7 @@ func FindManifest(dir, flag string) (string, error) {
 		return p, nil
 	}
 	var found []string
-	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(files.RunDir(dir), func(path string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && d.Name() == "operatorx-manifest.json" {
 			found = append(found, path)
 		}

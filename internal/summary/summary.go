@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/par"
 	"github.com/semianalysis/opx/internal/pyjson"
@@ -214,12 +215,20 @@ func walkExecutions(ctx context.Context, artifacts string) (map[string][]found, 
 		return nil, nil, fmt.Errorf("artifacts directory %s: not found", artifacts)
 	}
 	var paths []string
-	walkErr := filepath.WalkDir(artifacts, func(path string, d fs.DirEntry, err error) error {
+	walkErr := filepath.WalkDir(files.RunDir(artifacts), func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			// a link to a directory (a shard or attempt linked in) would be skipped
+			// without a word and its cases read as missing: refused, naming it. A link at
+			// a file is refused by its reader (files.OpenRegular), and said.
+			if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+				return files.InRunLink(path)
+			}
 		}
 		if !d.IsDir() && d.Name() == "execution.json" {
 			paths = append(paths, path)

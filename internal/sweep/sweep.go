@@ -101,6 +101,7 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 		planned = true
+		s.markLatest(o.Dir == "")
 		return s.executeAndFinish(ctx)
 	}
 	s.pr.logf("planning %s on %s (backends %s, world sizes %s)", s.p.Testlists, s.p.Runner, s.p.Backends, s.p.WorldSizes)
@@ -108,7 +109,37 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	planned = true
+	s.markLatest(o.Dir == "")
 	return s.executeAndFinish(ctx)
+}
+
+// Latest is the link in .opx-run to the newest run made there (the default --out).
+const Latest = "latest"
+
+// markLatest points .opx-run/latest at this run, when it is one of .opx-run's: a
+// relative link, made beside it and renamed over the old one (atomic: a reader sees the
+// old run or the new, never no link). Something there that is not a link is the user's
+// and is left alone, with a word.
+func (s *sweep) markLatest(inDefault bool) {
+	if !inDefault {
+		return
+	}
+	parent := filepath.Dir(s.dir)
+	link := filepath.Join(parent, Latest)
+	if fi, err := os.Lstat(link); err == nil && fi.Mode()&fs.ModeSymlink == 0 {
+		s.pr.logf("%s is not a link opx made: left as it is (not pointed at this run)", link)
+		return
+	}
+	tmp := filepath.Join(parent, fmt.Sprintf(".%s-%d", Latest, os.Getpid()))
+	os.Remove(tmp)
+	err := os.Symlink(filepath.Base(s.dir), tmp)
+	if err == nil {
+		err = os.Rename(tmp, link)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		s.pr.logf("%s: not pointed at this run: %v", link, err)
+	}
 }
 
 // adopt takes a given manifest as the run's: every cell checked (before any node is
