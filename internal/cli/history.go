@@ -41,6 +41,7 @@ PostgreSQL database (--db postgres://user@host:port/db). Parallel adds are safe.
 
 func newHistoryCheckCmd(env Env) *cobra.Command {
 	var db, jsonOut, filter, confirm string
+	var dbTimeout time.Duration
 	var failPct float64
 	var window int
 	var all bool
@@ -101,7 +102,12 @@ several suspects at once.`,
 			if window < 1 {
 				return &UsageError{fmt.Errorf("--window %d: must be at least 1", window)}
 			}
-			s, found, err := checkHistory(c.Context(), db, o)
+			for _, out := range []struct{ flag, path string }{{"--json", jsonOut}, {"--confirm-manifest", confirm}} {
+				if err := notTheStore(out.flag, out.path, db); err != nil {
+					return err
+				}
+			}
+			s, found, err := checkHistory(c.Context(), db, dbTimeout, o)
 			if err != nil {
 				return err
 			}
@@ -133,6 +139,7 @@ several suspects at once.`,
 		},
 	}
 	c.Flags().StringVar(&db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
+	c.Flags().DurationVar(&dbTimeout, "db-timeout", history.DefaultTimeout, "wait at most this long on the store: another writer's lock, a server that stops answering")
 	c.Flags().StringVar(&jsonOut, "json", "", "write every change here (JSON)")
 	c.Flags().StringVar(&confirm, "confirm-manifest", "", "write a manifest of the run under test's suspects here, each cell excluding the nodes that measured them")
 	c.Flags().Float64Var(&failPct, "fail-on-regression", 0, "exit 1 on a slower change of at least PCT percent new at the run under test, a case it did not measure, or nothing to judge")
@@ -180,8 +187,8 @@ func historyGate(f *history.Found, where string, o history.CheckOptions, pct flo
 }
 
 // checkHistory opens the store (never creating one) and checks it; the caller closes it.
-func checkHistory(ctx context.Context, db string, o history.CheckOptions) (*history.Store, *history.Found, error) {
-	s, err := openStore(ctx, db, false)
+func checkHistory(ctx context.Context, db string, timeout time.Duration, o history.CheckOptions) (*history.Store, *history.Found, error) {
+	s, err := openStore(ctx, db, false, timeout)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -193,10 +200,19 @@ func checkHistory(ctx context.Context, db string, o history.CheckOptions) (*hist
 	return s, found, nil
 }
 
+// notTheStore refuses an output of a history command that is the store or one of its
+// journals (a usage error, before the store is opened).
+func notTheStore(flag, out, db string) error {
+	if err := files.NotOneOf(flag, out, "the history store", history.Files(history.DSN(db))...); err != nil {
+		return &UsageError{err}
+	}
+	return nil
+}
+
 // openStore opens the store --db names (history.DSN); a URL of a scheme opx keeps no
 // store in is a usage error.
-func openStore(ctx context.Context, db string, create bool) (*history.Store, error) {
-	s, err := history.Open(ctx, history.DSN(db), create)
+func openStore(ctx context.Context, db string, create bool, timeout time.Duration) (*history.Store, error) {
+	s, err := history.Open(ctx, history.DSN(db), create, timeout)
 	var bad *history.ErrDSN
 	if errors.As(err, &bad) {
 		return nil, &UsageError{err}
@@ -222,6 +238,7 @@ func parseHistoryFilter(s string) (map[string]string, error) {
 
 func newHistoryAddCmd(env Env) *cobra.Command {
 	var db, at, manifest string
+	var dbTimeout time.Duration
 	c := &cobra.Command{
 		Use:   "add RUN_DIR...",
 		Short: "Record every case of runs (artifacts or opx run --out directories)",
@@ -229,7 +246,9 @@ func newHistoryAddCmd(env Env) *cobra.Command {
 outcome, headline metric and direction, spread and sample count when recorded, GPU time,
 and provenance. The run's time is --at (RFC 3339, for backfills), else when it measured
 (its first allocation), else its fingerprints' or run.json's time. Adding a run that is
-already there (same run id, same time) writes nothing and says so.`,
+already there (same run id, same first allocation) writes nothing and says so, unless it
+changed since (opx run --resume: a newer attempt, more cases measured): then it replaces
+the run's points, and says so.`,
 		Example: `  opx history add .opx-run/latest
   opx history add --db postgres://opx@db:5432/opx artifacts
   opx history add --at 2026-11-30T02:00:00Z old-artifacts
@@ -257,7 +276,7 @@ already there (same run id, same time) writes nothing and says so.`,
 				}
 				read[i] = r
 			}
-			s, err := openStore(c.Context(), db, true)
+			s, err := openStore(c.Context(), db, true, dbTimeout)
 			if err != nil {
 				return err
 			}
@@ -275,6 +294,9 @@ already there (same run id, same time) writes nothing and says so.`,
 				if a.Confirms != "" {
 					what = ", a confirmation of run " + a.Confirms + "'s suspects"
 				}
+				if r := a.Replaced; r != nil {
+					what += fmt.Sprintf("; replaces the run as the store held it (attempt %d, %d measured)", r.Attempt, r.Measured)
+				}
 				if a.Extra > 0 {
 					what += fmt.Sprintf("; %d extra row(s) of no requested case not recorded", a.Extra)
 				}
@@ -285,6 +307,7 @@ already there (same run id, same time) writes nothing and says so.`,
 		},
 	}
 	c.Flags().StringVar(&db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
+	c.Flags().DurationVar(&dbTimeout, "db-timeout", history.DefaultTimeout, "wait at most this long on the store: another writer's lock, a server that stops answering")
 	c.Flags().StringVar(&at, "at", "", "the runs' time, RFC 3339 (default: when each measured)")
 	c.Flags().StringVar(&manifest, "manifest", "", "the run's manifest (default: found in RUN_DIR)")
 	return c
@@ -292,6 +315,7 @@ already there (same run id, same time) writes nothing and says so.`,
 
 func newHistoryReportCmd(env Env) *cobra.Command {
 	var db, out string
+	var dbTimeout time.Duration
 	o := history.CheckOptions{Options: changes.Defaults, All: true}
 	c := &cobra.Command{
 		Use:   "report",
@@ -305,7 +329,10 @@ rest counted) so that it opens at once at any history size.`,
 		Example: `  opx history report --out history.html`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			s, found, err := checkHistory(c.Context(), db, o)
+			if err := notTheStore("--out", out, db); err != nil {
+				return err
+			}
+			s, found, err := checkHistory(c.Context(), db, dbTimeout, o)
 			if err != nil {
 				return err
 			}
@@ -318,6 +345,7 @@ rest counted) so that it opens at once at any history size.`,
 		},
 	}
 	c.Flags().StringVar(&db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
+	c.Flags().DurationVar(&dbTimeout, "db-timeout", history.DefaultTimeout, "wait at most this long on the store: another writer's lock, a server that stops answering")
 	c.Flags().StringVarP(&out, "out", "o", "opx-history.html", "write the page here, atomically")
 	c.Flags().IntVar(&o.Lookback, "lookback", history.DefaultLookback, "how many newest runs of each series are read")
 	return c

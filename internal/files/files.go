@@ -137,6 +137,21 @@ func NotAnInput(flag, out, manifest string, dirs ...string) error {
 	return nil
 }
 
+// NotOneOf refuses an output path that is one of the files the command reads (the same
+// file, through any link, or the same path once links are resolved): what names them in
+// the message. It is checked before anything is read or written.
+func NotOneOf(flag, out, what string, inputs ...string) error {
+	if out == "" || out == "-" {
+		return nil
+	}
+	for _, in := range inputs {
+		if in != "" && Same(out, in) {
+			return fmt.Errorf("%s %s is %s, an input: write elsewhere", flag, out, what)
+		}
+	}
+	return nil
+}
+
 // Same is whether paths a and b name one file: the same path once links are resolved, or
 // the same file.
 func Same(a, b string) bool {

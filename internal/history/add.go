@@ -27,13 +27,19 @@ import (
 type Added struct {
 	Dir, RunID string
 	At         time.Time
-	Cases      int  // cases recorded
-	Measured   int  // of which measured
-	Extra      int  // rows of no requested case: not recorded
-	Already    bool // the run was in the store: nothing was written
+	Cases      int // cases recorded
+	Measured   int // of which measured
+	Extra      int // rows of no requested case: not recorded
+	// Replaced is the run as the store held it, when a changed run (resumed: a newer
+	// attempt, more measured) replaced it; nil otherwise.
+	Replaced *Replaced
+	Already  bool // the run was in the store: nothing was written
 	// Confirms is the run a confirmation run re-measured suspects of ("" for a run of its own).
 	Confirms string
 }
+
+// Replaced is what the store held of a run that an add replaced.
+type Replaced struct{ Attempt, Cases, Measured int }
 
 // point is one case of one run, as the store keeps it.
 type point struct {
@@ -68,6 +74,7 @@ type recorded struct {
 	points                               []point
 	cells                                map[string]*pyjson.Object // cellKey: the cell
 	measured, extra                      int
+	replaced                             *Replaced // the run as the store held it, when this add replaced it
 	confirms                             *Confirms // set when the run is a confirmation (its manifest says which run)
 }
 
@@ -308,6 +315,7 @@ func (s *Store) Add(ctx context.Context, r *Run) (*Added, error) {
 		out.Already = true
 		return out, nil
 	}
+	out.Replaced = rec.replaced
 	return out, err
 }
 
@@ -321,17 +329,31 @@ func (s *Store) write(ctx context.Context, dir string, rec *recorded) error {
 	}
 	defer tx.Rollback()
 	if s.pg {
-		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(7243002)"); err != nil {
-			return fmt.Errorf("%s: %v", s.Where, err)
+		if err := s.lockPG(ctx, tx, 7243002, "adding "+rec.runID); err != nil {
+			return err
 		}
 	}
-	var exists int
-	err = tx.QueryRowContext(ctx, s.q("SELECT COUNT(*) FROM runs WHERE run_id = ? AND origin = ?"), rec.runID, rec.origin).Scan(&exists)
-	if err != nil {
-		return fmt.Errorf("%s: %v", s.Where, err)
+	// the same run (run id and first allocation) added again: nothing to write when it is
+	// unchanged; a run resumed since (a newer attempt, other outcomes) replaces its points
+	var old struct {
+		id                       int64
+		attempt, cases, measured int
 	}
-	if exists > 0 {
+	err = tx.QueryRowContext(ctx, s.q("SELECT id, attempt, cases, measured FROM runs WHERE run_id = ? AND origin = ?"), rec.runID, rec.origin).
+		Scan(&old.id, &old.attempt, &old.cases, &old.measured)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("%s: %w", s.Where, err)
+	case old.attempt == rec.attempt && old.cases == len(rec.points) && old.measured == rec.measured:
 		return errAlready
+	default:
+		for _, del := range []string{"DELETE FROM points WHERE run = ?", "DELETE FROM confirmations WHERE run = ?", "DELETE FROM runs WHERE id = ?"} {
+			if _, err := tx.ExecContext(ctx, s.q(del), old.id); err != nil {
+				return fmt.Errorf("%s: replacing run %s: %w", s.Where, rec.runID, err)
+			}
+		}
+		rec.replaced = &Replaced{Attempt: old.attempt, Cases: old.cases, Measured: old.measured}
 	}
 	var confirms any
 	if c := rec.confirms; c != nil {

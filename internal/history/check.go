@@ -230,13 +230,13 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 			}
 			f.Points += len(se.points)
 			se.atTest(f, test)
-			found := changes.Detect(se.obs, o.Options)
+			found := se.judge(test, o.Options)
 			se.summarize()
 			if len(found) == 0 {
 				se.points, se.obs, se.measured = nil, nil, nil
 				continue
 			}
-			findings = append(findings, se.changesOf(found, se.before(test, o.Options), byID, ctxs, meta, test, o)...)
+			findings = append(findings, se.changesOf(found, byID, ctxs, meta, o)...)
 		}
 	}
 	kept, err := s.settle(ctx, f, findings, ctxs)
@@ -290,14 +290,18 @@ func (se *seriesRow) atTest(f *Found, test RunRef) {
 	}
 }
 
-// before is what the same check found in the series as of its run before the run under
-// test (nil when the run under test did not measure it: nothing of it is new).
-func (se *seriesRow) before(test RunRef, o changes.Options) []changes.Change {
+// judge is the series' changes, judged at the run under test (changes.AtNewest) when
+// that run measured it, else only found (nothing of it is new at that run).
+func (se *seriesRow) judge(test RunRef, o changes.Options) []changes.Judged {
 	n := len(se.measured)
-	if n == 0 || se.points[se.measured[n-1]].run != test.id {
-		return nil
+	if n > 0 && se.points[se.measured[n-1]].run == test.id {
+		return changes.AtNewest(se.obs, o)
 	}
-	return changes.Detect(se.obs[:n-1], o)
+	var out []changes.Judged
+	for _, c := range changes.Detect(se.obs, o) {
+		out = append(out, changes.Judged{Change: c})
+	}
+	return out
 }
 
 // checkBatch is how many series check holds points of at once.
@@ -345,14 +349,13 @@ func (se *seriesRow) summarize() {
 }
 
 // changesOf are the series' changes as check reports them.
-//
-// prev is what the check as of the series' run before the run under test found: a change
-// it did not report (changes.Same) is new.
-func (se *seriesRow) changesOf(found, prev []changes.Change, byID map[int64]RunRef, ctxs map[int64]context_, meta map[int64]runMeta, test RunRef, o CheckOptions) []finding {
+func (se *seriesRow) changesOf(found []changes.Judged, byID map[int64]RunRef, ctxs map[int64]context_, meta map[int64]runMeta, o CheckOptions) []finding {
 	var out []finding
-	last := len(se.obs) - 1
-	testedNow := last >= 0 && se.points[se.measured[last]].run == test.id
-	for _, c := range found {
+	plain := make([]changes.Change, len(found))
+	for i, c := range found {
+		plain[i] = c.Change
+	}
+	for i, c := range found {
 		p := se.points[se.measured[c.At]]
 		r := byID[p.run]
 		from := 0
@@ -380,7 +383,7 @@ func (se *seriesRow) changesOf(found, prev []changes.Change, byID map[int64]RunR
 			ch.Direction = "slower"
 		}
 		ch.Provenance = provenance(se, c.At, ctxs, meta)
-		ch.Nodes = changes.Attribute(se.obs, c.At, c.Ratio, o.Alpha)
+		ch.Nodes = changes.Attribute(se.obs, plain, i, o.Alpha)
 		if c.Node != "" {
 			ch.Nodes = []string{c.Node}
 			ch.Before = math.Exp(nodeLevel(se.obs, c.Node, c.At, -30))
@@ -393,11 +396,7 @@ func (se *seriesRow) changesOf(found, prev []changes.Change, byID map[int64]RunR
 		for _, q := range se.measured[c.At:] {
 			ch.measuredOn = appendNew(ch.measuredOn, ctxs[se.points[q].ctx].Node)
 		}
-		if testedNow {
-			ch.New = !slices.ContainsFunc(prev, func(d changes.Change) bool { return changes.Same(c, d) })
-			y := math.Log(se.obs[last].V)
-			ch.Holds = math.Abs(y-math.Log(ch.After)) < math.Abs(y-math.Log(ch.Before))
-		}
+		ch.New, ch.Holds = c.New, c.Holds
 		out = append(out, finding{se, ch})
 	}
 	return out

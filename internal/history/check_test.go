@@ -2,6 +2,7 @@ package history
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -50,7 +51,7 @@ var day0 = time.Date(2026, 9, 1, 2, 0, 0, 0, time.UTC)
 // store writes the history into a store, a run a night.
 func storeOf(t *testing.T, dsn string, hist []genRun) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), dsn, true)
+	s, err := Open(t.Context(), dsn, true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +67,7 @@ func storeOf(t *testing.T, dsn string, hist []genRun) *Store {
 				ctx: context_{Node: r.node[k], GPU: "NVIDIA H200", Driver: r.driver[k], ImageDigest: "sha256:aaa"}}
 			if p.outcome == verdict.Measured {
 				p.value = r.values[k]
+				rec.measured++
 			}
 			rec.points = append(rec.points, p)
 		}
@@ -383,5 +385,37 @@ func TestImpossibleStoredValues(t *testing.T) {
 		if _, err := s.Check(t.Context(), defaultsForTest()); err == nil || !strings.Contains(err.Error(), "series s1 holds an impossible measured value at run nightly-07") {
 			t.Errorf("value %s: %v", v, err)
 		}
+	}
+}
+
+// A run added again unchanged writes nothing; resumed since (a newer attempt, more cases
+// measured) it replaces its points, and its recovered cases are measured in the store.
+func TestResumedRunReplacesItsPoints(t *testing.T) {
+	hist := genHistory(6, 3, 10)
+	hist[5].outcome["s2"] = verdict.Missing
+	s := storeOf(t, filepath.Join(t.TempDir(), "h.db"), hist)
+	rec := &recorded{runID: "nightly-05", attempt: 1, at: day0.AddDate(0, 0, 5), sourceSHA: fmt.Sprintf("%040x", 6), opxVersion: "opx test",
+		cells: map[string]*pyjson.Object{"c": pyjson.NewObject()}}
+	rec.origin = rec.at.Format(time.RFC3339Nano)
+	for j := range 3 {
+		k := fmt.Sprintf("s%d", j)
+		rec.points = append(rec.points, point{key: k, testlist: "t", op: "gemm", args: fmt.Sprintf(`{"m": %d}`, j), backend: "vllm", cluster: "h200", ws: 1,
+			metric: "latency_us", lower: true, outcome: verdict.Measured, value: hist[5].values[k], cell: "c", ctx: context_{Node: "node-a"}})
+	}
+	rec.measured = 2
+	rec.points[2].outcome = verdict.Missing
+	if err := s.write(t.Context(), "again", rec); !errors.Is(err, errAlready) {
+		t.Fatalf("the same run again: %v, want nothing written", err)
+	}
+	rec.attempt, rec.measured, rec.points[2].outcome = 2, 3, verdict.Measured
+	if err := s.write(t.Context(), "resumed", rec); err != nil || rec.replaced == nil || rec.replaced.Measured != 2 || rec.replaced.Attempt != 1 {
+		t.Fatalf("the resumed run: %v, replaced %+v", err, rec.replaced)
+	}
+	f, err := s.Check(t.Context(), defaultsForTest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Unmeasured) != 0 || f.Points != 18 {
+		t.Errorf("after the resumed run: unmeasured %+v, %d points (want none, 18)", f.Unmeasured, f.Points)
 	}
 }

@@ -1,8 +1,12 @@
 package history_test
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for a session of our own
 
 	"github.com/semianalysis/opx/internal/history"
 	"github.com/semianalysis/opx/internal/testenv"
@@ -74,7 +80,7 @@ func TestAddARealRun(t *testing.T) {
 func TestGatesOverNothing(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty.db")
-	s, err := history.Open(t.Context(), empty, true)
+	s, err := history.Open(t.Context(), empty, true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +108,14 @@ func TestGatesOverNothing(t *testing.T) {
 		}
 		if o = opx("compare", dir, dir, "--fail-on-regression", pct); o.Code != 2 || !strings.Contains(o.Stderr, "finite percentage above 0") {
 			t.Errorf("compare --fail-on-regression %s: exit %d %q", pct, o.Code, o.Stderr)
+		}
+	}
+	// an output is never the store (nor its journal): refused before it is opened
+	before, _ := os.ReadFile(empty)
+	for _, args := range [][]string{{"check", "--json", empty}, {"check", "--confirm-manifest", empty + "-wal"}, {"report", "--out", empty}} {
+		o = opx(append(append([]string{"history"}, args...), "--db", empty)...)
+		if after, _ := os.ReadFile(empty); o.Code != 2 || !strings.Contains(o.Stderr, "is the history store, an input") || string(after) != string(before) {
+			t.Errorf("history %v: exit %d %q", args, o.Code, o.Stderr)
 		}
 	}
 	if o = opx("history", "check", "--db", "mysql://opx@db/opx"); o.Code != 2 || !strings.Contains(o.Stderr, "give a SQLite file path (or sqlite:PATH) or a postgres:// URL") {
@@ -329,4 +343,103 @@ func TestREADMEHistoryAndLinks(t *testing.T) {
 	if !strings.Contains(o.Stdout, "12 series (12 points) checked") || !strings.Contains(o.Stdout, "local@laptop-7") {
 		t.Errorf("two machines: %s", o.Stdout)
 	}
+}
+
+// PostgreSQL never hangs a command: a session holding the writers' lock makes add fail
+// within --db-timeout naming it (and check, which takes no lock, is not held up); a
+// server that answers the connection and then stalls fails within the bound naming its
+// host and port; a password given in the URL's parameters is never printed.
+func TestPostgresBounded(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	dir := t.TempDir()
+	run := filepath.Join(dir, "run")
+	if o := opx("run", "--out", run); o.Code != 0 {
+		t.Fatalf("opx run: %s", o.Stderr)
+	}
+	if o := opx("history", "add", "--db", dsn, run); o.Code != 0 {
+		t.Fatalf("add: %s", o.Stderr)
+	}
+	u, _ := url.Parse(dsn)
+	q := u.Query()
+	q.Set("application_name", "psql-holding-the-lock")
+	u.RawQuery = q.Encode()
+	holder, err := sql.Open("pgx", u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	conn, err := holder.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "SELECT pg_advisory_lock(7243002), pg_advisory_lock(7243001)"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	o := opx("history", "add", "--db", dsn, "--db-timeout", "2s", "--at", time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), run)
+	if o.Code != 1 || !strings.Contains(o.Stderr, "held by pid") || !strings.Contains(o.Stderr, "psql-holding-the-lock") || time.Since(start) > 15*time.Second {
+		t.Errorf("add while a session holds the lock: exit %d after %s: %q", o.Code, time.Since(start), o.Stderr)
+	}
+	start = time.Now()
+	if o := opx("history", "check", "--db", dsn, "--db-timeout", "2s"); o.Code != 0 || time.Since(start) > 15*time.Second {
+		t.Errorf("check while a session holds the locks: exit %d after %s: %s", o.Code, time.Since(start), o.Stderr)
+	}
+	conn.Close()
+
+	// a server that answers, then stalls once check reads the runs
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go stallAfter(c, u.Host, "FROM runs")
+		}
+	}()
+	stalled := *u
+	stalled.Host = ln.Addr().String()
+	start = time.Now()
+	o = opx("history", "check", "--db", stalled.String(), "--db-timeout", "2s")
+	if o.Code != 1 || !strings.Contains(o.Stderr, ln.Addr().String()) || time.Since(start) > 20*time.Second {
+		t.Errorf("a server that stalls: exit %d after %s: %q", o.Code, time.Since(start), o.Stderr)
+	}
+	o = opx("history", "check", "--db", "postgres://opx@127.0.0.1:1/opx?sslmode=disable&password=hunter2&sslpassword=swordfish")
+	if o.Code != 1 || strings.Contains(o.Stderr, "hunter2") || strings.Contains(o.Stderr, "swordfish") {
+		t.Errorf("a password in the URL's parameters: exit %d %q", o.Code, o.Stderr)
+	}
+}
+
+// stallAfter forwards c to the server at addr until the client sends a statement holding
+// marker, then forwards nothing more (a server that stops answering).
+func stallAfter(c net.Conn, addr, marker string) {
+	defer c.Close()
+	s, err := net.Dial("tcp", addr)
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	stall := make(chan struct{})
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			if strings.Contains(string(buf[:n]), marker) {
+				close(stall)
+				return
+			}
+			s.Write(buf[:n])
+		}
+	}()
+	go io.Copy(c, s)
+	<-stall
+	time.Sleep(time.Minute)
 }

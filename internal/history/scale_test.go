@@ -35,7 +35,7 @@ func BenchmarkStoreScale(b *testing.B) {
 			path = keep // left for timing opx history check itself
 			os.Remove(path)
 		}
-		s, err := Open(b.Context(), path, true)
+		s, err := Open(b.Context(), path, true, 0)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -23,6 +23,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"modernc.org/sqlite" // the "sqlite" driver: pure Go, the binary stays static
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/semianalysis/opx/internal/safe"
 )
 
 // Schema is the store's schema version this opx writes; a store of a newer one is refused.
@@ -30,8 +32,9 @@ const Schema = 1
 
 // Store is an open history store.
 type Store struct {
-	db *sql.DB
-	pg bool
+	db      *sql.DB
+	pg      bool
+	timeout time.Duration // how long it waits for a lock or an answer
 	// Where names the store in messages: the file, or the server's host and database.
 	Where string
 }
@@ -54,14 +57,35 @@ func DSN(flag string) string {
 //
 // create is whether a SQLite file that does not exist is made (add); a reader (check,
 // report) is told instead that there is no store there.
-func Open(ctx context.Context, dsn string, create bool) (*Store, error) {
+// DefaultTimeout is how long a command waits on the store by default (--db-timeout): for
+// another writer's lock, and for a server that stops answering.
+const DefaultTimeout = 30 * time.Second
+
+// Open waits at most timeout (0: DefaultTimeout) on the store: for another writer's lock
+// (SQLite's busy wait, PostgreSQL's advisory locks), for a statement or lock on the
+// server (statement_timeout, lock_timeout, idle_in_transaction_session_timeout), and for
+// any answer of a server that stops sending (a read deadline on its connection).
+func Open(ctx context.Context, dsn string, create bool, timeout time.Duration) (*Store, error) {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		return openPG(ctx, dsn)
+		return openPG(ctx, dsn, timeout)
 	}
 	if scheme, _, ok := strings.Cut(dsn, "://"); ok && scheme != "sqlite" && !strings.ContainsAny(scheme, "/\\.") {
 		return nil, &ErrDSN{Scheme: scheme}
 	}
-	return openSQLite(ctx, strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite://"), "sqlite:"), create)
+	return openSQLite(ctx, strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite://"), "sqlite:"), create, timeout)
+}
+
+// Files are the files of the SQLite store dsn names (the database and its journals), none
+// for a PostgreSQL one: what no output of a history command may be.
+func Files(dsn string) []string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") || strings.Contains(dsn, "://") && !strings.HasPrefix(dsn, "sqlite://") {
+		return nil
+	}
+	p := strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite://"), "sqlite:")
+	return []string{p, p + "-wal", p + "-shm", p + "-journal"}
 }
 
 // ErrDSN is a store named by a URL of a scheme opx does not keep a store in: a usage
@@ -75,7 +99,7 @@ func (e *ErrDSN) Error() string {
 // sqliteMagic is how every SQLite database file begins.
 const sqliteMagic = "SQLite format 3\x00"
 
-func openSQLite(ctx context.Context, path string, create bool) (*Store, error) {
+func openSQLite(ctx context.Context, path string, create bool, timeout time.Duration) (*Store, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
@@ -113,19 +137,19 @@ func openSQLite(ctx context.Context, path string, create bool) (*Store, error) {
 	// a writer waits for another (parallel adds) instead of failing; a transaction that
 	// will write takes the write lock when it begins
 	u := url.URL{Scheme: "file", Opaque: (&url.URL{Path: abs}).EscapedPath(),
-		RawQuery: fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(0)&_txlock=immediate", sqliteBusy.Milliseconds())}
+		RawQuery: fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(0)&_txlock=immediate", timeout.Milliseconds())}
 	db, err := sql.Open("sqlite", u.String())
 	if err != nil {
 		return nil, err
 	}
 	db.SetMaxOpenConns(1) // one writer; reads are in the same process
-	s := &Store{db: db, Where: where}
+	s := &Store{db: db, Where: where, timeout: timeout}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
 	// WAL once the file is known to be ours: readers do not wait for a writer
-	if err := walMode(ctx, db); err != nil {
+	if err := walMode(ctx, db, timeout); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%s: %v", where, err)
 	}
@@ -168,9 +192,9 @@ func createSQLite(ctx context.Context, abs, where string) error {
 // walMode puts the store in WAL mode. The change takes the file to itself, and SQLite
 // says "busy" at once, without its busy timeout, when another opx is opening the same
 // fresh store (parallel adds: 3 of 400 failed so in a stress of four at a time, none of
-// 480 with the retry): it is tried again every 10–100 ms, for up to the busy timeout.
-func walMode(ctx context.Context, db *sql.DB) error {
-	deadline := time.Now().Add(sqliteBusy)
+// 480 with the retry): it is tried again every 10–100 ms, for up to the timeout.
+func walMode(ctx context.Context, db *sql.DB, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	wait := 10 * time.Millisecond
 	for {
 		_, err := db.ExecContext(ctx, "PRAGMA journal_mode=WAL")
@@ -187,27 +211,40 @@ func walMode(ctx context.Context, db *sql.DB) error {
 	}
 }
 
-// sqliteBusy is how long a store's writer waits for another's lock.
-const sqliteBusy = 60 * time.Second
-
-func openPG(ctx context.Context, dsn string) (*Store, error) {
+func openPG(ctx context.Context, dsn string, timeout time.Duration) (*Store, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("history store %s: %v", redact(dsn), err)
+		return nil, fmt.Errorf("history store %s: does not parse as a PostgreSQL URL", Redact(dsn))
 	}
-	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > 10*time.Second {
-		cfg.ConnectTimeout = 10 * time.Second
+	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > timeout {
+		cfg.ConnectTimeout = min(timeout, 15*time.Second)
+	}
+	ms := strconv.FormatInt(timeout.Milliseconds(), 10)
+	for _, p := range []string{"statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout"} {
+		cfg.RuntimeParams[p] = ms
+	}
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = fmt.Sprintf("opx history (pid %d)", os.Getpid())
+	}
+	// a server that stops answering mid-statement fails the read within the timeout
+	dial := cfg.DialFunc
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &idleConn{Conn: c, idle: timeout + 5*time.Second}, nil
 	}
 	where := fmt.Sprintf("PostgreSQL at %s/%s", net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), cfg.Database)
 	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(4)
-	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, min(timeout, 15*time.Second))
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("%s cannot be reached: %v", where, err)
+		return nil, fmt.Errorf("%s cannot be reached: %s", where, scrub(err, dsn))
 	}
-	s := &Store{db: db, pg: true, Where: where}
+	s := &Store{db: db, pg: true, Where: where, timeout: timeout}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -215,13 +252,91 @@ func openPG(ctx context.Context, dsn string) (*Store, error) {
 	return s, nil
 }
 
-// redact is a DSN without its password, for messages.
-func redact(dsn string) string {
+// idleConn is a server connection whose every read waits at most idle for its bytes.
+type idleConn struct {
+	net.Conn
+	idle time.Duration
+}
+
+func (c *idleConn) Read(b []byte) (int, error) {
+	c.Conn.SetReadDeadline(time.Now().Add(c.idle))
+	return c.Conn.Read(b)
+}
+
+// secretParams are the DSN parameters Redact hides.
+var secretParams = []string{"password", "passfile", "sslkey", "sslpassword", "sslcert", "sslrootcert", "sslcrl"}
+
+// Redact is a store URL as opx prints it: the password of its user and the values of every
+// parameter that is or names a secret replaced by "xxxxx".
+func Redact(dsn string) string {
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return "(a postgres URL that does not parse)"
+		return "(a store URL that does not parse)"
 	}
+	q := u.Query()
+	for _, p := range secretParams {
+		if q.Has(p) {
+			q.Set(p, "xxxxx")
+		}
+	}
+	u.RawQuery = q.Encode()
 	return u.Redacted()
+}
+
+// scrub is err's text with every secret of dsn replaced (a driver may quote the URL).
+func scrub(err error, dsn string) string {
+	msg := err.Error()
+	if u, perr := url.Parse(dsn); perr == nil {
+		var secrets []string
+		if pw, ok := u.User.Password(); ok {
+			secrets = append(secrets, pw)
+		}
+		for _, p := range secretParams {
+			if v := u.Query().Get(p); v != "" {
+				secrets = append(secrets, v)
+			}
+		}
+		for _, sec := range secrets {
+			msg = strings.ReplaceAll(msg, sec, "xxxxx")
+		}
+	}
+	return strings.ReplaceAll(msg, dsn, Redact(dsn))
+}
+
+// lockPG takes the transaction-scoped advisory lock key, waiting at most the store's
+// timeout; when another session holds it that long, the error names that session (its
+// pid, application and client) so the user can tell a stuck writer from a slow one.
+func (s *Store) lockPG(ctx context.Context, tx *sql.Tx, key int64, what string) error {
+	deadline := time.Now().Add(s.timeout)
+	wait := 20 * time.Millisecond
+	for {
+		var got bool
+		if err := tx.QueryRowContext(ctx, "SELECT pg_try_advisory_xact_lock($1)", key).Scan(&got); err != nil {
+			return fmt.Errorf("%s: %w", s.Where, err)
+		}
+		if got {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			holder := "a session that has ended since"
+			var pid int
+			var app, client string
+			err := tx.QueryRowContext(ctx, `SELECT a.pid, COALESCE(a.application_name, ''), COALESCE(host(a.client_addr), 'local socket')
+				FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+				WHERE l.locktype = 'advisory' AND l.granted AND l.objid = $1 LIMIT 1`, key).Scan(&pid, &app, &client)
+			if err == nil {
+				holder = fmt.Sprintf("pid %d (application %q, from %s)", pid, app, client)
+			}
+			return fmt.Errorf("%s: %s: waited %s for the store's lock, held by %s: try again when it is done, or end that session (SELECT pg_terminate_backend(%d))",
+				s.Where, what, s.timeout, safe.Text(holder), pid)
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
 }
 
 // Close closes the store.
@@ -285,9 +400,15 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	defer tx.Rollback()
 	if s.pg {
+		if current, err := s.current(ctx, tx); err != nil || current {
+			if err != nil {
+				return err
+			}
+			return tx.Commit() // nothing to migrate: no lock taken (a reader never waits on one)
+		}
 		// parallel first adds: one creates the schema, the others then see it
-		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(7243001)"); err != nil {
-			return s.opening(err)
+		if err := s.lockPG(ctx, tx, 7243001, "creating the schema"); err != nil {
+			return err
 		}
 	}
 	tables, err := s.tables(ctx, tx)
@@ -324,6 +445,26 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("%s: %v", s.Where, err)
 	}
 	return tx.Commit()
+}
+
+// current is whether the PostgreSQL store already has this opx's schema.
+func (s *Store) current(ctx context.Context, tx *sql.Tx) (bool, error) {
+	var exists bool
+	if err := tx.QueryRowContext(ctx, "SELECT to_regclass('opx_history') IS NOT NULL").Scan(&exists); err != nil || !exists {
+		if err != nil {
+			return false, s.opening(err)
+		}
+		return false, nil
+	}
+	var v string
+	err := tx.QueryRowContext(ctx, "SELECT value FROM opx_history WHERE name = 'schema'").Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, s.opening(err)
+	}
+	return v == strconv.Itoa(Schema), nil
 }
 
 // opening is an error met while opening the store, said as what it means.

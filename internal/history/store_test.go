@@ -19,14 +19,14 @@ func TestOpenRefusesWhatIsNotAStore(t *testing.T) {
 	dir := t.TempDir()
 	junk := filepath.Join(dir, "notes.txt")
 	os.WriteFile(junk, []byte("these are my notes, not a database\n"), 0o644)
-	_, err := Open(t.Context(), junk, true)
+	_, err := Open(t.Context(), junk, true, 0)
 	if err == nil || !strings.Contains(err.Error(), "not an opx history store") {
 		t.Fatalf("a text file: %v", err)
 	}
 	if b, _ := os.ReadFile(junk); string(b) != "these are my notes, not a database\n" {
 		t.Fatalf("the file was changed: %q", b)
 	}
-	if _, err := Open(t.Context(), filepath.Join(dir, "none.db"), false); err == nil || !strings.Contains(err.Error(), "no history store at") {
+	if _, err := Open(t.Context(), filepath.Join(dir, "none.db"), false, 0); err == nil || !strings.Contains(err.Error(), "no history store at") {
 		t.Fatalf("a reader of a store that does not exist: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "none.db")); err == nil {
@@ -38,7 +38,7 @@ func TestOpenRefusesWhatIsNotAStore(t *testing.T) {
 // tables is someone else's and is left as it was — on SQLite and PostgreSQL.
 func TestNewerAndForeignStores(t *testing.T) {
 	eachStore(t, func(t *testing.T, dsn string) {
-		s, err := Open(t.Context(), dsn, true)
+		s, err := Open(t.Context(), dsn, true, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,12 +46,12 @@ func TestNewerAndForeignStores(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Close()
-		if _, err := Open(t.Context(), dsn, true); err == nil || !strings.Contains(err.Error(), "newer opx (history schema 99; this opx knows up to 1)") {
+		if _, err := Open(t.Context(), dsn, true, 0); err == nil || !strings.Contains(err.Error(), "newer opx (history schema 99; this opx knows up to 1)") {
 			t.Errorf("a newer store: %v", err)
 		}
 	})
 	eachStore(t, func(t *testing.T, dsn string) {
-		s, err := Open(t.Context(), dsn, true)
+		s, err := Open(t.Context(), dsn, true, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func TestNewerAndForeignStores(t *testing.T) {
 			}
 		}
 		s.Close()
-		if _, err := Open(t.Context(), dsn, true); err == nil || !strings.Contains(err.Error(), "holds other tables (left untouched)") {
+		if _, err := Open(t.Context(), dsn, true, 0); err == nil || !strings.Contains(err.Error(), "holds other tables (left untouched)") {
 			t.Errorf("a foreign database: %v", err)
 		}
 	})

@@ -39,7 +39,7 @@ func gridNs(from int) []int {
 // counted).
 type Quantile struct{ Q, P float64 }
 
-// SimulateLevel is the level statistic's lower quantiles at Probs for series of n points,
+// SimulateLevel is the level statistic's upper quantiles at Probs for series of n points,
 // from r random permutations.
 func SimulateLevel(n, r int, seed uint64) []Quantile {
 	rng := rand.New(rand.NewPCG(seed, uint64(n)))
@@ -50,14 +50,21 @@ func SimulateLevel(n, r int, seed uint64) []Quantile {
 	stats := make([]float64, r)
 	for i := range stats {
 		rng.Shuffle(n, func(a, b int) { rk[a], rk[b] = rk[b], rk[a] })
-		_, stats[i] = splitOfRanks(rk)
+		_, _, _, stats[i] = levelOfRanks(rk)
 	}
-	slices.Sort(stats)
+	return upperQuantiles(stats)
+}
+
+// upperQuantiles are the simulated statistics' upper quantiles at Probs, each with the
+// share of statistics as high or higher.
+func upperQuantiles(s []float64) []Quantile {
+	r := len(s)
+	slices.Sort(s)
 	out := make([]Quantile, len(Probs))
 	for j, p := range Probs {
-		q := stats[max(0, int(math.Ceil(p*float64(r)))-1)]
-		k, _ := slices.BinarySearch(stats, math.Nextafter(q, math.Inf(1))) // values <= q
-		out[j] = Quantile{q, float64(k) / float64(r)}
+		q := s[min(r-1, r-int(math.Ceil(p*float64(r))))]
+		k, _ := slices.BinarySearch(s, q) // values < q
+		out[j] = Quantile{q, float64(r-k) / float64(r)}
 	}
 	return out
 }
@@ -72,27 +79,17 @@ func SimulateTail(n, r int, seed uint64) [][]Quantile {
 	for i := range stats {
 		stats[i] = make([]float64, r)
 	}
-	scratch := make([]float64, n)
 	for i := range r {
 		for j := range y {
 			y[j] = rng.NormFloat64()
 		}
-		ref := y[:n]
-		med, sd := medianInto(scratch, ref), robustSD(ref)
 		for t, k := range Tails {
-			stats[t][i] = tailStat(y[n:n+k], med, sd)
+			stats[t][i], _, _, _ = tailTest(y[:n], y[n:n+k])
 		}
 	}
 	out := make([][]Quantile, len(Tails))
 	for t := range Tails {
-		s := stats[t]
-		slices.Sort(s)
-		out[t] = make([]Quantile, len(Probs))
-		for j, p := range Probs {
-			q := s[min(r-1, r-int(math.Ceil(p*float64(r))))]
-			k, _ := slices.BinarySearch(s, q) // values < q
-			out[t][j] = Quantile{q, float64(r-k) / float64(r)}
-		}
+		out[t] = upperQuantiles(stats[t])
 	}
 	return out
 }
@@ -106,39 +103,28 @@ func gridAt(ns []int, n int) int {
 	return max(0, i-1)
 }
 
-// levelP is the calibrated p-value of the level statistic s (an uncalibrated p: lower is
-// more extreme) for a series of n points: the chance that a level that never moved gives
-// s or less. Between two kept quantiles it is interpolated (log p in log s); beyond the
-// first, proportional to s.
-func levelP(s float64, n int) float64 {
+// levelP is the calibrated p-value of the level statistic z for a series of n points:
+// the chance that a level that never moved gives z or more.
+func levelP(z float64, n int) float64 {
 	if n < LevelNs[0] {
 		return 1
 	}
-	q := levelTable[gridAt(LevelNs, n)]
-	j := 0
-	for j < len(q) && q[j].Q < s {
-		j++
-	}
-	switch {
-	case j == len(q):
-		return 1
-	case s == q[j].Q:
-		return q[j].P
-	case j == 0:
-		return q[0].P * s / q[0].Q
-	}
-	f := math.Log(s/q[j-1].Q) / math.Log(q[j].Q/q[j-1].Q)
-	return math.Min(q[j].P, math.Exp(math.Log(q[j-1].P)+f*math.Log(q[j].P/q[j-1].P)))
+	return upperP(levelTable[gridAt(LevelNs, n)], z)
 }
 
 // tailP is the calibrated p-value of the newest k runs' statistic z against a reference
-// of n points: the chance that runs at the reference's level give z or more. Beyond the
-// first kept quantile it follows the last segment's power law.
+// of n points: the chance that runs at the reference's level give z or more.
 func tailP(z float64, n, k int) float64 {
 	if n < TailNs[0] {
 		return 1
 	}
-	q := tailTable[gridAt(TailNs, n)][slices.Index(Tails, k)]
+	return upperP(tailTable[gridAt(TailNs, n)][slices.Index(Tails, k)], z)
+}
+
+// upperP is the chance of z or more by a table of upper quantiles: at a kept quantile
+// its chance (a discrete statistic's ties counted), between two interpolated (log p in
+// log z), beyond the first following the last segment's power law.
+func upperP(q []Quantile, z float64) float64 {
 	j := 0
 	for j < len(q) && q[j].Q > z {
 		j++
@@ -149,9 +135,12 @@ func tailP(z float64, n, k int) float64 {
 	case z == q[j].Q:
 		return q[j].P
 	case j == 0:
+		if q[1].Q == q[0].Q {
+			return q[0].P
+		}
 		slope := math.Log(q[1].P/q[0].P) / math.Log(q[1].Q/q[0].Q)
 		return q[0].P * math.Pow(z/q[0].Q, slope)
 	}
 	f := math.Log(z/q[j-1].Q) / math.Log(q[j].Q/q[j-1].Q)
-	return math.Exp(math.Log(q[j-1].P) + f*math.Log(q[j].P/q[j-1].P))
+	return math.Min(q[j].P, math.Exp(math.Log(q[j-1].P)+f*math.Log(q[j].P/q[j-1].P)))
 }

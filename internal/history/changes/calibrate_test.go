@@ -34,12 +34,12 @@ func TestCalibrationTable(t *testing.T) {
 		stats := make([]float64, r)
 		for i := range stats {
 			rng.Shuffle(n, func(a, b int) { rk[a], rk[b] = rk[b], rk[a] })
-			_, stats[i] = splitOfRanks(rk)
+			_, _, _, stats[i] = levelOfRanks(rk)
 		}
 		slices.Sort(stats)
 		for _, x := range q[3:8] {
-			k, _ := slices.BinarySearch(stats, math.Nextafter(x.Q, math.Inf(1)))
-			within("level n="+itoa(n), float64(k)/r, x.P, 1_000_000)
+			k, _ := slices.BinarySearch(stats, x.Q) // below x.Q
+			within("level n="+itoa(n), float64(r-k)/r, x.P, levelRounds)
 		}
 	}
 	for _, n := range []int{4, 8, 20, 60} {
@@ -54,9 +54,8 @@ func TestCalibrationTable(t *testing.T) {
 			for j := range y {
 				y[j] = rng.NormFloat64()
 			}
-			med, sd := median(y[:n]), robustSD(y[:n])
 			for t, k := range Tails {
-				z := tailStat(y[n:n+k], med, sd)
+				z, _, _, _ := tailTest(y[:n], y[n:n+k])
 				for j, x := range qs[t] {
 					if z >= x.Q {
 						counts[t][j]++
@@ -66,7 +65,7 @@ func TestCalibrationTable(t *testing.T) {
 		}
 		for t, k := range Tails {
 			for j := 3; j < 8; j++ {
-				within("tail n="+itoa(n)+" k="+itoa(k), float64(counts[t][j])/r, qs[t][j].P, 400_000)
+				within("tail n="+itoa(n)+" k="+itoa(k), float64(counts[t][j])/r, qs[t][j].P, tailRounds)
 			}
 		}
 	}
@@ -82,7 +81,7 @@ func TestCalibratedP(t *testing.T) {
 	if p := levelP((q[5].Q+q[6].Q)/2, 30); p < q[5].P || p > q[6].P {
 		t.Errorf("levelP between two quantiles: %v, not within [%v, %v]", p, q[5].P, q[6].P)
 	}
-	if levelP(q[0].Q/10, 30) >= q[0].P || levelP(1, 30) != 1 {
+	if levelP(q[0].Q*2, 30) >= q[0].P || levelP(0, 30) != 1 {
 		t.Errorf("levelP beyond the table")
 	}
 	tq := tailTable[gridAt(TailNs, 10)][0]

@@ -58,6 +58,44 @@ type Change struct {
 	Level, Noise float64
 }
 
+// Judged is a change as the gate sees it at a series' newest run.
+type Judged struct {
+	Change
+	// New is whether the same check as of the run before did not report it (Same).
+	New bool
+	// Holds is whether the newest run lies nearer the new level than the old one.
+	Holds bool
+}
+
+// AtNewest is the series' changes (Detect) as the gate judges them at its newest point:
+// each new or not, and holding there or not. It is what opx history check's gate decides
+// on, and what scripts/history-bench measures.
+func AtNewest(s []Obs, o Options) []Judged {
+	cur := Detect(s, o)
+	if len(cur) == 0 {
+		return nil
+	}
+	prev := Detect(s[:len(s)-1], o)
+	y := math.Log(s[len(s)-1].V)
+	out := make([]Judged, len(cur))
+	for i, c := range cur {
+		old := c.Level - math.Log(c.Ratio)
+		out[i] = Judged{Change: c, New: !slices.ContainsFunc(prev, func(d Change) bool { return Same(c, d) }),
+			Holds: math.Abs(y-c.Level) < math.Abs(y-old)}
+	}
+	return out
+}
+
+// Fires is whether a judged change fails a gate of pct percent: new, holding, and slower
+// by at least pct (slower is up for a metric where lower is better).
+func (j Judged) Fires(pct float64, lowerIsBetter bool) bool {
+	r := j.Ratio
+	if !lowerIsBetter {
+		r = 1 / r
+	}
+	return j.New && j.Holds && r-1 >= pct/100
+}
+
 // Same is whether c and d (found by two checks of one series, one run apart) are the same
 // change: the same direction and node, first runs within 2, and new levels within six
 // times the noise or a tenth of the shift (a lone outlier first taken for a new level is
@@ -139,12 +177,13 @@ func logsOf(s []Obs) []float64 {
 
 // newest is a shift at the newest runs: the newest k (5, 3, 2, then 1) against the level
 // before them — the runs since the last shift binary segmentation finds among the runs
-// before them — when their calibrated p-value clears Alpha/2 over the k tried, they agree
+// before them, less those just before the newest k that already lie nearer their level
+// (tailTest) — when their calibrated p-value clears Alpha/2 over the k tried, they agree
 // on a new level (each on its side, at least half as far from the old level as their
 // centre, and within 5 times the noise or a tenth of the shift of it: an outlier and the
-// level after it are not one level) and it is large enough. The longest such tail is taken (more runs at a new level
-// say more), and dated at its first run: the runs just before it that lie nearer the new
-// level than the old one join it.
+// level after it are not one level) and it is large enough. The longest such tail is
+// taken (more runs at a new level say more), dated at its first run: the runs just before
+// the newest k that lie nearer the new level join it.
 func newest(s []Obs, y []float64, o Options) (Change, bool) {
 	n := len(y)
 	alpha := o.Alpha / 2 / float64(len(Tails))
@@ -157,18 +196,16 @@ func newest(s []Obs, y []float64, o Options) (Change, bool) {
 		if pre := segment(s, y, 0, n-k, o.Alpha/4, o); len(pre) > 0 {
 			from = pre[len(pre)-1].At
 		}
-		ref, tl := y[from:n-k], y[n-k:]
-		if len(ref) < MinRef {
+		if n-k-from < MinRef {
 			continue
 		}
-		med, sd := median(ref), robustSD(ref)
-		p := tailP(tailStat(tl, med, sd), len(ref), k)
+		tl := y[n-k:]
+		z, joined, med, sd := tailTest(y[from:n-k], tl)
+		p := tailP(z, n-k-from, k)
 		if p > alpha {
 			continue
 		}
 		c := center(tl)
-		// one level: each within 5 times the noise of the centre, or a tenth of the shift
-		// (a reference's spread of a few runs may be lucky and small)
 		tol := math.Max(5*sd, math.Abs(c-med)/10)
 		agree := true
 		for _, v := range tl {
@@ -177,15 +214,46 @@ func newest(s []Obs, y []float64, o Options) (Change, bool) {
 		if !agree {
 			continue
 		}
-		at := n - k
+		at := n - k - joined
 		for at-1 > from && math.Abs(y[at-1]-c) < math.Abs(y[at-1]-med) && math.Abs(y[at-1]-c) <= tol {
-			at--
+			at-- // dated at its first run: the reference's last runs that lie at the new level
 		}
 		if r, ok := shift(s, y, from, at, n, o); ok {
 			return Change{At: at, Ratio: r, P: p * float64(len(Tails)), Tail: true, Level: median(y[at:n]), Noise: sd}, true
 		}
 	}
 	return Change{}, false
+}
+
+// tailTest is the newest runs' statistic against the runs before them (pre): the runs
+// at the end of pre that lie nearer the newest runs' centre than pre's median (and within
+// 5 of pre's spreads of it) are taken to be the new level's first runs (joined), and —
+// for two or more newest runs — the rest are the reference whose median and robust
+// spread the statistic is measured in (a step a few runs old is then not measured
+// against its own first runs). One newest run is measured against all of pre: there the
+// choice would cost power on a step's first night and gain nothing. The simulation that
+// calibrates it (SimulateTail) makes the same choice.
+func tailTest(pre, tl []float64) (z float64, joined int, med, sd float64) {
+	c := center(tl)
+	med, sd = median(pre), robustSD(pre)
+	if len(tl) == 1 {
+		z = tailStat(tl, med, sd)
+	}
+	for joined < len(pre)-MinRef {
+		v := pre[len(pre)-1-joined]
+		if math.Abs(v-c) >= math.Abs(v-med) || math.Abs(v-c) > 5*sd {
+			break
+		}
+		joined++
+	}
+	if len(tl) == 1 {
+		return z, joined, med, sd
+	}
+	if joined > 0 {
+		ref := pre[:len(pre)-joined]
+		med, sd = median(ref), robustSD(ref)
+	}
+	return tailStat(tl, med, sd), joined, med, sd
 }
 
 // tailStat is how far the newest runs' centre lies from the reference's median, in
@@ -208,30 +276,51 @@ func center(v []float64) float64 {
 }
 
 // segment is binary segmentation of y[a:b]: the best split, kept when its calibrated
-// p-value clears alpha and its shift is large enough, then each side again, each split
-// judged on its own evidence at the same level.
+// p-value clears alpha, then each side again, each split judged on its own evidence at
+// the same level. Each split's shift is then measured between its neighbours (the levels
+// on either side, up to the next split each way, not the rest of the series: a level
+// that went and came back is two shifts), and the splits whose shift is too small are
+// dropped, the smallest first, the others measured again without them.
 func segment(s []Obs, y []float64, a, b int, alpha float64, o Options) []Change {
-	var out []Change
+	var cut []Change
 	var walk func(a, b int)
 	walk = func(a, b int) {
 		if b-a < minPoints {
 			return
 		}
-		_, stat := bestSplit(y[a:b])
+		split, stat := bestSplit(y[a:b])
 		p := levelP(stat, b-a)
 		if p > alpha {
 			return
 		}
-		at := a + locate(y[a:b])
-		if r, ok := shift(s, y, a, at, b, o); ok {
-			out = append(out, Change{At: at, Ratio: r, P: p, Level: median(y[at:b]), Noise: robustSD(y[a:at])})
-		}
+		at := a + split
+		cut = append(cut, Change{At: at, P: p})
 		walk(a, at)
 		walk(at, b)
 	}
 	walk(a, b)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
-	return out
+	sort.SliceStable(cut, func(i, j int) bool { return cut[i].At < cut[j].At })
+	for {
+		worst, small := -1, math.Inf(1)
+		for i := range cut {
+			from, to := a, b
+			if i > 0 {
+				from = cut[i-1].At
+			}
+			if i+1 < len(cut) {
+				to = cut[i+1].At
+			}
+			r, ok := shift(s, y, from, cut[i].At, to, o)
+			cut[i].Ratio, cut[i].Level, cut[i].Noise = r, median(y[cut[i].At:to]), robustSD(y[from:cut[i].At])
+			if !ok && math.Abs(math.Log(r)) < small {
+				worst, small = i, math.Abs(math.Log(r))
+			}
+		}
+		if worst < 0 {
+			return cut
+		}
+		cut = slices.Delete(cut, worst, worst+1)
+	}
 }
 
 // shift is the ratio of the levels of y[at:b] and y[a:at] (their medians), when it is at
@@ -254,37 +343,62 @@ func shift(s []Obs, y []float64, a, at, b int, o Options) (float64, bool) {
 	return r, true
 }
 
-// bestSplit is the split of y most likely to separate two levels and the level
-// statistic: an uncalibrated p-value (see splitOfRanks) that levelP calibrates.
-func bestSplit(y []float64) (int, float64) { return splitOfRanks(ranks(y)) }
-
-// splitOfRanks is, for a series' ranks, where Pettitt's statistic (the rank CUSUM) peaks
-// and the level statistic: the smaller of Pettitt's approximate p-value and the
-// Bonferroni-bounded largest standardized Mann–Whitney statistic (stronger near the ends),
-// doubled. Ranks make it blind to how far an outlier lies. Both sides hold at least two
-// points.
-func splitOfRanks(r []float64) (int, float64) {
-	m := len(r)
-	mf := float64(m)
-	var sum float64
-	bestK, bestZ := 0.0, 0.0
-	atK := 0
-	for t := 1; t < m; t++ {
-		sum += r[t-1]
-		if t < 2 || m-t < 2 {
-			continue
-		}
-		tf := float64(t)
-		u := 2*sum - tf*(mf+1)
-		if math.Abs(u) > bestK {
-			bestK, atK = math.Abs(u), t
-		}
-		z := math.Abs(u) / math.Sqrt(tf*(mf-tf)*(mf+1)/3)
-		bestZ = math.Max(bestZ, z)
+// bestSplit is where the series y most likely changed level and the level statistic
+// (levelOfRanks) that levelP calibrates.
+func bestSplit(y []float64) (int, float64) {
+	r := ranks(y)
+	at, s, e, z := levelOfRanks(r)
+	if e-s >= 4 {
+		at = s + locate(y[s:e]) // within the interval where the evidence is
 	}
-	pPettitt := math.Min(1, 2*math.Exp(-6*bestK*bestK/(mf*mf*mf+mf*mf)))
-	pZ := math.Min(1, float64(m-3)*math.Erfc(bestZ/math.Sqrt2))
-	return atK, math.Min(1, 2*math.Min(pPettitt, pZ))
+	return at, z
+}
+
+// levelOfRanks is the level statistic of a series' ranks: the largest standardized
+// Mann–Whitney statistic of any split t of any interval [s, e) whose ends lie on a grid
+// of about a tenth of the series (the whole series among them), both sides of at least
+// two points. Taking intervals finds a level that went and came back (up, then down
+// again), which a split of the whole series alone barely sees; ranks make it blind to how
+// far an outlier lies. Each interval's statistic is standardized by its own ranks'
+// spread, so its null distribution depends only on the series' length: calibrate.go
+// simulates it.
+func levelOfRanks(r []float64) (at, s, e int, z float64) {
+	m := len(r)
+	p, q := make([]float64, m+1), make([]float64, m+1)
+	for i, v := range r {
+		p[i+1], q[i+1] = p[i]+v, q[i]+v*v
+	}
+	g := max(1, (m+5)/10)
+	var grid []int
+	for x := 0; x < m; x += g {
+		grid = append(grid, x)
+	}
+	if m-grid[len(grid)-1] < 2 && len(grid) > 1 {
+		grid = grid[:len(grid)-1]
+	}
+	grid = append(grid, m)
+	for i, a := range grid {
+		for _, b := range grid[i+1:] {
+			l := float64(b - a)
+			if b-a < 4 {
+				continue
+			}
+			mu := (p[b] - p[a]) / l
+			v := ((q[b] - q[a]) - l*mu*mu) / (l - 1)
+			if v <= 0 {
+				continue
+			}
+			for t := a + 2; t <= b-2; t++ {
+				left := float64(t - a)
+				u := (p[t] - p[a]) - left*mu
+				zt := math.Abs(u) / math.Sqrt(left*(l-left)/l*v)
+				if zt > z {
+					at, s, e, z = t, a, b, zt
+				}
+			}
+		}
+	}
+	return at, s, e, z
 }
 
 // locate is where a level shift in y most likely is, once the rank test says there is
@@ -365,37 +479,48 @@ func nodePoints(s []Obs, y []float64, node string) ([]int, []float64) {
 // to be judged.
 const MinNodeRuns = 3
 
-// Attribute names the nodes a change at index at (of the ratio found) is confined to,
-// on evidence only: each point after the change is set against its own node's level
-// before it (the pooled level for a node with fewer than two points before), and each
+// Attribute names the nodes the change found[i] (of a series' changes, oldest first) is
+// confined to, on evidence only, between the changes before and after it: each point after the change is set against its own node's level
+// before it (the pooled level for a node with fewer than 5 points before: a level of a
+// few points is itself too noisy to judge a node by), and each
 // node's residuals with at least MinNodeRuns points after are compared with the rest's
 // (Mann–Whitney), Holm-corrected at alpha over the nodes (a Kruskal–Wallis omnibus first
 // was tried: one slow node among six is too small a part of it to clear). The nodes named
 // differ from the rest and show the change (at least half of it, on its side) while the
 // rest do not. nil when no node differs, fewer than two nodes can be judged, or every
 // node shows it.
-func Attribute(s []Obs, at int, ratio, alpha float64) []string {
-	nodes := nodesOf(s[at:])
+func Attribute(s []Obs, found []Change, i int, alpha float64) []string {
+	at, ratio := found[i].At, found[i].Ratio
+	from, to := max(0, at-30), len(s) // the level before it and the one after: up to the next change each way
+	for _, d := range found {
+		if d.Node == "" && d.At < at {
+			from = max(from, d.At)
+		}
+		if d.Node == "" && d.At > at {
+			to = min(to, d.At)
+		}
+	}
+	nodes := nodesOf(s[at:to])
 	if nodes == nil {
 		return nil
 	}
 	y := logsOf(s)
-	pooled := median(y[max(0, at-30):at])
+	pooled := median(y[from:at])
 	res := map[string][]float64{}
 	for _, nd := range nodes {
 		var before []float64
-		for i := at - 1; i >= 0 && len(before) < 30; i-- {
-			if s[i].Node == nd {
-				before = append(before, y[i])
+		for j := at - 1; j >= from; j-- {
+			if s[j].Node == nd {
+				before = append(before, y[j])
 			}
 		}
 		lvl := pooled
-		if len(before) >= 2 {
+		if len(before) >= MinNodeRuns+2 {
 			lvl = median(before)
 		}
-		for i := at; i < len(s); i++ {
-			if s[i].Node == nd {
-				res[nd] = append(res[nd], y[i]-lvl)
+		for j := at; j < to; j++ {
+			if s[j].Node == nd {
+				res[nd] = append(res[nd], y[j]-lvl)
 			}
 		}
 	}
@@ -498,34 +623,47 @@ func mean(v []float64) float64 {
 	return t / float64(len(v))
 }
 
-// robustSD is the spread of v's noise: the standard deviation of the points within 3.5
-// times 1.4826·MAD of the median (efficient, and an outlier weighs nothing in it: never
-// the single largest deviation), 1.4826·MAD itself when fewer than two are left; never
-// below 0.1% (a series of identical values would otherwise make any change infinitely
-// significant). Its own noise in a short reference is in the calibrated tables.
+// robustSD is the spread of v's noise: the standard deviation of its points once the
+// outliers are set aside — one at a time, the point farthest from the others' median
+// while it lies beyond 5 of the others' standard deviations, at most a quarter of the
+// points (at least one). One outlier, or the first run of a new level, weighs nothing in
+// it: never the single largest deviation. (Trimming by the median absolute deviation was
+// tried: a handful of points' MAD is itself so noisy that it throws good points away,
+// and the test then needs a far larger step.) Never below 0.1% (a series of identical
+// values would otherwise make any change infinitely significant). Its own noise in a
+// short reference is in the calibrated tables.
 func robustSD(v []float64) float64 {
-	m := median(v)
-	d := make([]float64, len(v))
-	for i, x := range v {
-		d[i] = math.Abs(x - m)
+	s := slices.Clone(v)
+	slices.Sort(s)
+	lo, hi := 0, len(s)
+	for drop := max(1, len(s)/4); drop > 0 && hi-lo > 3; drop-- {
+		m := median(s[lo:hi])
+		at, rest := hi-1, s[lo:hi-1]
+		if m-s[lo] > s[hi-1]-m {
+			at, rest = lo, s[lo+1:hi]
+		}
+		if math.Abs(s[at]-mean(rest)) <= 5*sd(rest) {
+			break
+		}
+		if at == lo {
+			lo++
+		} else {
+			hi--
+		}
 	}
-	mad := 1.4826 * median(d)
-	var kept []float64
+	return math.Max(sd(s[lo:hi]), 0.001)
+}
+
+// sd is v's standard deviation (0 for fewer than two points).
+func sd(v []float64) float64 {
+	if len(v) < 2 {
+		return 0
+	}
+	mu, t := mean(v), 0.0
 	for _, x := range v {
-		if math.Abs(x-m) <= 3.5*mad {
-			kept = append(kept, x)
-		}
+		t += (x - mu) * (x - mu)
 	}
-	sd := mad
-	if len(kept) > 1 {
-		sd = 0
-		mu := mean(kept)
-		for _, x := range kept {
-			sd += (x - mu) * (x - mu)
-		}
-		sd = math.Sqrt(sd / float64(len(kept)-1))
-	}
-	return math.Max(sd, 0.001)
+	return math.Sqrt(t / float64(len(v)-1))
 }
 
 func abs(x int) int {

@@ -1,0 +1,47 @@
+package synth_test
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/semianalysis/opx/internal/history/changes"
+	"github.com/semianalysis/opx/internal/history/synth"
+)
+
+// The detector, as the gate uses it, meets docs/history.md's goals on the scenarios
+// scripts/history-bench prints (seed 1): steps of at least 10% at 1-2% noise with 6 or
+// more runs before them found (recall >= 0.9) and dated at their first run (>= 0.9), also
+// three in one series in alternating directions and after an isolated outlier; a step on
+// every node names no node in more than 2% of changes; stationary series have a false
+// change in at most 1% of them; and the earlier corpus' goals (steps >= 5% at 1-2% noise:
+// recall >= 0.9, precision >= 0.95).
+func TestScenarioGoals(t *testing.T) {
+	o := changes.Defaults
+	for _, sc := range synth.Scenarios(1, 100) {
+		if !sc.Goal {
+			continue
+		}
+		m := synth.Measure(sc, o)
+		rate := func(a, b int) float64 { return float64(a) / float64(max(1, b)) }
+		if rate(m.Found, m.Steps) < 0.9 || rate(m.Dated, m.Found) < 0.9 {
+			t.Errorf("%s: recall %.3f, dated %.3f", sc.Name, rate(m.Found, m.Steps), rate(m.Dated, m.Found))
+		}
+		if strings.Contains(sc.Name, "all six nodes") && rate(m.NamedWrong, m.Named) > 0.02 {
+			t.Errorf("%s: nodes named wrongly in %.3f of changes", sc.Name, rate(m.NamedWrong, m.Named))
+		}
+	}
+	aa := synth.Measure(synth.AAStore(7, 2000, 60), o)
+	if float64(aa.FalseSeries)/float64(aa.Series) > 0.01 {
+		t.Errorf("A/A: %d of %d series with a false change", aa.FalseSeries, aa.Series)
+	}
+	var goal synth.Score
+	for _, s := range synth.Make(synth.Default) {
+		if s.Noise <= 0.02 && (s.Kind == synth.AA || s.Kind == synth.Outliers || math.Abs(s.Step) >= 0.05 && (s.Kind == synth.Step || s.Kind == synth.StepOut)) {
+			goal = goal.Add(synth.Judge(s, changes.Detect(s.Obs, o)))
+		}
+	}
+	if goal.Recall() < 0.9 || goal.Precision() < 0.95 {
+		t.Errorf("the earlier corpus: %s", goal)
+	}
+}
