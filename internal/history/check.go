@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/semianalysis/opx/internal/history/changes"
+	"github.com/semianalysis/opx/internal/par"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/verdict"
@@ -224,19 +225,27 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 		if err := s.window(ctx, part, o.Lookback); err != nil {
 			return nil, err
 		}
-		for _, se := range part {
+		// each series judged on every core (its own work alone), then taken in order
+		err := par.Ordered(ctx, len(part), 0, func(ctx context.Context, i int) ([]changes.Judged, error) {
+			se := part[i]
 			if err := se.load(ctxs, byID, s.Where); err != nil {
 				return nil, err
 			}
+			return se.judge(test, o.Options), nil
+		}, func(i int, found []changes.Judged) error {
+			se := part[i]
 			f.Points += len(se.points)
 			se.atTest(f, test)
-			found := se.judge(test, o.Options)
 			se.summarize()
 			if len(found) == 0 {
 				se.points, se.obs, se.measured = nil, nil, nil
-				continue
+				return nil
 			}
 			findings = append(findings, se.changesOf(found, byID, ctxs, meta, o)...)
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	kept, err := s.settle(ctx, f, findings, ctxs)

@@ -10,12 +10,14 @@ import (
 	"unicode/utf8"
 )
 
-// Text returns s with every control character (C0 but tab, DEL, C1) and every invalid
-// UTF-8 byte written as a Go escape (\x1b, \u009b); printable text is unchanged.
+// Text returns s with every control character (C0 but tab, DEL, C1), every format
+// character (Unicode category Cf: the bidi overrides and isolates that reverse what
+// follows, zero-width spaces and joiners that hide it) and every invalid UTF-8 byte
+// written as a Go escape (\x1b, \u009b, \u202e); printable text is unchanged.
 func Text(s string) string {
 	clean := true
 	for _, r := range s {
-		if r == utf8.RuneError || unicode.IsControl(r) && r != '\t' {
+		if r == utf8.RuneError || unsafeRune(r) {
 			clean = false
 			break
 		}
@@ -29,7 +31,7 @@ func Text(s string) string {
 		switch {
 		case r == utf8.RuneError && n == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case unicode.IsControl(r) && r != '\t':
+		case unsafeRune(r):
 			if r < 0x100 {
 				fmt.Fprintf(&b, `\x%02x`, r)
 			} else {
@@ -43,18 +45,59 @@ func Text(s string) string {
 	return b.String()
 }
 
+// unsafeRune is whether r is a control character but tab, or a format character.
+func unsafeRune(r rune) bool {
+	return unicode.IsControl(r) && r != '\t' || unicode.Is(unicode.Cf, r)
+}
+
 // OneLine is a message as opx prints it: one line, its runs of white space one space, and
 // any control character an input smuggled into it shown escaped.
 func OneLine(s string) string { return Text(strings.Join(strings.Fields(s), " ")) }
 
 // Markdown is outside text as GitHub Markdown shows it literally, on one line: control
-// characters escaped (Text), HTML's <, > and & as entities (an error message's "<img>" or
-// "</table>" must not become markup in a step summary), and table pipes escaped.
+// and format characters escaped (Text: no reversed or hidden text), HTML's <, > and & as
+// entities (an error message's "<img>" or "</table>" must not become markup in a step
+// summary), table pipes escaped, and the characters of inline syntax backslash-escaped —
+// brackets (no link, no image: "![ok](https://host/pixel.png)" stays that text), code
+// spans' backticks, emphasis and strikethrough (* ~, and _ at a word's edge: latency_us
+// stays as it is), the backslash itself, and a heading's or list's mark at the start.
+// Every Markdown output of opx writes outside text through it.
 func Markdown(s string) string {
-	return markdown.Replace(OneLine(s))
+	t := OneLine(s)
+	var b strings.Builder
+	b.Grow(len(t) + 8)
+	prev := ' '
+	for i, r := range t {
+		switch r {
+		case '&':
+			b.WriteString("&amp;")
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '|', '\\', '`', '*', '~', '[', ']':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case '_':
+			next, _ := utf8.DecodeRuneInString(t[i+1:])
+			if !wordRune(prev) || !wordRune(next) {
+				b.WriteByte('\\')
+			}
+			b.WriteRune(r)
+		case '#', '-', '+', '=':
+			if i == 0 {
+				b.WriteByte('\\')
+			}
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+		prev = r
+	}
+	return b.String()
 }
 
-var markdown = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "|", `\|`)
+func wordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 
 // Trunc is s cut to at most n runes, the last of them "…" when it was cut.
 func Trunc(s string, n int) string {

@@ -18,3 +18,23 @@ func TestText(t *testing.T) {
 		}
 	}
 }
+
+// Outside text in Markdown is shown as it is: no image, no link, no emphasis, no code
+// span, no heading, no reversed or hidden text; ordinary names stay readable.
+func TestMarkdown(t *testing.T) {
+	for in, want := range map[string]string{
+		"latency_us of gemm m=1": "latency_us of gemm m=1",
+		"![ok](https://evil.example/pixel.png) [rerun passed: approve](https://evil.example)": `!\[ok\](https://evil.example/pixel.png) \[rerun passed: approve\](https://evil.example)`,
+		"a \u202eevil\u202c b \u200bzw": `a \\u202eevil\\u202c b \\u200bzw`, // shown as \u202e
+		"*bold* _em_ ~~gone~~ `code`":   "\\*bold\\* \\_em\\_ \\~\\~gone\\~\\~ \\`code\\`",
+		"# heading":                     `\# heading`,
+		"- item":                        `\- item`,
+		"<img src=x> & | pipe":          `&lt;img src=x&gt; &amp; \| pipe`,
+		`back\slash`:                    `back\\slash`,
+		"two\nlines":                    "two lines",
+	} {
+		if got := Markdown(in); got != want {
+			t.Errorf("Markdown(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

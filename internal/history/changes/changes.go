@@ -14,6 +14,7 @@
 package changes
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
@@ -71,11 +72,12 @@ type Judged struct {
 // each new or not, and holding there or not. It is what opx history check's gate decides
 // on, and what scripts/history-bench measures.
 func AtNewest(s []Obs, o Options) []Judged {
-	cur := Detect(s, o)
+	d := newDetector(s, o)
+	cur := d.detect(len(s))
 	if len(cur) == 0 {
 		return nil
 	}
-	prev := Detect(s[:len(s)-1], o)
+	prev := d.detect(len(s) - 1)
 	y := math.Log(s[len(s)-1].V)
 	out := make([]Judged, len(cur))
 	for i, c := range cur {
@@ -121,17 +123,45 @@ func Young(n int) (bool, int) { return n < MinRef+1, MinRef + 1 }
 
 // Detect is the series' changes, oldest first.
 func Detect(s []Obs, o Options) []Change {
-	n := len(s)
+	return newDetector(s, o).detect(len(s))
+}
+
+// detector finds the changes of a series' prefixes; the pooled segmentation of each
+// prefix is worked out once (AtNewest's two checks, and each check's newest-runs tests,
+// segment mostly the same prefixes).
+type detector struct {
+	s   []Obs
+	y   []float64
+	o   Options
+	seg map[int][]Change // segment(0, m) of the pooled series, by m
+}
+
+func newDetector(s []Obs, o Options) *detector {
+	return &detector{s: s, y: logsOf(s), o: o, seg: map[int][]Change{}}
+}
+
+// segmented is the pooled series' segmentation of its first m runs.
+func (d *detector) segmented(m int) []Change {
+	if c, ok := d.seg[m]; ok {
+		return c
+	}
+	c := segment(d.s, d.y, 0, m, d.o.Alpha/4, d.o)
+	d.seg[m] = c
+	return c
+}
+
+// detect is the changes of the series' first n runs.
+func (d *detector) detect(n int) []Change {
 	if young, _ := Young(n); young {
 		return nil
 	}
-	y := logsOf(s)
+	s, y, o := d.s[:n], d.y[:n], d.o
 	var out []Change
 	end := n
-	if ch, ok := newest(s, y, o); ok {
+	if ch, ok := d.newest(n); ok {
 		out, end = append(out, ch), ch.At
 	}
-	out = append(segment(s, y, 0, end, o.Alpha/4, o), out...)
+	out = append(slices.Clone(d.segmented(end)), out...)
 	// a shift in one node's points, where the series pooled over its nodes shows none
 	// near it: that node's alone
 	var tested []string
@@ -184,8 +214,8 @@ func logsOf(s []Obs) []float64 {
 // level after it are not one level) and it is large enough. The longest such tail is
 // taken (more runs at a new level say more), dated at its first run: the runs just before
 // the newest k that lie nearer the new level join it.
-func newest(s []Obs, y []float64, o Options) (Change, bool) {
-	n := len(y)
+func (d *detector) newest(n int) (Change, bool) {
+	s, y, o := d.s[:n], d.y[:n], d.o
 	alpha := o.Alpha / 2 / float64(len(Tails))
 	for i := len(Tails) - 1; i >= 0; i-- {
 		k := Tails[i]
@@ -193,7 +223,7 @@ func newest(s []Obs, y []float64, o Options) (Change, bool) {
 			continue
 		}
 		from := 0
-		if pre := segment(s, y, 0, n-k, o.Alpha/4, o); len(pre) > 0 {
+		if pre := d.segmented(n - k); len(pre) > 0 {
 			from = pre[len(pre)-1].At
 		}
 		if n-k-from < MinRef {
@@ -288,12 +318,12 @@ func segment(s []Obs, y []float64, a, b int, alpha float64, o Options) []Change 
 		if b-a < minPoints {
 			return
 		}
-		split, stat := bestSplit(y[a:b])
+		place, stat := bestSplit(y[a:b])
 		p := levelP(stat, b-a)
 		if p > alpha {
 			return
 		}
-		at := a + split
+		at := a + place()
 		cut = append(cut, Change{At: at, P: p})
 		walk(a, at)
 		walk(at, b)
@@ -343,15 +373,18 @@ func shift(s []Obs, y []float64, a, at, b int, o Options) (float64, bool) {
 	return r, true
 }
 
-// bestSplit is where the series y most likely changed level and the level statistic
-// (levelOfRanks) that levelP calibrates.
-func bestSplit(y []float64) (int, float64) {
-	r := ranks(y)
-	at, s, e, z := levelOfRanks(r)
-	if e-s >= 4 {
-		at = s + locate(y[s:e]) // within the interval where the evidence is
-	}
-	return at, z
+// bestSplit is the level statistic of y (levelOfRanks) that levelP calibrates, and a
+// function that places the split: where y most likely changed level, within the interval
+// where the evidence is (called only when the statistic is significant: it is the costly
+// part).
+func bestSplit(y []float64) (place func() int, z float64) {
+	at, s, e, z := levelOfRanks(ranks(y))
+	return func() int {
+		if e-s >= 4 {
+			return s + locate(y[s:e])
+		}
+		return at
+	}, z
 }
 
 // levelOfRanks is the level statistic of a series' ranks: the largest standardized
@@ -388,17 +421,17 @@ func levelOfRanks(r []float64) (at, s, e int, z float64) {
 			if v <= 0 {
 				continue
 			}
-			for t := a + 2; t <= b-2; t++ {
+			scale := l / v
+			for t := a + 2; t <= b-2; t++ { // z², the square root once at the end
 				left := float64(t - a)
 				u := (p[t] - p[a]) - left*mu
-				zt := math.Abs(u) / math.Sqrt(left*(l-left)/l*v)
-				if zt > z {
+				if zt := u * u * scale / (left * (l - left)); zt > z {
 					at, s, e, z = t, a, b, zt
 				}
 			}
 		}
 	}
-	return at, s, e, z
+	return at, s, e, math.Sqrt(z)
 }
 
 // locate is where a level shift in y most likely is, once the rank test says there is
@@ -427,20 +460,29 @@ func deviation(v []float64) float64 {
 
 // ranks are y's ranks, 1-based, ties given their average.
 func ranks(y []float64) []float64 {
-	idx := make([]int, len(y))
-	for i := range idx {
-		idx[i] = i
+	type iv struct {
+		v float64
+		i int
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return y[idx[a]] < y[idx[b]] })
+	idx := make([]iv, len(y))
+	for i, v := range y {
+		idx[i] = iv{v, i}
+	}
+	slices.SortFunc(idx, func(a, b iv) int {
+		if c := cmp.Compare(a.v, b.v); c != 0 {
+			return c
+		}
+		return a.i - b.i
+	})
 	r := make([]float64, len(y))
 	for i := 0; i < len(idx); {
 		j := i
-		for j+1 < len(idx) && y[idx[j+1]] == y[idx[i]] {
+		for j+1 < len(idx) && idx[j+1].v == idx[i].v {
 			j++
 		}
 		avg := float64(i+j)/2 + 1
 		for k := i; k <= j; k++ {
-			r[idx[k]] = avg
+			r[idx[k].i] = avg
 		}
 		i = j + 1
 	}

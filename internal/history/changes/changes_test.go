@@ -181,3 +181,12 @@ func abs(x int) int {
 	}
 	return x
 }
+
+// BenchmarkAtNewest is the gate's work on one stationary series of 60 runs (what check
+// does for most series of a nightly store).
+func BenchmarkAtNewest(b *testing.B) {
+	s := quiet(60, 0.02, 1)
+	for b.Loop() {
+		changes.AtNewest(s, changes.Defaults)
+	}
+}
