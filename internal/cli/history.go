@@ -294,14 +294,15 @@ the run's points, and says so.`,
 				if a.Confirms != "" {
 					what = ", a confirmation of run " + a.Confirms + "'s suspects"
 				}
+				after := ""
 				if r := a.Replaced; r != nil {
-					what += fmt.Sprintf("; replaces the run as the store held it (attempt %d, %d measured)", r.Attempt, r.Measured)
+					after += fmt.Sprintf("; it replaces the run as the store held it (attempt %d, %d measured)", r.Attempt, r.Measured)
 				}
 				if a.Extra > 0 {
-					what += fmt.Sprintf("; %d extra row(s) of no requested case not recorded", a.Extra)
+					after += fmt.Sprintf("; %d extra row(s) of no requested case not recorded", a.Extra)
 				}
-				fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s%s: %d cases (%d measured) recorded in %s\n",
-					safe.Text(dir), safe.Text(a.RunID), a.At.UTC().Format(time.RFC3339), what, a.Cases, a.Measured, safe.Text(s.Where))
+				fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s%s: %d cases (%d measured) recorded in %s%s\n",
+					safe.Text(dir), safe.Text(a.RunID), a.At.UTC().Format(time.RFC3339), what, a.Cases, a.Measured, safe.Text(s.Where), after)
 			}
 			return nil
 		},

@@ -443,3 +443,36 @@ func stallAfter(c net.Conn, addr, marker string) {
 	<-stall
 	time.Sleep(time.Minute)
 }
+
+// Rows of cases the manifest never requested are counted as extra, never made series:
+// history add records what summarize judges.
+func TestExtraRowsAreNotSeries(t *testing.T) {
+	run := filepath.Join(t.TempDir(), "run")
+	if o := opx("run", "--out", run); o.Code != 0 {
+		t.Fatalf("opx run: %s", o.Stderr)
+	}
+	files, _ := filepath.Glob(filepath.Join(run, "shards", "*", "results", "*", "*", "*.json"))
+	if len(files) != 1 {
+		t.Fatalf("results files: %v", files)
+	}
+	var doc map[string]any
+	b, _ := os.ReadFile(files[0])
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	rows := doc["rows"].([]any)
+	for i := range 6 { // six ok rows of shapes nobody asked for
+		row := map[string]any{}
+		b, _ := json.Marshal(rows[0])
+		json.Unmarshal(b, &row)
+		row["op"].(map[string]any)["args"].(map[string]any)["m"] = 7000 + i
+		rows = append(rows, row)
+	}
+	doc["rows"] = rows
+	b, _ = json.Marshal(doc)
+	os.WriteFile(files[0], b, 0o644)
+	o := opx("history", "add", "--db", filepath.Join(t.TempDir(), "h.db"), run)
+	if o.Code != 0 || !strings.Contains(o.Stderr, "6 cases (4 measured) recorded in") || !strings.Contains(o.Stderr, "; 6 extra row(s) of no requested case not recorded") {
+		t.Errorf("add of a run with extra rows: exit %d %q", o.Code, o.Stderr)
+	}
+}
