@@ -67,6 +67,28 @@ func CheckPrivateDir(path string) error {
 	return nil
 }
 
+// CheckOwnDir checks a directory opx will write into that it did not create (opx run's
+// --out, new and empty or resumed): a real directory (not a symlink), owned by the
+// effective user, not writable by group or others — no other user can plant a link in it
+// (a shards link to a directory of root's, say) while the run writes there.
+func CheckOwnDir(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return &UntrustedError{path, "is a symlink, not a directory of this user's; name the directory itself"}
+	case !fi.IsDir():
+		return &UntrustedError{path, "is not a directory"}
+	case UID(fi) != os.Geteuid():
+		return &UntrustedError{path, fmt.Sprintf("belongs to another user (%s), who could change what opx writes there; use a directory of your own", Owner(fi))}
+	case fi.Mode().Perm()&0o022 != 0:
+		return &UntrustedError{path, fmt.Sprintf("is writable by other users (%s), who could change what opx writes there; chmod go-w it", Owner(fi))}
+	}
+	return nil
+}
+
 // MkdirPrivate creates path as a directory of this user's alone (mode 0700), or accepts the
 // one already there when CheckPrivateDir does. Its parent must exist.
 func MkdirPrivate(path string) error {

@@ -476,3 +476,50 @@ func TestExtraRowsAreNotSeries(t *testing.T) {
 		t.Errorf("add of a run with extra rows: exit %d %q", o.Code, o.Stderr)
 	}
 }
+
+// Nothing is trusted in another user's directory: root's opx run does not write into an
+// --out another user made (or one open to other users), and a --db that is another user's
+// store, or a link, is refused naming why — nothing written, no link followed.
+func TestAnotherUsersOutAndStore(t *testing.T) {
+	_, otherUID := testenv.OtherUser(t)
+	shared := testenv.SharedDir(t)
+	theirs := filepath.Join(shared, "theirs")
+	os.Mkdir(theirs, 0o777)
+	os.Chown(theirs, otherUID, -1)
+	os.Chmod(theirs, 0o777)
+	if o := opx("run", "--out", theirs); o.Code == 0 || !strings.Contains(o.Stderr, "belongs to another user (owner uid "+strconv.Itoa(otherUID)) {
+		t.Errorf("run --out of another user's directory: exit %d %q", o.Code, o.Stderr)
+	}
+	open := filepath.Join(shared, "open")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777)
+	if o := opx("run", "--out", open); o.Code == 0 || !strings.Contains(o.Stderr, "is writable by other users") {
+		t.Errorf("run --out of a directory open to others: exit %d %q", o.Code, o.Stderr)
+	}
+	for _, d := range []string{theirs, open} {
+		if ents, _ := os.ReadDir(d); len(ents) != 0 {
+			t.Errorf("%s: opx wrote %v", d, ents)
+		}
+	}
+	run := filepath.Join(t.TempDir(), "run")
+	if o := opx("run", "--out", run); o.Code != 0 {
+		t.Fatalf("opx run: %s", o.Stderr)
+	}
+	store := filepath.Join(shared, "their.db")
+	if o := opx("history", "add", "--db", store, run); o.Code != 0 {
+		t.Fatalf("add: %s", o.Stderr)
+	}
+	os.Chown(store, otherUID, -1)
+	if o := opx("history", "check", "--db", store); o.Code != 1 || !strings.Contains(o.Stderr, "belongs to another user (owner uid "+strconv.Itoa(otherUID)) {
+		t.Errorf("another user's store: exit %d %q", o.Code, o.Stderr)
+	}
+	target := filepath.Join(shared, "made-by-root.db")
+	link := filepath.Join(shared, "link.db")
+	os.Symlink(target, link)
+	if o := opx("history", "add", "--db", link, run); o.Code != 1 || !strings.Contains(o.Stderr, "is a symbolic link") {
+		t.Errorf("a store path that is a dangling link: exit %d %q", o.Code, o.Stderr)
+	}
+	if _, err := os.Lstat(target); err == nil {
+		t.Errorf("the link's target was created")
+	}
+}

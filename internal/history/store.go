@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"modernc.org/sqlite" // the "sqlite" driver: pure Go, the binary stays static
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/safe"
 )
 
@@ -105,7 +107,13 @@ func openSQLite(ctx context.Context, path string, create bool, timeout time.Dura
 		return nil, err
 	}
 	where := path
+	if li, err := os.Lstat(abs); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+		return nil, fmt.Errorf("%s is a symbolic link: opx does not follow one to a store (another user could point it anywhere); name the store itself", where)
+	}
 	st, err := os.Stat(abs)
+	if err == nil && files.UID(st) != os.Geteuid() {
+		return nil, fmt.Errorf("%s belongs to another user (%s): opx does not write into another user's store; copy it, or run as its owner", where, files.Owner(st))
+	}
 	switch {
 	case err == nil && !st.Mode().IsRegular():
 		return nil, fmt.Errorf("%s is not an opx history store: not a regular file", where)

@@ -26,6 +26,7 @@ func runResume(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	dir = files.RunDir(dir) // opx run --resume .opx-run/latest: the run it points to
 	s := newSweep(ctx, o, dir)
 	defer s.pr.finish()
 	if _, err := os.Stat(s.mpath); err != nil {
@@ -127,5 +128,8 @@ func ReadRecord(ctx context.Context, dir string) (*Record, error) {
 // claimForResume takes an existing run directory's lock (lockRun): a lock its opx run
 // held when it was killed is free, a live one refuses, naming its process.
 func claimForResume(dir string) (release func(), err error) {
+	if err := files.CheckOwnDir(dir); err != nil {
+		return nil, fmt.Errorf("--resume %w", err)
+	}
 	return lockRun(dir)
 }

@@ -359,6 +359,9 @@ func claimRunDir(dir string) (release func(planned bool), err error) {
 		if !fi.IsDir() {
 			return nil, fmt.Errorf("--out %s is not a directory", dir)
 		}
+		if err := files.CheckOwnDir(dir); err != nil {
+			return nil, fmt.Errorf("--out %w", err)
+		}
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			return nil, err
