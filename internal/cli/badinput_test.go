@@ -8,6 +8,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -615,4 +616,34 @@ func heldLock(t *testing.T, path string) string {
 	}
 	t.Cleanup(func() { f.Close() })
 	return path
+}
+
+// opx run --manifest checks the whole manifest — its run id, attempt, every cell id —
+// before it makes the run directory: a cell id "../../x" or a run id of 129 characters
+// is refused with one line, and no run directory, summary or report is left.
+func TestRunManifestCheckedBeforeTheRunDirectory(t *testing.T) {
+	dir := t.TempDir()
+	m := filepath.Join(dir, "m.json")
+	if r := runOpx(t, "plan", "--runner", "local", "--backends", "cpu", "--testlists", "cpu_smoke", "--world-sizes", "1", "--out", m); r.code != 0 {
+		t.Fatalf("plan: %s", r.stderr)
+	}
+	good, _ := os.ReadFile(m)
+	var doc map[string]any
+	json.Unmarshal(good, &doc)
+	id := doc["include"].([]any)[0].(map[string]any)["id"].(string)
+	for _, c := range []struct{ name, from, to, want string }{
+		{"cell id ../../x", `"id": "` + id + `"`, `"id": "../../x"`, `a cell id '../../x'`},
+		{"run id of 129 characters", `"run_id": "local"`, `"run_id": "` + strings.Repeat("r", 129) + `"`, "its run id"},
+	} {
+		bad := filepath.Join(dir, "bad.json")
+		os.WriteFile(bad, []byte(strings.Replace(string(good), c.from, c.to, 1)), 0o644)
+		out := filepath.Join(dir, "out-"+strings.ReplaceAll(c.name, " ", "-"))
+		r := runOpx(t, "run", "--manifest", bad, "--out", out)
+		if r.code == 0 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%s: exit %d %q", c.name, r.code, r.stderr)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s: the run directory was made", c.name)
+		}
+	}
 }

@@ -2,6 +2,8 @@ package history
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"compress/gzip"
 	"context"
 	"fmt"
@@ -127,6 +129,24 @@ func (s *Store) settle(ctx context.Context, f *Found, found []finding, ctxs map[
 	return kept, nil
 }
 
+// confirmRunID is the run id of a confirmation of run id: "confirm-" and the id, made a
+// run id opx run accepts whatever the id was (its characters outside the alphabet as '-',
+// and one too long cut and given a digest of the whole, so two long ids stay two).
+func confirmRunID(id string) string {
+	b := []byte("confirm-" + id)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	out := strings.ReplaceAll(string(b), "..", "-.")
+	if len(out) > 128 {
+		h := sha256.Sum256([]byte(id))
+		out = out[:128-13] + "-" + hex.EncodeToString(h[:6])
+	}
+	return out
+}
+
 func appendNew(list []string, v string) []string {
 	if v == "" || slices.Contains(list, v) {
 		return list
@@ -171,7 +191,7 @@ func (s *Store) ConfirmManifest(ctx context.Context, f *Found, path string) (int
 		}
 		cellKeys[ch.cell] = append(cellKeys[ch.cell], ch)
 	}
-	runID := "confirm-" + ref.RunID
+	runID := confirmRunID(ref.RunID)
 	var include []pyjson.Value
 	var cases []pyjson.Value
 	n := 0

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/testenv"
 )
 
@@ -67,4 +68,19 @@ func TestNewerAndForeignStores(t *testing.T) {
 			t.Errorf("a foreign database: %v", err)
 		}
 	})
+}
+
+// A confirmation's run id is one opx run accepts, whatever the suspect run's id: cut
+// (with a digest of the whole) when "confirm-" would make it too long.
+func TestConfirmRunID(t *testing.T) {
+	long := strings.Repeat("r", 125)
+	for _, id := range []string{"nightly-12", long, long + "x", "a b/../c"} {
+		got := confirmRunID(id)
+		if !files.SafeName(got) {
+			t.Errorf("confirmRunID(%q) = %q: not a run id opx run accepts", id, got)
+		}
+	}
+	if confirmRunID("nightly-12") != "confirm-nightly-12" || confirmRunID(long) == confirmRunID(long+"x") {
+		t.Errorf("confirmRunID: %q, %q %q", confirmRunID("nightly-12"), confirmRunID(long), confirmRunID(long+"x"))
+	}
 }

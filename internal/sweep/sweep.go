@@ -20,6 +20,7 @@ import (
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/plan"
+	"github.com/semianalysis/opx/internal/pytext"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/report"
@@ -82,6 +83,12 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	var given *manifest.Manifest
+	if o.Manifest != "" { // every part of a given manifest checked before the run directory is made
+		if given, err = checkManifest(ctx, o.Manifest); err != nil {
+			return err
+		}
+	}
 	release, err := claimRunDir(dir)
 	if err != nil {
 		return err
@@ -97,7 +104,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	if o.Manifest != "" {
-		if err := s.adopt(ctx, o.Manifest); err != nil {
+		if err := s.adopt(ctx, o.Manifest, given); err != nil {
 			return err
 		}
 		planned = true
@@ -145,16 +152,7 @@ func (s *sweep) markLatest(inDefault bool) {
 // adopt takes a given manifest as the run's: every cell checked (before any node is
 // allocated), its run id, attempt and source SHA the run's, and a copy of it in the run
 // directory, where every later step and a resume read it.
-func (s *sweep) adopt(ctx context.Context, path string) error {
-	m, err := manifest.Load(ctx, path)
-	if err != nil {
-		return err
-	}
-	for _, c := range m.Cells {
-		if err := c.Check(); err != nil {
-			return fmt.Errorf("%s: %v", path, err)
-		}
-	}
+func (s *sweep) adopt(ctx context.Context, path string, m *manifest.Manifest) error {
 	b, err := files.ReadRegular(ctx, path, 1<<30)
 	if err != nil {
 		return err
@@ -168,6 +166,35 @@ func (s *sweep) adopt(ctx context.Context, path string) error {
 	}
 	s.pr.logf("running %s: %d shard(s) as given", path, len(m.Cells))
 	return nil
+}
+
+// checkManifest reads a given manifest and checks everything of it that becomes a path,
+// an argument or a variable — its run id and attempt, every cell (manifest.Cell.Check)
+// and cell id — so that a bad one is refused before the run directory is made, not when
+// its shard starts.
+func checkManifest(ctx context.Context, path string) (*manifest.Manifest, error) {
+	m, err := manifest.Load(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	ids := []struct{ what, v string }{{"run id", m.RunID}}
+	if a, ok := m.Raw.String("attempt"); ok {
+		ids = append(ids, struct{ what, v string }{"attempt", a})
+	}
+	for _, id := range ids {
+		if !files.SafeName(id.v) {
+			return nil, fmt.Errorf("%s: its %s %s: use 1-128 letters, digits, '.', '_' and '-'", path, id.what, pytext.Repr(id.v))
+		}
+	}
+	for _, c := range m.Cells {
+		if !files.SafeName(c.ID) {
+			return nil, fmt.Errorf("%s: a cell id %s: use 1-128 letters, digits, '.', '_' and '-'", path, pytext.Repr(c.ID))
+		}
+		if err := c.Check(); err != nil {
+			return nil, fmt.Errorf("%s: cell %s %v", path, c.ID, err)
+		}
+	}
+	return m, nil
 }
 
 func newSweep(ctx context.Context, o Options, dir string) *sweep {
