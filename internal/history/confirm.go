@@ -2,10 +2,10 @@ package history
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"math"
