@@ -12,6 +12,7 @@ func TestText(t *testing.T) {
 		"bad \xff byte":      `bad \xff byte`,
 		"µs ×2 — ok":         "µs ×2 — ok",
 		"del\x7f":            `del\x7f`,
+		"rtl \u202egnp.exe":  `rtl \u202egnp.exe`,
 	} {
 		if got := Text(in); got != want {
 			t.Errorf("Text(%q) = %q, want %q", in, got, want)
