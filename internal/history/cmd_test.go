@@ -523,3 +523,37 @@ func TestAnotherUsersOutAndStore(t *testing.T) {
 		t.Errorf("the link's target was created")
 	}
 }
+
+// A 20 MB message in one row makes neither a 20 MB page nor a 20 MB ledger: every reader
+// keeps at most safe.MaxMessage of it, saying how much it left out.
+func TestHugeMessageIsCapped(t *testing.T) {
+	run := filepath.Join(t.TempDir(), "run")
+	if o := opx("run", "--out", run); o.Code != 0 {
+		t.Fatalf("opx run: %s", o.Stderr)
+	}
+	files, _ := filepath.Glob(filepath.Join(run, "shards", "*", "results", "*", "*", "*.json"))
+	if len(files) != 1 {
+		t.Fatalf("results files: %v", files)
+	}
+	var doc map[string]any
+	b, _ := os.ReadFile(files[0])
+	json.Unmarshal(b, &doc)
+	row := doc["rows"].([]any)[0].(map[string]any)
+	row["status"], row["message"] = "error", strings.Repeat("x", 20<<20)
+	b, _ = json.Marshal(doc)
+	os.WriteFile(files[0], b, 0o644)
+	page := filepath.Join(t.TempDir(), "r.html")
+	opx("report", "--out", page, run)
+	cases := filepath.Join(t.TempDir(), "cases.json")
+	opx("summarize", "--manifest", filepath.Join(run, "operatorx-manifest.json"), "--artifacts", filepath.Join(run, "shards"),
+		"--out", filepath.Join(t.TempDir(), "s.json"), "--cases", cases)
+	for _, p := range []string{page, cases} {
+		st, err := os.Stat(p)
+		if err != nil || st.Size() > 1<<20 {
+			t.Errorf("%s: %v, %d bytes", p, err, st.Size())
+		}
+	}
+	if b, _ := os.ReadFile(cases); !strings.Contains(string(b), "bytes more)") {
+		t.Errorf("the ledger does not say the message was cut")
+	}
+}

@@ -489,7 +489,7 @@ func readMeta(sh *Shard, e *execRows) error {
 	if st := e.status; st != nil {
 		sh.HasStatus = true
 		sh.ExitCode = st.ExitCode
-		sh.FailPhase, sh.FailMessage = st.Failure.Phase, st.Failure.Message
+		sh.FailPhase, sh.FailMessage = st.Failure.Phase, safe.Cap(st.Failure.Message, safe.MaxMessage)
 		if files.SafeName(st.Failure.Log) {
 			sh.FailLog = st.Failure.Log
 		}
@@ -537,7 +537,7 @@ func appendResults(dst []Row, f *summary.ResultsFile, w *walked, lean bool) []Ro
 // rowOf is one result row with its shard's facts (lean: without metrics or label).
 func rowOf(r *summary.ResultRow, sh *Shard, lean bool) Row {
 	row := Row{Shard: sh.ID, Cluster: sh.Cluster, Runner: sh.Runner, WorldSize: sh.WorldSize, Attempt: sh.Attempt, Peak: sh.Peak,
-		Status: r.Status, Message: r.Message, Testlist: r.Testlist, OpType: r.OpType, Backend: r.Backend, Args: r.Args, ArgsKey: r.ArgsKey}
+		Status: r.Status, Message: safe.Cap(r.Message, safe.MaxMessage), Testlist: r.Testlist, OpType: r.OpType, Backend: r.Backend, Args: r.Args, ArgsKey: r.ArgsKey}
 	ms := r.Metrics
 	if row.Status == "ok" {
 		if why := invalid(ms); why != "" { // no measurement: an error, everywhere

@@ -99,6 +99,23 @@ func Markdown(s string) string {
 
 func wordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 
+// MaxMessage is the most of an outside message (a row's, a shard's failure) opx keeps: a
+// 20 MB message in one row must not make a 20 MB page or ledger.
+const MaxMessage = 4096
+
+// Cap is s cut to at most n bytes (at a character's start), followed by
+// "… (N bytes more)" when it was cut.
+func Cap(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes more)", s[:cut], len(s)-cut)
+}
+
 // Trunc is s cut to at most n runes, the last of them "…" when it was cut.
 func Trunc(s string, n int) string {
 	if r := []rune(s); len(r) > n {

@@ -39,3 +39,13 @@ func TestMarkdown(t *testing.T) {
 		}
 	}
 }
+
+// A message is capped at a character's start, and says how much was left out.
+func TestCap(t *testing.T) {
+	if got := Cap("short", 10); got != "short" {
+		t.Errorf("Cap of a short message: %q", got)
+	}
+	if got := Cap("aaaaµbbb", 5); got != "aaaa… (5 bytes more)" {
+		t.Errorf("Cap in the middle of a character: %q", got)
+	}
+}

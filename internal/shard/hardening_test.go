@@ -506,8 +506,11 @@ func TestTwoRunsAtOnceDoNotCollide(t *testing.T) {
 			t.Errorf("run %d: exit %d %s", i, r.code, r.stderr)
 		}
 	}
-	if runs, _ := filepath.Glob(filepath.Join(dir, ".opx-run", "*", "report.html")); len(runs) != 2 {
-		t.Errorf("two runs, reports %v", runs)
+	// two run directories, and .opx-run/latest a link to one of them
+	runs, _ := filepath.Glob(filepath.Join(dir, ".opx-run", "*-*", "report.html"))
+	latest, err := os.Readlink(filepath.Join(dir, ".opx-run", "latest"))
+	if len(runs) != 2 || err != nil || (filepath.Dir(runs[0]) != filepath.Join(dir, ".opx-run", latest) && filepath.Dir(runs[1]) != filepath.Join(dir, ".opx-run", latest)) {
+		t.Errorf("two runs, reports %v, latest %q %v", runs, latest, err)
 	}
 }
 
