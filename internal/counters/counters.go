@@ -82,7 +82,8 @@ func newCase(source string) *Case {
 func combine(source string, ks []kernel) *Case {
 	c := newCase(source)
 	c.Kernels = len(ks)
-	var t, hit, look, tensorW, busyW, tensorT, busyT, rateW, rateT float64
+	var t, hit, look float64
+	var l2, tensor, busy rate
 	timed := false
 	for _, k := range ks {
 		t += k.timeNS
@@ -96,13 +97,13 @@ func combine(source string, ks []kernel) *Case {
 		if k.l2Lookups > 0 {
 			hit, look = hit+k.l2Hit, look+k.l2Lookups
 		} else if k.hasL2 {
-			rateW, rateT = rateW+k.l2HitPct*k.timeNS, rateT+k.timeNS
+			l2.add(k.l2HitPct, k.timeNS)
 		}
 		if !math.IsNaN(k.tensorPct) {
-			tensorW, tensorT = tensorW+k.tensorPct*k.timeNS, tensorT+k.timeNS
+			tensor.add(k.tensorPct, k.timeNS)
 		}
 		if !math.IsNaN(k.busyPct) {
-			busyW, busyT = busyW+k.busyPct*k.timeNS, busyT+k.timeNS
+			busy.add(k.busyPct, k.timeNS)
 		}
 	}
 	c.KernelTimeUS = t / 1e3
@@ -112,16 +113,35 @@ func combine(source string, ks []kernel) *Case {
 	switch {
 	case look > 0:
 		c.L2HitPct = 100 * hit / look
-	case rateT > 0:
-		c.L2HitPct = rateW / rateT
+	case l2.n > 0:
+		c.L2HitPct = l2.mean()
 	}
-	if tensorT > 0 {
-		c.TensorPct = tensorW / tensorT
+	if tensor.n > 0 {
+		c.TensorPct = tensor.mean()
 	}
-	if busyT > 0 {
-		c.BusyPct = busyW / busyT
+	if busy.n > 0 {
+		c.BusyPct = busy.mean()
 	}
 	return c
+}
+
+// rate is a percentage over a case's kernels: weighted by each kernel's time, or — when
+// the kernels report no time (a profile of rates alone) — their plain mean, never
+// unknown for want of a weight.
+type rate struct {
+	weighted, weight, sum float64
+	n                     int
+}
+
+func (r *rate) add(v, timeNS float64) {
+	r.weighted, r.weight, r.sum, r.n = r.weighted+v*timeNS, r.weight+timeNS, r.sum+v, r.n+1
+}
+
+func (r *rate) mean() float64 {
+	if r.weight > 0 {
+		return r.weighted / r.weight
+	}
+	return r.sum / float64(r.n)
 }
 
 func nz(x float64) float64 {

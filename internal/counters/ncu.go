@@ -125,31 +125,62 @@ func ncuKernels(r io.Reader) ([]*ncuKernelRows, error) {
 	return order, nil
 }
 
-// add puts a record's metrics into its kernel's, in base units; a unit it does not know
-// is an error naming it, never a value taken as it is.
+// ncuUsed are the metrics opx takes from ncu (ncuKernel): a unit it does not know on one
+// of them is an error naming it, never a value taken as it is; on any other metric (the
+// details page's "Registers Per Thread" in register/thread, "# SMs" in SM) it is no
+// concern of opx's and the metric is passed over.
+var ncuUsed = map[string]bool{"gpu__time_duration.sum": true, "dram__bytes_read.sum": true, "dram__bytes_write.sum": true,
+	"lts__t_sectors_lookup_hit.sum": true, "lts__t_sectors_lookup_miss.sum": true, "lts__t_sector_hit_rate.pct": true,
+	"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed": true, "sm__throughput.avg.pct_of_peak_sustained_elapsed": true}
+
+// ncuAliases are other names ncu gives the metrics opx uses: the details page's (its
+// default sections name metrics for people: "Duration" is gpu__time_duration.sum, "L2
+// Hit Rate" lts__t_sector_hit_rate.pct, "Compute (SM) Throughput" — "SM [%]" before 2020 —
+// sm__throughput.avg.pct_of_peak_sustained_elapsed), and the DRAM byte counters of GPUs
+// whose memory ncu counts by operation (dram__bytes_op_read.sum on GDDR parts).
+var ncuAliases = map[string]string{
+	"Duration": "gpu__time_duration.sum", "L2 Hit Rate": "lts__t_sector_hit_rate.pct",
+	"Compute (SM) Throughput": "sm__throughput.avg.pct_of_peak_sustained_elapsed", "SM [%]": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+	"dram__bytes_op_read.sum": "dram__bytes_read.sum", "dram__bytes_op_write.sum": "dram__bytes_write.sum",
+}
+
+// ncuName is the name opx knows a metric by.
+func ncuName(name string) string {
+	if a, ok := ncuAliases[strings.TrimSpace(name)]; ok {
+		return a
+	}
+	return name
+}
+
+// add puts a record's metrics into its kernel's, in base units (ncuUsed says what a unit
+// it does not know means).
 func (t *ncuTable) add(k *ncuKernelRows, rec []string) error {
+	put := func(name, unit, value string) error {
+		name = ncuName(name)
+		v, ok := number(value)
+		if !ok {
+			return nil
+		}
+		s, err := scale(unit)
+		if err != nil {
+			if !ncuUsed[name] {
+				return nil
+			}
+			return fmt.Errorf("metric %s: %v", name, err)
+		}
+		k.metrics[name] = v * s // a metric and its alias in one file are the same figure
+		return nil
+	}
 	if !t.raw {
 		if t.field(rec, "Metric Name") == "" {
 			return nil // a rule's row: no metric in it
 		}
-		if v, ok := number(t.field(rec, "Metric Value")); ok {
-			name, unit := t.field(rec, "Metric Name"), t.field(rec, "Metric Unit")
-			s, err := scale(unit)
-			if err != nil {
-				return fmt.Errorf("metric %s: %v", name, err)
-			}
-			k.metrics[name] = v * s
-		}
-		return nil
+		return put(t.field(rec, "Metric Name"), t.field(rec, "Metric Unit"), t.field(rec, "Metric Value"))
 	}
 	for i, h := range t.header {
 		if strings.Contains(h, "__") && i < len(rec) {
-			if v, ok := number(rec[i]); ok {
-				s, err := scale(t.units[h])
-				if err != nil {
-					return fmt.Errorf("metric %s: %v", h, err)
-				}
-				k.metrics[h] = v * s
+			if err := put(h, t.units[h], rec[i]); err != nil {
+				return err
 			}
 		}
 	}

@@ -195,7 +195,7 @@ func (rr *rocReader) pass(p *rocPass, first bool) {
 		if !ok1 || !ok2 {
 			continue
 		}
-		i, id := which(start), r["Dispatch_Id"]
+		i, id := which(start), dispatchID(r)
 		dispatchCase[id], dispatchTime[id] = i, end-start
 		switch {
 		case i < 0 && first:
@@ -208,16 +208,26 @@ func (rr *rocReader) pass(p *rocPass, first bool) {
 		}
 	}
 	for _, r := range rr.rows(p.counters) {
-		i, ok := dispatchCase[r["Dispatch_Id"]]
+		i, ok := dispatchCase[dispatchID(r)]
 		v, okV := number(r["Counter_Value"])
 		if !ok || i < 0 || !okV {
 			continue
 		}
-		c, name, t := rr.acc(i), r["Counter_Name"], dispatchTime[r["Dispatch_Id"]]
+		c, name, t := rr.acc(i), r["Counter_Name"], dispatchTime[dispatchID(r)]
 		c.counters[name] += v
 		c.weights[name] += v * t
 		c.weightT[name] += t
 	}
+}
+
+// dispatchID is what names a dispatch in a rocprofv3 trace: its Dispatch_Id, or — in the
+// early column set (ROCm 6.0–6.1: Kind, Agent_Id, Queue_Id, Kernel_Id, Kernel_Name,
+// Correlation_Id, …), which has none — its Correlation_Id.
+func dispatchID(r map[string]string) string {
+	if id := r["Dispatch_Id"]; id != "" {
+		return id
+	}
+	return "correlation " + r["Correlation_Id"]
 }
 
 // vocabulary maps a case's rocprofv3 counters to the vocabulary: FETCH_SIZE and

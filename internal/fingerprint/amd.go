@@ -81,8 +81,9 @@ func readAMD(f *Fingerprint, static, metric []byte, version string) error {
 	}
 	for _, g := range st {
 		idx := int(val(g["gpu"]))
-		gpu := GPU{Index: idx, Model: str(g, "asic", "market_name"), Serial: first(str(g, "asic", "asic_serial"), str(g, "board", "product_serial")),
-			UUID: first(str(g, "uuid"), str(g, "asic", "uuid")), MIG: first(str(g, "partition", "compute_partition"), str(g, "partition", "current_compute_partition"))}
+		gpu := GPU{Index: idx, Model: str(g, "asic", "market_name"), Serial: first(serial(str(g, "asic", "asic_serial")), serial(str(g, "board", "product_serial"))),
+			UUID: first(str(g, "uuid"), str(g, "asic", "uuid")), MIG: first(str(g, "partition", "compute_partition"), str(g, "partition", "current_compute_partition")),
+			MaxSMMHz: topLevel(path(g, "clock", "sys", "frequency_levels"))}
 		if d := str(g, "driver", "version"); d != "" && f.Driver == "" {
 			f.Driver = d
 		}
@@ -135,7 +136,9 @@ func readAMDMetric(gpu *GPU, m map[string]any) {
 	gpu.PowerDrawW = first64(val(path(m, "power", "socket_power")), val(path(m, "power", "average_socket_power")))
 	gpu.TemperatureC = first64(val(path(m, "temperature", "hotspot")), val(path(m, "temperature", "edge")))
 	gpu.SMClockMHz = first64(val(path(m, "clock", "gfx_0", "clk")), val(path(m, "clock", "gfx_clock")))
-	gpu.MaxSMMHz = val(path(m, "clock", "gfx_0", "max_clk"))
+	if v := val(path(m, "clock", "gfx_0", "max_clk")); v > 0 {
+		gpu.MaxSMMHz = v // else the static output's highest sys level, when it lists them
+	}
 	gpu.MemClockMHz = first64(val(path(m, "clock", "mem_0", "clk")), val(path(m, "clock", "mem_clock")))
 	th, _ := m["throttle"].(map[string]any)
 	for _, k := range amdThrottles {
@@ -149,6 +152,26 @@ func readAMDMetric(gpu *GPU, m map[string]any) {
 			gpu.Throttle = append(gpu.Throttle, k)
 		}
 	}
+}
+
+// serial is a serial number as amd-smi prints it, "" for its placeholders ("0", all
+// zeros): a serial it does not know is unknown, never a serial.
+func serial(s string) string {
+	if strings.Trim(s, "0x") == "" {
+		return ""
+	}
+	return s
+}
+
+// topLevel is the highest of a clock's frequency levels ({"Level 0": "500 MHz", …}, as
+// amd-smi static prints them since ROCm 6), 0 when it lists none.
+func topLevel(v any) float64 {
+	levels, _ := v.(map[string]any)
+	top := 0.0
+	for _, l := range levels {
+		top = math.Max(top, val(l))
+	}
+	return top
 }
 
 func isNumber(v any) bool {
