@@ -63,7 +63,7 @@ type rank struct {
 	root, id string // the stage (/opx, or $OPX_STAGE) and SLURM_PROCID
 	cache    string // the private HOME (made by Run)
 	// cacheBase and cachePrefix are where and under what name it is made:
-	// $SLURM_TMPDIR, else $TMPDIR, else /tmp; operatorx-<job>-<rank>-<random>
+	// $SLURM_TMPDIR, else the stage; operatorx-<job>-<rank>-<random>
 	cacheBase, cachePrefix string
 	vars                   map[string]string
 	harnessCmd             []string
@@ -78,8 +78,10 @@ func Run(ctx context.Context, o Options) error {
 	// the rank's private HOME: a fresh directory of a name no one can guess (another user
 	// who made it first could plant code that Python runs at start-up, as this user, or
 	// make the shard fail), under Slurm's per-job directory when the site has one (Slurm
-	// removes it with the job, even when the rank is killed), and removed when the
-	// harness ends
+	// removes it with the job, even when the rank is killed), else in the execution's own
+	// stage (finalize and recover remove the stage, and it with it, on every path: a rank
+	// killed before its own cleanup leaves nothing on the node); removed when the harness
+	// ends
 	if r.cache, err = os.MkdirTemp(r.cacheBase, r.cachePrefix); err != nil {
 		return fmt.Errorf("rank cache: %w", err)
 	}
@@ -144,12 +146,9 @@ func inputs(o Options) (*rank, error) {
 	if !files.SafeName(job) || !files.SafeName(r.id) {
 		return nil, fmt.Errorf("SLURM_JOB_ID=%s is not a plain job id", pytext.Repr(job))
 	}
-	r.cacheBase, r.cachePrefix = "/tmp", fmt.Sprintf("operatorx-%s-%s-", job, r.id)
-	for _, k := range []string{"SLURM_TMPDIR", "TMPDIR"} {
-		if d := getenv(k); d != "" && filepath.IsAbs(d) {
-			r.cacheBase = d
-			break
-		}
+	r.cacheBase, r.cachePrefix = r.root, fmt.Sprintf("operatorx-%s-%s-", job, r.id)
+	if d := getenv("SLURM_TMPDIR"); d != "" && filepath.IsAbs(d) {
+		r.cacheBase = d
 	}
 	return r, nil
 }

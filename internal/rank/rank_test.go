@@ -48,8 +48,8 @@ func (f *rankFixture) home(t *testing.T, call []string) string {
 		t.Fatalf("no HOME in %q", last)
 	}
 	home := last[i+5:]
-	if !strings.HasPrefix(home, f.tmp+"/operatorx-9876-1-") || len(home) <= len(f.tmp+"/operatorx-9876-1-") {
-		t.Fatalf("the rank's cache %s is not a fresh operatorx-9876-1-<random> under $TMPDIR %s", home, f.tmp)
+	if !strings.HasPrefix(home, f.stage+"/operatorx-9876-1-") || len(home) <= len(f.stage+"/operatorx-9876-1-") {
+		t.Fatalf("the rank's cache %s is not a fresh operatorx-9876-1-<random> in the stage %s", home, f.stage)
 	}
 	return home
 }
@@ -167,9 +167,10 @@ func TestRankErrors(t *testing.T) {
 // such a directory, but the predictable name still let any local user make the next
 // shard fail by making it first (issue 30). Now the cache is a fresh directory of a name
 // no one can guess (operatorx-<job>-<rank>-<random>, made 0700), under $SLURM_TMPDIR when
-// the site has one: a planted directory of the old name is neither used nor in the way.
-// Finding 14: the directory was never removed; now the rank removes it when the harness
-// ends.
+// the site has one, else in the execution's stage (issue 47: never on the node's shared
+// /tmp, where a rank killed before its own cleanup left it): a planted directory of the
+// old name is neither used nor in the way. Finding 14: the directory was never removed;
+// now the rank removes it when the harness ends, and finalize with the stage.
 func TestRankCacheCannotBePlanted(t *testing.T) {
 	name, _ := testenv.OtherUser(t)
 	f := newRankFixture(t)

@@ -156,6 +156,13 @@ func (c *cluster) assertClean(output string) {
 	if len(stages) > 0 {
 		c.t.Errorf("stage left behind: %v", stages)
 	}
+	// a rank's private directory (HOME, caches) lives in the stage: nothing of it is left
+	// on the node, wherever the node's temporary directories are
+	for _, tmp := range []string{os.TempDir(), "/tmp"} {
+		if left, _ := filepath.Glob(filepath.Join(tmp, "operatorx-[0-9]*-[0-9]*-*")); len(left) > 0 {
+			c.t.Errorf("a rank's private directory left on the node: %v", left)
+		}
+	}
 }
 
 func waitFor(t testing.TB, what string, timeout time.Duration, ok func() bool) {
