@@ -33,19 +33,21 @@ func ReadExecution(ctx context.Context, path string) (*Execution, error) {
 	return readExecution(ctx, path, math.MaxInt)
 }
 
-// ExecutionOwner is the run id and the runner an execution.json names, read leniently:
-// ok is false when the file is not a readable JSON object. recover checks them, in the
-// seed's order, before ReadExecution checks the layout.
-func ExecutionOwner(ctx context.Context, path string) (runID, runner string, ok bool) {
+// ExecutionOwner is the run id, the runner and the stage an execution.json names, read
+// leniently: ok is false when the file is not a readable JSON object. recover checks
+// them, in the seed's order (run and runner, then the stage's user), before
+// ReadExecution checks the layout.
+func ExecutionOwner(ctx context.Context, path string) (runID, runner, stage string, ok bool) {
 	v, err := files.ReadJSON(ctx, path)
 	o, isObj := v.(*pyjson.Object)
 	if err != nil || !isObj {
-		return "", "", false
+		return "", "", "", false
 	}
 	runID, _ = o.String("run_id")
+	stage, _ = o.String("stage")
 	cell, _ := o.Object("cell")
 	runner, _ = cell.String("runner")
-	return runID, runner, true
+	return runID, runner, stage, true
 }
 
 // ReadExecutionHead is ReadExecution without the cell's cases (only how many it lists,
@@ -175,8 +177,10 @@ func decodeExecution(path string, v pyjson.Value) (*Execution, error) {
 	if _, ok = cell.String("id"); !ok {
 		return nil, fmt.Errorf("%s: cell.id must be a string", path)
 	}
-	if _, ok = cell.String("runner"); !ok {
-		return nil, fmt.Errorf("%s: cell.runner must be a string", path)
+	if v, present := cell.Get("runner"); present { // ci.py's summarize reads none; when there, a string
+		if _, ok = v.(string); !ok {
+			return nil, fmt.Errorf("%s: cell.runner must be a string", path)
+		}
 	}
 	e.Cell = DecodeCell(cell)
 	return e, nil

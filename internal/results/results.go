@@ -304,6 +304,7 @@ type shardRead struct {
 	attempts    []Attempt
 	counted     bool // it has a counted execution, whose run and source are:
 	runID, sha  string
+	unkeyed     *Unkeyed // its cases cannot be keyed: judged by ci.py's rule
 }
 
 // readShard reads a shard and settles it: its cases from the manifest (Cell.ReadCases),
@@ -321,7 +322,10 @@ func (wk *walker) readShard(ctx context.Context, s *summary.Shard) (*shardRead, 
 	if cell.Cases, *buf, err = s.Cell.ReadCases(ctx, *buf); err != nil {
 		return nil, err
 	}
-	if r.cases, err = CellCases(&cell); err != nil { // keyed here, on every core
+	var unkeyed *Unkeyed
+	if r.cases, err = CellCases(&cell); errors.As(err, &unkeyed) {
+		r.unkeyed, r.cases = unkeyed, nil // judged by ci.py's rule (settleStatus)
+	} else if err != nil { // keyed here, on every core
 		return nil, fmt.Errorf("%s: %v", wk.manifest, err)
 	}
 	var execs []*execRows
@@ -366,6 +370,9 @@ func (wk *walker) readShard(ctx context.Context, s *summary.Shard) (*shardRead, 
 		return nil, err
 	}
 	settleStatus(s, r.cases, execs)
+	if r.unkeyed != nil {
+		s.Status = seedShardStatus(s)
+	}
 	for _, e := range execs { // what is kept was copied out
 		clear(e.rows)
 		rowBufs.Put(&e.rows)
@@ -402,6 +409,9 @@ func (wk *walker) settle(i int, r *shardRead) error {
 	}
 	l.Attempts = append(l.Attempts, r.attempts...)
 	l.tally.judge.Shard(s.ID, s.Status)
+	if r.unkeyed != nil {
+		l.tally.judge.Unkeyed(r.unkeyed.Shard, r.unkeyed.Why)
+	}
 	if len(r.kept)+len(r.extra) > 0 {
 		if err := wk.rows(&run.Shards[i], append(r.kept, r.extra...)); err != nil {
 			return err
@@ -411,6 +421,19 @@ func (wk *walker) settle(i int, r *shardRead) error {
 		return wk.missingOf(&run.Shards[i], r.cases)
 	}
 	return nil
+}
+
+// seedShardStatus is ci.py's status of a shard whose cases cannot be keyed (Unkeyed):
+// not run, or a success when its newest attempt exited 0 with an ok row and no error row,
+// else failed. Its rows carry no op, so no metric of theirs is judged (rowOf).
+func seedShardStatus(s *summary.Shard) string {
+	switch {
+	case !s.HasAttempt:
+		return verdict.NotRun
+	case s.Exited0 && s.OK > 0 && s.Error == 0:
+		return verdict.Success
+	}
+	return verdict.Failed
 }
 
 // settleStatus gives a shard the verdict's status over its cases (each its best row of
@@ -539,7 +562,7 @@ func rowOf(r *summary.ResultRow, sh *Shard, lean bool) Row {
 	row := Row{Shard: sh.ID, Cluster: sh.Cluster, Runner: sh.Runner, WorldSize: sh.WorldSize, Attempt: sh.Attempt, Peak: sh.Peak,
 		Status: r.Status, Message: safe.Cap(r.Message, safe.MaxMessage), Testlist: r.Testlist, OpType: r.OpType, Backend: r.Backend, Args: r.Args, ArgsKey: r.ArgsKey}
 	ms := r.Metrics
-	if row.Status == "ok" {
+	if row.Status == "ok" && (r.OpType != "" || r.Testlist != "") { // a row of no op (ci.py's tests) has no metric to judge
 		if why := invalid(ms); why != "" { // no measurement: an error, everywhere
 			row.Status, row.Message, row.Invalid = "error", why, true
 		}

@@ -182,9 +182,15 @@ func Recover(ctx context.Context, s *Slurm, artifacts, runID string, runner plat
 	}
 	n := 0
 	for _, path := range found {
-		// ci.py's order: whether it is this run's and runner's first, then its layout
-		if rid, label, ok := manifest.ExecutionOwner(ctx, path); ok && (rid != runID || label != runner.Label) {
-			return n, errors.New("recovery artifact does not match requested run/runner")
+		// ci.py's order: whether it is this run's and runner's first, then whether its
+		// stage is this user's, then its layout
+		if rid, label, stage, ok := manifest.ExecutionOwner(ctx, path); ok {
+			if rid != runID || label != runner.Label {
+				return n, errors.New("recovery artifact does not match requested run/runner")
+			}
+			if !inBase(stage, base) {
+				return n, errors.New("recovery stage does not belong to this runner/user")
+			}
 		}
 		ex, err := manifest.ReadExecution(ctx, path)
 		if err != nil {
@@ -193,11 +199,7 @@ func Recover(ctx context.Context, s *Slurm, artifacts, runID string, runner plat
 		if ex.RunID != runID || ex.Cell.Runner != runner.Label {
 			return n, errors.New("recovery artifact does not match requested run/runner")
 		}
-		parent := filepath.Dir(ex.Stage)
-		if r, err := filepath.EvalSymlinks(parent); err == nil {
-			parent = r
-		}
-		if parent != base {
+		if !inBase(ex.Stage, base) {
 			return n, errors.New("recovery stage does not belong to this runner/user")
 		}
 		if err := Finalize(ctx, s, filepath.Dir(path), cleanupSeconds); err != nil {
@@ -209,4 +211,13 @@ func Recover(ctx context.Context, s *Slurm, artifacts, runID string, runner plat
 		return 0, errors.New("no execution artifacts found to recover")
 	}
 	return n, nil
+}
+
+// inBase is whether a stage lies directly in the user's stage base (links resolved).
+func inBase(stage, base string) bool {
+	parent := filepath.Dir(stage)
+	if r, err := filepath.EvalSymlinks(parent); err == nil {
+		parent = r
+	}
+	return stage != "" && parent == base
 }

@@ -150,6 +150,20 @@ type Run struct {
 	by       map[string]*Tally
 	shards   map[string]int
 	failed   []string // the first shards that did not succeed, for the reasons
+	// unkeyed are the shards whose cases could not be keyed (ci.py's minimal manifests),
+	// judged by ci.py's rule; unkeyedWhy says why, of the first
+	unkeyed    []string
+	unkeyedWhy string
+}
+
+// Unkeyed counts a shard whose cases could not be keyed, and why: it is judged by
+// ci.py's rule (its status, given to Shard), and the verdict says so instead of claiming
+// that no case was requested.
+func (r *Run) Unkeyed(id, why string) {
+	if len(r.unkeyed) == 0 {
+		r.unkeyedWhy = why
+	}
+	r.unkeyed = append(r.unkeyed, id)
 }
 
 // Case counts one case of backend.
@@ -188,8 +202,11 @@ func (r *Run) Tally() Tally {
 
 // Verdict is a run judged.
 type Verdict struct {
-	OK      bool
-	Tally   Tally
+	OK    bool
+	Tally Tally
+	// Rule is, when some shards' cases could not be keyed, the rule they were judged by
+	// and why ("" otherwise): Line says it.
+	Rule    string
 	Reasons []string // why it failed, worst first (none when OK)
 	counted int      // the reason that is the tally's error and missing cases (-1: none)
 }
@@ -198,7 +215,10 @@ type Verdict struct {
 // shard failed, and every backend measured at least one.
 func (r *Run) Verdict() Verdict {
 	v := Verdict{Tally: r.Tally(), counted: -1}
-	if v.Tally.Cases() == 0 {
+	if len(r.unkeyed) > 0 {
+		v.Rule = fmt.Sprintf("judged by ci.py's rule (each shard exited 0 with an ok row and no error row, rows counted by status): the cases of %d shard(s) could not be keyed (shard %s: %s)",
+			len(r.unkeyed), r.unkeyed[0], r.unkeyedWhy)
+	} else if v.Tally.Cases() == 0 {
 		v.Reasons = append(v.Reasons, "no case was requested")
 	}
 	for _, b := range r.backends {
@@ -264,9 +284,15 @@ func (v Verdict) Class() string {
 // unsupported, 0 error, 0 missing; backend cpu measured nothing (7212 unsupported)".
 func (v Verdict) Line() string {
 	if v.OK {
+		if v.Rule != "" {
+			return "success: " + v.Rule
+		}
 		return "success: " + v.Tally.String()
 	}
 	parts := []string{v.Tally.String()}
+	if v.Rule != "" {
+		parts[0] = v.Rule
+	}
 	for i, r := range v.Reasons {
 		if i != v.counted { // the tally says it
 			parts = append(parts, r)
