@@ -30,11 +30,15 @@ type cluster struct {
 	t                         testing.TB
 	conf, dir, stageRoot, cfg string
 	tl                        string
+	rankDirsBefore            map[string]bool // the node's rank directories before the test (another run's)
 }
 
 func slurmCluster(t testing.TB) *cluster {
 	conf := testenv.SlurmConf(t)
-	c := &cluster{t: t, conf: conf, dir: t.TempDir()}
+	c := &cluster{t: t, conf: conf, dir: t.TempDir(), rankDirsBefore: map[string]bool{}}
+	for _, d := range rankDirs() {
+		c.rankDirsBefore[d] = true
+	}
 	c.stageRoot = filepath.Join(c.dir, "shared")
 	os.MkdirAll(c.stageRoot, 0o755)
 	c.cfg = filepath.Join(c.dir, "platforms.json")
@@ -158,11 +162,22 @@ func (c *cluster) assertClean(output string) {
 	}
 	// a rank's private directory (HOME, caches) lives in the stage: nothing of it is left
 	// on the node, wherever the node's temporary directories are
-	for _, tmp := range []string{os.TempDir(), "/tmp"} {
-		if left, _ := filepath.Glob(filepath.Join(tmp, "operatorx-[0-9]*-[0-9]*-*")); len(left) > 0 {
-			c.t.Errorf("a rank's private directory left on the node: %v", left)
+	for _, d := range rankDirs() {
+		if !c.rankDirsBefore[d] {
+			c.t.Errorf("a rank's private directory left on the node: %s", d)
 		}
 	}
+}
+
+// rankDirs are the rank private directories (operatorx-<job>-<rank>-<random>) in the
+// node's temporary directories.
+func rankDirs() []string {
+	var out []string
+	for _, tmp := range []string{os.TempDir(), "/tmp"} {
+		left, _ := filepath.Glob(filepath.Join(tmp, "operatorx-[0-9]*-[0-9]*-*"))
+		out = append(out, left...)
+	}
+	return out
 }
 
 func waitFor(t testing.TB, what string, timeout time.Duration, ok func() bool) {
