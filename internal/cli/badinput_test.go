@@ -647,3 +647,32 @@ func TestRunManifestCheckedBeforeTheRunDirectory(t *testing.T) {
 		}
 	}
 }
+
+// Messages blame the right thing (issue 48): a mistyped subcommand is one "did you mean"
+// and exit 2, a mistyped flag or backend names the nearest one, an empty or wrong path
+// says what it is.
+func TestMessagesBlameTheRightThing(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "report.html")
+	os.WriteFile(file, []byte("<html></html>"), 0o644)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"history", "chek", "--fail-on-regression", "5"}, 2, `unknown command "chek" for "opx history"; did you mean check?`},
+		{[]string{"history", "chek"}, 2, `did you mean check?`},
+		{[]string{"hist", "add"}, 2, `unknown command "hist" for "opx"; did you mean history or list?`},
+		{[]string{"list"}, 2, "say what to list: runners, backends, testlists or images"},
+		{[]string{"run", "--testlist", "cpu_smoke"}, 2, "did you mean --testlists?"},
+		{[]string{"run", "--backends", "cpuu", "--out", filepath.Join(dir, "r1")}, 1, "no backend cpuu on the local runner (it runs: cpu, vllm; see opx list backends); did you mean cpu?"},
+		{[]string{"run", "--world-sizes=", "--out", filepath.Join(dir, "r2")}, 1, "--world-sizes is empty: give the world sizes to sweep"},
+		{[]string{"run", "--resume", filepath.Join(dir, "nosuch")}, 1, "no such run directory"},
+		{[]string{"report", file}, 1, "is a file, not a run directory"},
+	} {
+		r := runOpx(t, c.args...)
+		if r.code != c.code || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 2 {
+			t.Errorf("opx %s: exit %d %q, want %d and %q", strings.Join(c.args, " "), r.code, r.stderr, c.code, c.want)
+		}
+	}
+}

@@ -14,7 +14,7 @@ func newImportCmd(env Env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "import",
 		Short: "Bring a shard's image into the node's squashfs cache (run on the compute node)",
-		Long: `Run by execute through srun on the allocated node . Checks that the host's
+		Long: `Run by execute through srun on the allocated node. Checks that the host's
 architecture matches --image-platform before creating anything, takes the per-image lock
 <cache>/<key>.lock (waiting honours cancellation; a lock whose holder died is free),
 reuses <cache>/<key>.sqsh when it is whole, and otherwise runs

@@ -39,7 +39,12 @@ listed unless --platform-config, --containers or --testlist-dir
 replace a part of it, as they do for plan.`,
 		Example: `  opx list runners
   opx list testlists --testlist-dir ./testlists`,
-		Args:      cobra.ExactArgs(1),
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return &UsageError{fmt.Errorf("say what to list: runners, backends, testlists or images")}
+			}
+			return nil
+		},
 		ValidArgs: []string{"runners", "backends", "testlists", "images"},
 		RunE:      func(c *cobra.Command, args []string) error { return runList(env, o, args[0]) },
 	}

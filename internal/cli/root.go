@@ -22,6 +22,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/safe"
+	"github.com/semianalysis/opx/internal/suggest"
 	"github.com/semianalysis/opx/internal/version"
 )
 
@@ -248,7 +249,35 @@ func newRoot(ctx context.Context, env Env) *cobra.Command {
 	group("shard", newExecuteCmd(env), newFinalizeCmd(env), newRecoverCmd(env))
 	group("node", newImportCmd(env), newRankCmd(env), newBenchCmd(env), newFingerprintCmd(env))
 	root.AddCommand(newVersionCmd(env))
+	root.Args = unknownCommand
+	root.RunE = func(c *cobra.Command, args []string) error { return c.Help() }
+	for _, c := range root.Commands() {
+		if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+			// a group of commands (history): a mistyped subcommand is a usage error with
+			// one "did you mean", whatever flags follow it; alone, the group's help
+			c.Args = unknownCommand
+			c.FParseErrWhitelist.UnknownFlags = true
+			c.RunE = func(c *cobra.Command, args []string) error { return c.Help() }
+		}
+	}
 	return root
+}
+
+// unknownCommand refuses an argument where a subcommand was expected: "unknown command
+// "chek" for "opx history"; did you mean check?" (cobra's own message lists its
+// suggestions on lines of their own, which a one-line error runs together).
+func unknownCommand(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2
+	}
+	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return &UsageError{errors.New(msg)}
 }
 
 func newVersionCmd(env Env) *cobra.Command {
@@ -264,47 +293,18 @@ func newVersionCmd(env Env) *cobra.Command {
 }
 
 // suggestFlag adds "did you mean --NAME?" to an unknown-flag error when one of the
-// command's flags is within two edits of it (or starts with it), as cobra does for
-// commands.
+// command's flags is near it (suggest.Closest), as cobra does for commands.
 func suggestFlag(c *cobra.Command, err error) error {
 	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
 	if !ok {
 		return err
 	}
 	name, _, _ = strings.Cut(name, "=")
-	best, bestD := "", 3
-	c.Flags().VisitAll(func(f *pflag.Flag) {
-		d := editDistance(name, f.Name)
-		if strings.HasPrefix(f.Name, name) && d > 1 {
-			d = 1
-		}
-		if d < bestD {
-			best, bestD = f.Name, d
-		}
-	})
+	var names []string
+	c.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	best := suggest.Closest(name, names)
 	if best == "" {
 		return err
 	}
 	return fmt.Errorf("%w; did you mean --%s?", err, best)
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }

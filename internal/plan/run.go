@@ -3,6 +3,7 @@ package plan
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"github.com/semianalysis/opx/internal/pytext"
 	"github.com/semianalysis/opx/internal/recipes"
 	"github.com/semianalysis/opx/internal/registry"
+	"github.com/semianalysis/opx/internal/suggest"
 )
 
 // Request is a plan's selection and inputs: plan's flags.
@@ -107,6 +109,9 @@ func (o *Request) inputs() (Selection, Inputs, error) {
 		return sel, in, err
 	}
 	var sizes []int64
+	if strings.TrimSpace(o.WorldSizes) == "" {
+		return sel, in, errors.New("--world-sizes is empty: give the world sizes to sweep, such as 1 or 1,2,4,8")
+	}
 	for _, w := range strings.Split(o.WorldSizes, ",") {
 		n, err := pyjson.ParseInt(w)
 		if err != nil {
@@ -157,7 +162,14 @@ func (o *Request) images(reg *platform.Registry) (map[string]catalog.Image, erro
 			known = append(known, b)
 		}
 		sort.Strings(known)
-		return nil, fmt.Errorf("no %s backend module for: %s (%s backends: %s; see opx list backends)", vendor, strings.Join(missing, ", "), vendor, strings.Join(known, ", "))
+		hint := ""
+		if b := suggest.Closest(missing[0], known); b != "" {
+			hint = "; did you mean " + b + "?"
+		}
+		if runner.Label == platform.Local {
+			return nil, fmt.Errorf("no backend %s on the local runner (it runs: %s; see opx list backends)%s", strings.Join(missing, ", "), strings.Join(known, ", "), hint)
+		}
+		return nil, fmt.Errorf("no %s backend module for: %s (%s backends: %s; see opx list backends)%s", vendor, strings.Join(missing, ", "), vendor, strings.Join(known, ", "), hint)
 	}
 	return images, nil
 }

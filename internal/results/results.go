@@ -205,7 +205,9 @@ func FindManifest(dir, flag string) (string, error) {
 	})
 	switch len(found) {
 	case 0:
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+			return "", fmt.Errorf("%s is a file, not a run directory: give the directory that holds the run (its operatorx-manifest.json), such as %s", dir, filepath.Dir(dir))
+		} else if err != nil {
 			return "", fmt.Errorf("run directory %s: not found", dir)
 		}
 		return "", fmt.Errorf("%s: no operatorx-manifest.json in it; pass %s", dir, flag)

@@ -29,6 +29,9 @@ func runResume(ctx context.Context, o Options) error {
 	dir = files.RunDir(dir) // opx run --resume .opx-run/latest: the run it points to
 	s := newSweep(ctx, o, dir)
 	defer s.pr.finish()
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--resume %s: no such run directory (opx run prints the exact --resume command when a run is missing cases)", o.Resume)
+	}
 	if _, err := os.Stat(s.mpath); err != nil {
 		return fmt.Errorf("--resume %s: no operatorx-manifest.json in it (is it an opx run directory?)", o.Resume)
 	}
