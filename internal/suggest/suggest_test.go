@@ -10,9 +10,10 @@ func TestClosest(t *testing.T) {
 		want string
 	}{
 		{"testlist", []string{"testlist-dir", "testlists"}, "testlists"},
-		{"testl", []string{"testlist-dir", "testlists"}, "testlist-dir"},
+		{"testl", []string{"testlist-dir", "testlists"}, "testlists"}, // both begin with it: the nearer
 		{"cpuu", []string{"cpu", "vllm"}, "cpu"},
 		{"sglang", []string{"cpu", "vllm"}, ""},
+		{"test", []string{"testlist-dir"}, "testlist-dir"},
 	} {
 		if got := Closest(c.name, c.opts); got != c.want {
 			t.Errorf("Closest(%q, %v) = %q, want %q", c.name, c.opts, got, c.want)
