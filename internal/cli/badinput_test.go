@@ -69,7 +69,7 @@ func localManifest(t *testing.T, dir string, platformConfig ...string) (string, 
 
 func executeArgs(m, id, out string, extra ...string) []string {
 	return append([]string{"execute", "--manifest", m, "--shard", id, "--run-id", "9", "--attempt", "1", "--source-sha", "abc",
-		"--runner-name", "t", "--time-minutes", "5", "--cleanup-seconds", "5", "--output", out}, extra...)
+		"--runner-name", "t", "--time-minutes", "10", "--cleanup-seconds", "5", "--output", out}, extra...)
 }
 
 // stagePlatform declares a container-less custom runner staging under root.
@@ -669,6 +669,10 @@ func TestMessagesBlameTheRightThing(t *testing.T) {
 		{[]string{"run", "--world-sizes=", "--out", filepath.Join(dir, "r2")}, 1, "--world-sizes is empty: give the world sizes to sweep"},
 		{[]string{"run", "--resume", filepath.Join(dir, "nosuch")}, 1, "no such run directory"},
 		{[]string{"report", file}, 1, "is a file, not a run directory"},
+		{[]string{"run", "--time-minutes", "0", "--out", filepath.Join(dir, "r3")}, 2, "--time-minutes 0: give a positive number of minutes (salloc reads 0 as no limit)"},
+		{[]string{"run", "--time-minutes", "-5", "--out", filepath.Join(dir, "r4")}, 2, "--time-minutes -5: give a positive number"},
+		{[]string{"run", "--runner", "cluster:h200-dgxc", "--backends", "vllm", "--testlists", "gemm_perf", "--time-minutes", "3", "--out", filepath.Join(dir, "r5")}, 2,
+			"--time-minutes 3: an allocation of 180 s cannot hold the benchmark's own timeout (300 s) and 300 s for the image import and cleanup: give 10 or more"},
 	} {
 		r := runOpx(t, c.args...)
 		if r.code != c.code || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 2 {

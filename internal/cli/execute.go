@@ -65,6 +65,11 @@ func newSlurm(env Env) *shard.Slurm {
 }
 
 func runExecute(ctx context.Context, env Env, o *executeOptions) error {
+	if o.timeMinutes <= 0 { // the cluster's minimum is checked with the shard's runner (shard.CheckTime)
+		if err := shard.CheckTime(o.timeMinutes, true); err != nil {
+			return &UsageError{err}
+		}
+	}
 	reg, _, err := platform.LoadConfig(o.platformConfig)
 	if err != nil {
 		return err

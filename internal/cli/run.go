@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/semianalysis/opx/internal/platform"
+	"github.com/semianalysis/opx/internal/shard"
 	"github.com/semianalysis/opx/internal/sweep"
 	"github.com/spf13/cobra"
 )
@@ -38,6 +40,10 @@ func runRun(ctx context.Context, env Env, c *cobra.Command, o *runOptions) error
 				return &UsageError{fmt.Errorf("--resume reruns the run's own manifest in its own directory: drop --%s", name)}
 			}
 		}
+	}
+	// the runner the flags name (a --manifest or --resume run's is checked per shard)
+	if err := shard.CheckTime(o.timeMinutes, o.manifest != "" || o.resume != "" || o.plan.Runner == platform.Local); err != nil {
+		return &UsageError{err}
 	}
 	return sweep.Run(ctx, sweep.Options{Plan: o.plan, Dir: o.dir, Resume: o.resume, Manifest: o.manifest, MaxParallel: o.maxParallel, TimeMinutes: o.timeMinutes,
 		CleanupSecs: o.cleanupSecs, Getenv: env.getenv, Environ: env.environ(), Stdout: env.Stdout, Stderr: env.Stderr,

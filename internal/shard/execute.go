@@ -47,6 +47,25 @@ type Options struct {
 // like before they become parts of paths (files.SafeName).
 func SafeID(v string) bool { return files.SafeName(v) }
 
+// CheckTime checks a shard's time limit (--time-minutes) before anything runs: a positive
+// number of minutes (Slurm reads --time=0 as no limit at all), and on a cluster long enough
+// for the benchmark's own timeout (at least 300 s: BenchmarkLimit) and 300 s more for
+// the image import and cleanup.
+func CheckTime(minutes int, local bool) error {
+	if minutes <= 0 {
+		return fmt.Errorf("--time-minutes %d: give a positive number of minutes (salloc reads 0 as no limit)", minutes)
+	}
+	if !local && minutes*60 < BenchmarkLimit(minutes)+300 {
+		return fmt.Errorf("--time-minutes %d: an allocation of %d s cannot hold the benchmark's own timeout (%d s) and 300 s for the image import and cleanup: give 10 or more",
+			minutes, minutes*60, BenchmarkLimit(minutes))
+	}
+	return nil
+}
+
+// BenchmarkLimit is the benchmark step's timeout, in seconds, in an allocation of minutes:
+// the allocation less 300 s for the rest, and never under 300 s (the seed's rule).
+func BenchmarkLimit(minutes int) int { return max(300, minutes*60-300) }
+
 func checkID(what, v string) error {
 	if !SafeID(v) {
 		return fmt.Errorf("invalid %s %s: use letters, digits, '.', '_' and '-'", what, pytext.Repr(v))
@@ -102,6 +121,9 @@ func prepare(ctx context.Context, o Options) (*execution, error) {
 	}
 	cell, err := loadCell(ctx, o)
 	if err != nil {
+		return nil, err
+	}
+	if err := CheckTime(o.TimeMinutes, cell.Runner == platform.Local); err != nil {
 		return nil, err
 	}
 	entry, err := checkEntry(o, cell)

@@ -43,7 +43,7 @@ func (r *execution) runLocal(ctx context.Context) error {
 		return err
 	}
 	defer log.Close()
-	limit := time.Duration(max(300, r.o.TimeMinutes*60-300)) * time.Second
+	limit := time.Duration(BenchmarkLimit(r.o.TimeMinutes)) * time.Second
 	ctx, cancel := context.WithTimeoutCause(ctx, limit, fmt.Errorf("benchmark ran past its %s limit", limit))
 	defer cancel()
 	base, _ := r.benchEnv(localJob)

@@ -213,7 +213,7 @@ func (r *execution) benchStep(job, ncu string) Step {
 	} else {
 		run = append(run, filepath.Join(r.stage, "bin", "opx"), "rank")
 	}
-	limit := max(300, r.o.TimeMinutes*60-300)
+	limit := BenchmarkLimit(r.o.TimeMinutes)
 	argv := append([]string{"timeout", "-k", "30", strconv.Itoa(limit)}, run...)
 	return Step{Name: "benchmark", Log: "benchmark.log", Argv: argv, Env: env}
 }
