@@ -312,7 +312,7 @@ func (s *Store) Add(ctx context.Context, r *Run) (*Added, error) {
 	}
 	err := s.write(ctx, dir, rec)
 	if errors.Is(err, errAlready) {
-		out.Already = true
+		out.Already, out.At = true, rec.at
 		return out, nil
 	}
 	out.Replaced = rec.replaced
@@ -336,16 +336,17 @@ func (s *Store) write(ctx context.Context, dir string, rec *recorded) error {
 	// the same run (run id and first allocation) added again: nothing to write when it is
 	// unchanged; a run resumed since (a newer attempt, other outcomes) replaces its points
 	var old struct {
-		id                       int64
+		id, at                   int64
 		attempt, cases, measured int
 	}
-	err = tx.QueryRowContext(ctx, s.q("SELECT id, attempt, cases, measured FROM runs WHERE run_id = ? AND origin = ?"), rec.runID, rec.origin).
-		Scan(&old.id, &old.attempt, &old.cases, &old.measured)
+	err = tx.QueryRowContext(ctx, s.q("SELECT id, at, attempt, cases, measured FROM runs WHERE run_id = ? AND origin = ?"), rec.runID, rec.origin).
+		Scan(&old.id, &old.at, &old.attempt, &old.cases, &old.measured)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return fmt.Errorf("%s: %w", s.Where, err)
 	case old.attempt == rec.attempt && old.cases == len(rec.points) && old.measured == rec.measured:
+		rec.at = time.Unix(old.at, 0).UTC() // said as the store holds it, whatever --at said this time
 		return errAlready
 	default:
 		for _, del := range []string{"DELETE FROM points WHERE run = ?", "DELETE FROM confirmations WHERE run = ?", "DELETE FROM runs WHERE id = ?"} {

@@ -63,6 +63,13 @@ func TestAddARealRun(t *testing.T) {
 			t.Errorf("a filter of nothing: exit %d\n%s", o.Code, o.Stderr)
 		}
 	}
+	// the same run again with another --at: nothing written, and said at the time the
+	// store holds it
+	held := filepath.Join(dir, "held.db")
+	opx("history", "add", "--db", held, "--at", "2026-11-01T02:00:00Z", runs[0])
+	if o := opx("history", "add", "--db", held, "--at", "2026-11-02T02:00:00Z", runs[0]); o.Code != 0 || !strings.Contains(o.Stderr, "of 2026-11-01T02:00:00Z is already in") {
+		t.Errorf("re-added with another --at: exit %d %q", o.Code, o.Stderr)
+	}
 	// a run dated after now is refused before any store is made
 	db := filepath.Join(dir, "future.db")
 	o := opx("history", "add", "--db", db, "--at", time.Now().Add(48*time.Hour).UTC().Format(time.RFC3339), runs[0])
