@@ -669,6 +669,8 @@ func TestMessagesBlameTheRightThing(t *testing.T) {
 		{[]string{"run", "--world-sizes=", "--out", filepath.Join(dir, "r2")}, 1, "--world-sizes is empty: give the world sizes to sweep"},
 		{[]string{"run", "--resume", filepath.Join(dir, "nosuch")}, 1, "no such run directory"},
 		{[]string{"report", file}, 1, "is a file, not a run directory"},
+		{[]string{"doctor", "--runner", "h200"}, 2, "unknown runner h200: embedded platforms.json has no entry for it (runners: cluster:h100-dsxe, "},
+		{[]string{"doctor", "--runner", "h200"}, 2, "local); did you mean cluster:h200-dgxc?"},
 		{[]string{"run", "--time-minutes", "0", "--out", filepath.Join(dir, "r3")}, 2, "--time-minutes 0: give a positive number of minutes (salloc reads 0 as no limit)"},
 		{[]string{"run", "--time-minutes", "-5", "--out", filepath.Join(dir, "r4")}, 2, "--time-minutes -5: give a positive number"},
 		{[]string{"run", "--runner", "cluster:h200-dgxc", "--backends", "vllm", "--testlists", "gemm_perf", "--time-minutes", "3", "--out", filepath.Join(dir, "r5")}, 2,

@@ -3,12 +3,15 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/semianalysis/opx/internal/doctor"
 	"github.com/semianalysis/opx/internal/platform"
+	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/shard"
+	"github.com/semianalysis/opx/internal/suggest"
 )
 
 func newDoctorCmd(env Env) *cobra.Command {
@@ -42,7 +45,8 @@ Exit 1 when something required is missing; warnings alone exit 0.`,
 			}
 			entry, ok := reg.Facts(runner)
 			if !ok {
-				return fmt.Errorf("unknown runner %s: %s has no entry for it", runner, src)
+				return &UsageError{fmt.Errorf("unknown runner %s: %s has no entry for it (runners: %s)%s", safe.Text(runner), src,
+					strings.Join(reg.Labels(), ", "), didYouMeanRunner(runner, reg.Labels()))}
 			}
 			fs := doctor.Run(c.Context(), doctor.Options{Entry: entry, Getenv: env.getenv, Environ: env.environ(),
 				MinFree: uint64(minFree * (1 << 30)),
@@ -69,4 +73,24 @@ Exit 1 when something required is missing; warnings alone exit 0.`,
 	f.BoolVar(&asJSON, "json", false, "print the findings as JSON")
 	_ = c.MarkFlagRequired("runner")
 	return c
+}
+
+// didYouMeanRunner is "; did you mean cluster:h200-dgxc?" for a runner named by part of
+// its label (h200) or within two edits of one, else "".
+func didYouMeanRunner(name string, labels []string) string {
+	var hits []string
+	for _, l := range labels {
+		if name != "" && strings.Contains(l, name) {
+			hits = append(hits, l)
+		}
+	}
+	if len(hits) == 0 {
+		if best := suggest.Closest(name, labels); best != "" {
+			hits = []string{best}
+		}
+	}
+	if len(hits) == 0 {
+		return ""
+	}
+	return "; did you mean " + strings.Join(hits, " or ") + "?"
 }
