@@ -682,3 +682,13 @@ func TestMessagesBlameTheRightThing(t *testing.T) {
 		}
 	}
 }
+
+// compare's header names each side's run by id, source SHA and time, each labelled.
+func TestCompareHeaderNamesRuns(t *testing.T) {
+	base := craftedRun(t, "100", map[int][3]float64{1: {100, 98, 102}})
+	nw := craftedRun(t, "101", map[int][3]float64{1: {100, 98, 102}})
+	r := runOpx(t, "compare", base, nw)
+	if !strings.Contains(r.stdout, "(run 100, source abc") || !strings.Contains(r.stdout, "(run 101, source abc") {
+		t.Errorf("compare's header: %q", r.stdout)
+	}
+}

@@ -38,6 +38,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unique"
 
 	"github.com/semianalysis/opx/internal/fingerprint"
@@ -136,6 +137,9 @@ type Side struct {
 	Dir       string `json:"dir"`
 	RunID     string `json:"run_id"`
 	SourceSHA string `json:"source_sha"`
+	// At is when the run measured: its first allocation (RFC 3339, UTC; "" when it
+	// recorded none).
+	At        string `json:"at,omitempty"`
 	Rows      int    `json:"rows"`
 	Duplicate int    `json:"duplicate_keys"`
 	// Measured is how many of its cases, after its filter and the join, are measured
@@ -144,6 +148,16 @@ type Side struct {
 	// IgnoredSpreads counts its metrics whose recorded spread could not be one (inverted,
 	// below zero, not containing the value): judged as having none.
 	IgnoredSpreads int `json:"ignored_spreads"`
+}
+
+// label names a side's run in the Markdown: its id, source SHA and time, each labelled
+// ("run local, source unknown, measured 2026-12-06 03:13 UTC").
+func (s Side) label() string {
+	l := "run " + safe.Markdown(s.RunID) + ", source " + safe.Markdown(short(s.SourceSHA))
+	if t, err := time.Parse(time.RFC3339, s.At); err == nil {
+		l += ", measured " + t.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	return l
 }
 
 // Result is the whole comparison.
@@ -461,6 +475,19 @@ func (s *Run) judge(r *results.Row, j *judged) {
 // nodes its shards ran on.
 func (s *Run) finish(run *results.Run) {
 	s.Dir, s.RunID, s.SourceSHA = run.Dir, run.RunID, run.SourceSHA
+	var first time.Time
+	var attempts []results.Attempt
+	if run.Ledger != nil {
+		attempts = run.Ledger.Attempts
+	}
+	for _, a := range attempts {
+		if a.GrantedAt != nil && (first.IsZero() || a.GrantedAt.Before(first)) {
+			first = *a.GrantedAt
+		}
+	}
+	if !first.IsZero() {
+		s.At = first.UTC().Format(time.RFC3339)
+	}
 	for i := range s.rows {
 		if verdict.OfStatus(s.rows[i].status.String()) == verdict.Measured {
 			s.Measured++
@@ -900,8 +927,7 @@ func (r *Result) Regressions(pctLimit float64, allowMissing bool) []Case {
 // first, broken cases, improvements, ambiguous ones, and cases in one run only.
 func (r *Result) Markdown(w io.Writer) {
 	fmt.Fprintf(w, "## opx compare\n\n")
-	fmt.Fprintf(w, "Base: `%s` (run %s, %s) · New: `%s` (run %s, %s)\n\n", r.Base.Dir, r.Base.RunID, short(r.Base.SourceSHA),
-		r.New.Dir, r.New.RunID, short(r.New.SourceSHA))
+	fmt.Fprintf(w, "Base: `%s` (%s) · New: `%s` (%s)\n\n", r.Base.Dir, r.Base.label(), r.New.Dir, r.New.label())
 	var parts []string
 	for _, c := range classOrder {
 		if n := r.Counts[c]; n > 0 {
