@@ -564,3 +564,22 @@ func TestHugeMessageIsCapped(t *testing.T) {
 		t.Errorf("the ledger does not say the message was cut")
 	}
 }
+
+// history add prints what a run names itself (its run id) escaped: an ESC in it never
+// reaches the terminal raw.
+func TestAddPrintsRunIDEscaped(t *testing.T) {
+	run := filepath.Join(t.TempDir(), "run")
+	if o := opx("run", "--out", run); o.Code != 0 {
+		t.Fatalf("opx run: %s", o.Stderr)
+	}
+	files, _ := filepath.Glob(filepath.Join(run, "shards", "*", "execution.json"))
+	files = append(files, filepath.Join(run, "operatorx-manifest.json"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		os.WriteFile(f, []byte(strings.ReplaceAll(string(b), `"run_id": "local"`, `"run_id": "local\u001b]0;pwned\u0007\u001b[2J"`)), 0o644)
+	}
+	o := opx("history", "add", "--db", filepath.Join(t.TempDir(), "h.db"), "--at", "2026-11-01T02:00:00Z", run)
+	if strings.ContainsRune(o.Stderr, 0x1b) || !strings.Contains(o.Stderr, `local\x1b]0;pwned`) {
+		t.Errorf("history add: exit %d %q", o.Code, o.Stderr)
+	}
+}
