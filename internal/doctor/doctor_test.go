@@ -135,9 +135,9 @@ func TestDoctorOnLocalSlurm(t *testing.T) {
 	if r := doctor(c.platforms(t, `{"container": "none", "stage_dir": "`+c.stageRoot+`"}`), nil, "--json"); r.Code != 1 || !strings.Contains(r.Stdout, `"ready": false`) {
 		t.Errorf("--json with a failure: exit %d\n%s", r.Code, r.Stdout)
 	}
-	// an unknown runner is one line
+	// an unknown runner is one line, a usage error
 	cmd := exec.Command(opxBin, "doctor", "--runner", "cluster:nosuch")
-	if r := testenv.Run(cmd); r.Code != 1 || !strings.Contains(r.Stderr, "unknown runner cluster:nosuch") {
+	if r := testenv.Run(cmd); r.Code != 2 || !strings.Contains(r.Stderr, "unknown runner cluster:nosuch") {
 		t.Errorf("unknown runner: %d %q", r.Code, r.Stderr)
 	}
 }
