@@ -134,38 +134,50 @@ func (b *builder) write(ctx context.Context, w io.Writer, run *results.Run) erro
 }
 
 // headline is the page's headline and its tiles: the run's verdict (internal/verdict), in
-// the words and colours every command uses.
+// the words and colours every command uses. A tile is green only when the verdict is a
+// success (a failed run's fine figures are shown plain, never green beside a red
+// headline); a shard counts as succeeded only when it measured (an unsupported shard is
+// its own tile).
 func headline(run *results.Run) (string, string, []tile) {
-	var ok, unsup, errs, requested, succeeded, missing int
+	var ok, unsup, errs, requested, succeeded, declined, missing int
 	for _, s := range run.Shards {
 		ok, unsup, errs, requested = ok+s.OK, unsup+s.Unsupported, errs+s.Error, requested+s.RequestedShapes
-		switch {
-		case verdict.Good(s.Status):
+		switch s.Status {
+		case verdict.Success:
 			succeeded++
-		case s.Status == verdict.NotRun:
+		case verdict.Declined:
+			declined++
+		case verdict.NotRun:
 			missing++
 		}
 	}
 	l := run.Ledger
 	v, t := l.Verdict(), l.Totals()
-	return v.Line(), v.Class(), []tile{
+	cls := func(fine bool) string {
+		switch {
+		case !fine:
+			return "bad"
+		case v.OK:
+			return "good"
+		}
+		return ""
+	}
+	tiles := []tile{
 		{"Cases measured", fmt.Sprintf("%d / %d", t.Measured, t.Cases), cls(t.Measured > 0 && t.Measured+t.Unsupported == t.Cases)},
 		{"Cases unsupported", strconv.Itoa(t.Unsupported), ""},
 		{l.Unit() + "-hours", results.Hours(t.GPUSeconds), ""},
-		{"Shards succeeded", fmt.Sprintf("%d / %d", succeeded, len(run.Shards)), cls(succeeded == len(run.Shards) && len(run.Shards) > 0)},
-		{"Shards missing", strconv.Itoa(missing), cls(missing == 0)},
-		{"Cases requested", strconv.Itoa(requested), ""},
-		{"OK rows", strconv.Itoa(ok), cls(ok > 0)},
-		{"Unsupported rows", strconv.Itoa(unsup), ""},
-		{"Error rows", strconv.Itoa(errs), cls(errs == 0)},
+		{"Shards succeeded", fmt.Sprintf("%d / %d", succeeded, len(run.Shards)), cls(succeeded+declined == len(run.Shards) && succeeded > 0)},
 	}
-}
-
-func cls(good bool) string {
-	if good {
-		return "good"
+	if declined > 0 {
+		tiles = append(tiles, tile{"Shards answered, none measured", strconv.Itoa(declined), ""})
 	}
-	return "bad"
+	return v.Line(), v.Class(), append(tiles,
+		tile{"Shards missing", strconv.Itoa(missing), cls(missing == 0)},
+		tile{"Cases requested", strconv.Itoa(requested), ""},
+		tile{"OK rows", strconv.Itoa(ok), cls(ok > 0)},
+		tile{"Unsupported rows", strconv.Itoa(unsup), ""},
+		tile{"Error rows", strconv.Itoa(errs), cls(errs == 0)},
+	)
 }
 
 func dash(s string) string {

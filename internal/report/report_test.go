@@ -331,3 +331,25 @@ func TestReportStopsWithItsContext(t *testing.T) {
 		t.Errorf("write with its context cancelled: %v", err)
 	}
 }
+
+// Every tile agrees with the verdict: on a failed run (the fixture's: one shard failed,
+// one missing) no tile is green, whatever its own figure; the shards that measured are
+// the ones counted as succeeded.
+func TestTilesFollowTheVerdict(t *testing.T) {
+	dir := fixture(t)
+	out := filepath.Join(t.TempDir(), "r.html")
+	if _, err := WriteFile(context.Background(), out, filepath.Join(dir, "operatorx-manifest.json"), dir); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(out)
+	page := string(b)
+	if !strings.Contains(page, `<h1 class="bad"`) && !strings.Contains(page, "failed:") {
+		t.Fatalf("the fixture's run should fail")
+	}
+	if strings.Contains(page, `class="tile good"`) {
+		t.Errorf("a green tile on a failed run")
+	}
+	if !strings.Contains(page, `<div class="tv">1 / 3</div><div class="tl">Shards succeeded</div>`) {
+		t.Errorf("shards succeeded is not the one that measured")
+	}
+}
