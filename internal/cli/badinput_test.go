@@ -692,3 +692,20 @@ func TestCompareHeaderNamesRuns(t *testing.T) {
 		t.Errorf("compare's header: %q", r.stdout)
 	}
 }
+
+// A cluster shard that cannot start on this host (its stage root does not exist) is
+// recorded like any failed attempt — its phase and reason in the ledger — and the run's
+// last advice is to check the host with opx doctor before resuming.
+func TestUnstartableShardIsRecorded(t *testing.T) {
+	dir := t.TempDir()
+	cfg := stagePlatform(t, dir, filepath.Join(dir, "no-such-root"))
+	out := filepath.Join(dir, "run")
+	r := runOpx(t, "run", "--runner", "cluster:bad-stage", "--platform-config", cfg, "--backends", "cpu", "--testlists", "cpu_smoke", "--out", out)
+	if r.code != 1 || !strings.Contains(r.stderr, "could not start on this host: check it first, opx doctor --runner cluster:bad-stage") {
+		t.Fatalf("exit %d %q", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "cases.json"))
+	if err != nil || !strings.Contains(string(b), `"failure":"setup: `) || !strings.Contains(string(b), `"outcome":"failed"`) {
+		t.Errorf("the ledger does not say why the shard did not run: %v %.600s", err, b)
+	}
+}

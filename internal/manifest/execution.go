@@ -189,7 +189,10 @@ func decodeExecution(path string, v pyjson.Value) (*Execution, error) {
 // Write writes the execution.json, atomically, with the cell as the manifest has it.
 func (e *Execution) Write(path string) error {
 	o := pyjson.Obj("cell", e.Cell.Raw, "source_sha", e.SourceSHA, "run_id", e.RunID,
-		"attempt", e.Attempt, "stage", e.Stage, "token", e.Token)
+		"attempt", e.Attempt, "stage", e.Stage)
+	if e.Token != "" { // none for an execution that never started (its setup failed)
+		o.Set("token", e.Token)
+	}
 	if e.Peaks != nil {
 		o.Set("peaks", e.Peaks)
 	}

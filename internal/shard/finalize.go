@@ -188,6 +188,9 @@ func Recover(ctx context.Context, s *Slurm, artifacts, runID string, runner plat
 			if rid != runID || label != runner.Label {
 				return n, errors.New("recovery artifact does not match requested run/runner")
 			}
+			if stage == "" && hasStatus(path) {
+				continue // it never started (opx run recorded its setup failure): nothing to recover
+			}
 			if !inBase(stage, base) {
 				return n, errors.New("recovery stage does not belong to this runner/user")
 			}
@@ -220,4 +223,10 @@ func inBase(stage, base string) bool {
 		parent = r
 	}
 	return stage != "" && parent == base
+}
+
+// hasStatus is whether the execution beside path ended (its status.json is there).
+func hasStatus(path string) bool {
+	_, err := os.Stat(filepath.Join(filepath.Dir(path), manifest.StatusFile))
+	return err == nil
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,6 +68,9 @@ type sweep struct {
 	pr                 *progress
 	// execManifest is the manifest the shards execute: mpath, or a resume attempt's
 	exec string
+	// setupFailed counts the shards that failed before anything ran (a host problem:
+	// opx doctor says what, and a resume cannot help before it is fixed)
+	setupFailed atomic.Int32
 }
 
 // Run is opx run.
@@ -295,14 +299,55 @@ func (s *sweep) shard(ctx context.Context, reg *platform.Registry, cell *manifes
 	if err != nil {
 		state = "failed: " + safe.OneLine(err.Error())
 		if _, serr := os.Stat(out); serr != nil { // it failed before its output existed: a setup failure
-			state += " (nothing ran; check this host: opx doctor --runner " + safe.ShellWord(s.p.Runner)
-			if s.p.PlatformConfig != "" {
-				state += " --platform-config " + safe.ShellWord(s.p.PlatformConfig)
+			state += " (nothing ran; check this host: " + s.doctorCommand() + ")"
+			s.setupFailed.Add(1)
+			if werr := recordSetupFailure(ctx, out, s.exec, cell.ID, s.p, err); werr != nil {
+				s.pr.logf("%s: its setup failure could not be recorded: %v", cell.ID, werr)
 			}
-			state += ")"
 		}
 	}
 	s.pr.shardDone(cell.ID, summary.RowsIn(ctx, filepath.Join(out, "results")), state, time.Since(t0))
+}
+
+// doctorCommand is the opx doctor line that checks this host for the run's runner.
+func (s *sweep) doctorCommand() string {
+	c := "opx doctor --runner " + safe.ShellWord(s.p.Runner)
+	if s.p.PlatformConfig != "" {
+		c += " --platform-config " + safe.ShellWord(s.p.PlatformConfig)
+	}
+	return c
+}
+
+// recordSetupFailure writes what a shard that failed before anything ran leaves behind,
+// so that the ledger and the report say why like any failed attempt, not only the
+// terminal: its execution.json (the cell, no stage: none was made) and a status.json of
+// exit 1 whose failure is the setup's.
+func recordSetupFailure(ctx context.Context, out, manifestPath, id string, p plan.Request, cause error) (err error) {
+	m, err := manifest.Load(ctx, manifestPath) // the cell whole, as execute writes it
+	if err != nil {
+		return err
+	}
+	cell, ok := m.Cell(id)
+	if !ok {
+		return fmt.Errorf("shard %s is not in %s", id, manifestPath)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	if err := os.Mkdir(out, 0o700); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(out) // half a record is none: the shard stays missing
+		}
+	}()
+	ex := &manifest.Execution{Cell: cell, SourceSHA: p.SourceSHA, RunID: p.RunID, Attempt: p.Attempt}
+	if err := ex.Write(filepath.Join(out, "execution.json")); err != nil {
+		return err
+	}
+	return manifest.WriteStatus(filepath.Join(out, manifest.StatusFile), 1, []string{},
+		&manifest.Failure{Phase: "setup", Message: safe.Cap(safe.OneLine(cause.Error()), safe.MaxMessage)})
 }
 
 // finish writes the summary, the case ledger, the report and run.json, and prints the
@@ -350,7 +395,12 @@ func (s *sweep) finish(ctx context.Context, interrupted error) error {
 	pr.logf("report: %s", reportPath)
 	if t := run.Ledger.Totals(); interrupted != nil || t.Error+t.Missing > 0 {
 		// the exact command that pays only for what is still missing
-		pr.logf("to run only the %d case(s) still missing or in error: opx run --resume %s", t.Error+t.Missing, safe.ShellWord(s.dir))
+		if n := s.setupFailed.Load(); n > 0 {
+			pr.logf("%d shard(s) could not start on this host: check it first, %s; then, to run only the %d case(s) still missing or in error: opx run --resume %s",
+				n, s.doctorCommand(), t.Error+t.Missing, safe.ShellWord(s.dir))
+		} else {
+			pr.logf("to run only the %d case(s) still missing or in error: opx run --resume %s", t.Error+t.Missing, safe.ShellWord(s.dir))
+		}
 	}
 	if err := writeRunRecord(s.dir, pr.start, s.p, interrupted, true); err != nil {
 		return err
