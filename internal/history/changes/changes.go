@@ -72,12 +72,11 @@ type Judged struct {
 // each new or not, and holding there or not. It is what opx history check's gate decides
 // on, and what scripts/history-bench measures.
 func AtNewest(s []Obs, o Options) []Judged {
-	d := newDetector(s, o)
-	cur := d.detect(len(s))
+	cur := Detect(s, o)
 	if len(cur) == 0 {
 		return nil
 	}
-	prev := d.detect(len(s) - 1)
+	prev := Detect(s[:len(s)-1], o)
 	y := math.Log(s[len(s)-1].V)
 	out := make([]Judged, len(cur))
 	for i, c := range cur {
@@ -123,45 +122,17 @@ func Young(n int) (bool, int) { return n < MinRef+1, MinRef + 1 }
 
 // Detect is the series' changes, oldest first.
 func Detect(s []Obs, o Options) []Change {
-	return newDetector(s, o).detect(len(s))
-}
-
-// detector finds the changes of a series' prefixes; the pooled segmentation of each
-// prefix is worked out once (AtNewest's two checks, and each check's newest-runs tests,
-// segment mostly the same prefixes).
-type detector struct {
-	s   []Obs
-	y   []float64
-	o   Options
-	seg map[int][]Change // segment(0, m) of the pooled series, by m
-}
-
-func newDetector(s []Obs, o Options) *detector {
-	return &detector{s: s, y: logsOf(s), o: o, seg: map[int][]Change{}}
-}
-
-// segmented is the pooled series' segmentation of its first m runs.
-func (d *detector) segmented(m int) []Change {
-	if c, ok := d.seg[m]; ok {
-		return c
-	}
-	c := segment(d.s, d.y, 0, m, d.o.Alpha/4, d.o)
-	d.seg[m] = c
-	return c
-}
-
-// detect is the changes of the series' first n runs.
-func (d *detector) detect(n int) []Change {
+	n := len(s)
 	if young, _ := Young(n); young {
 		return nil
 	}
-	s, y, o := d.s[:n], d.y[:n], d.o
+	y := logsOf(s)
 	var out []Change
 	end := n
-	if ch, ok := d.newest(n); ok {
+	if ch, ok := newest(s, y, o); ok {
 		out, end = append(out, ch), ch.At
 	}
-	out = append(slices.Clone(d.segmented(end)), out...)
+	out = append(segment(s, y, 0, end, o.Alpha/4, o), out...)
 	// a shift in one node's points, where the series pooled over its nodes shows none
 	// near it: that node's alone
 	var tested []string
@@ -214,8 +185,8 @@ func logsOf(s []Obs) []float64 {
 // level after it are not one level) and it is large enough. The longest such tail is
 // taken (more runs at a new level say more), dated at its first run: the runs just before
 // the newest k that lie nearer the new level join it.
-func (d *detector) newest(n int) (Change, bool) {
-	s, y, o := d.s[:n], d.y[:n], d.o
+func newest(s []Obs, y []float64, o Options) (Change, bool) {
+	n := len(y)
 	alpha := o.Alpha / 2 / float64(len(Tails))
 	for i := len(Tails) - 1; i >= 0; i-- {
 		k := Tails[i]
@@ -223,7 +194,7 @@ func (d *detector) newest(n int) (Change, bool) {
 			continue
 		}
 		from := 0
-		if pre := d.segmented(n - k); len(pre) > 0 {
+		if pre := segment(s, y, 0, n-k, o.Alpha/4, o); len(pre) > 0 {
 			from = pre[len(pre)-1].At
 		}
 		if n-k-from < MinRef {
@@ -318,12 +289,15 @@ func segment(s []Obs, y []float64, a, b int, alpha float64, o Options) []Change 
 		if b-a < minPoints {
 			return
 		}
-		place, stat := bestSplit(y[a:b])
+		split, s0, e0, stat := levelOfRanks(ranks(y[a:b]))
 		p := levelP(stat, b-a)
 		if p > alpha {
 			return
 		}
-		at := a + place()
+		if e0-s0 >= 4 { // placed within the interval where the evidence is (only when significant: it is the costly part)
+			split = s0 + locate(y[a+s0:a+e0])
+		}
+		at := a + split
 		cut = append(cut, Change{At: at, P: p})
 		walk(a, at)
 		walk(at, b)
@@ -371,20 +345,6 @@ func shift(s []Obs, y []float64, a, at, b int, o Options) (float64, bool) {
 		return r, false // within what one run of the old level already spanned
 	}
 	return r, true
-}
-
-// bestSplit is the level statistic of y (levelOfRanks) that levelP calibrates, and a
-// function that places the split: where y most likely changed level, within the interval
-// where the evidence is (called only when the statistic is significant: it is the costly
-// part).
-func bestSplit(y []float64) (place func() int, z float64) {
-	at, s, e, z := levelOfRanks(ranks(y))
-	return func() int {
-		if e-s >= 4 {
-			return s + locate(y[s:e])
-		}
-		return at
-	}, z
 }
 
 // levelOfRanks is the level statistic of a series' ranks: the largest standardized
@@ -640,15 +600,11 @@ func Level(s []Obs, a, b int) float64 {
 	return median(v)
 }
 
-func median(v []float64) float64 { return medianInto(make([]float64, len(v)), v) }
-
-// medianInto is v's median, sorted in scratch (at least len(v) long).
-func medianInto(scratch, v []float64) float64 {
+func median(v []float64) float64 {
 	if len(v) == 0 {
 		return math.NaN()
 	}
-	s := scratch[:len(v)]
-	copy(s, v)
+	s := slices.Clone(v)
 	slices.Sort(s)
 	n := len(s)
 	if n%2 == 1 {
