@@ -41,7 +41,10 @@ type Quantile struct{ Q, P float64 }
 
 // SimulateLevel is the level statistic's upper quantiles at Probs for series of n points,
 // from r random permutations.
-func SimulateLevel(n, r int, seed uint64) []Quantile {
+func SimulateLevel(n, r int, seed uint64) []Quantile { return upperQuantiles(levelStats(n, r, seed)) }
+
+// levelStats are the level statistic of r random permutations of n ranks.
+func levelStats(n, r int, seed uint64) []float64 {
 	rng := rand.New(rand.NewPCG(seed, uint64(n)))
 	rk := make([]float64, n)
 	for i := range rk {
@@ -52,7 +55,7 @@ func SimulateLevel(n, r int, seed uint64) []Quantile {
 		rng.Shuffle(n, func(a, b int) { rk[a], rk[b] = rk[b], rk[a] })
 		_, _, _, stats[i] = levelOfRanks(rk)
 	}
-	return upperQuantiles(stats)
+	return stats
 }
 
 // upperQuantiles are the simulated statistics' upper quantiles at Probs, each with the
@@ -72,6 +75,17 @@ func upperQuantiles(s []float64) []Quantile {
 // SimulateTail is the newest runs' statistic's upper quantiles at Probs, for each k of
 // Tails (rows), with a reference of n points, from r Gaussian draws.
 func SimulateTail(n, r int, seed uint64) [][]Quantile {
+	stats := tailStats(n, r, seed)
+	out := make([][]Quantile, len(Tails))
+	for t := range Tails {
+		out[t] = upperQuantiles(stats[t])
+	}
+	return out
+}
+
+// tailStats are the newest runs' statistic, for each k of Tails (rows), of r Gaussian
+// draws of a reference of n points and the runs after it.
+func tailStats(n, r int, seed uint64) [][]float64 {
 	rng := rand.New(rand.NewPCG(seed, uint64(n)^0x51ed))
 	kmax := Tails[len(Tails)-1]
 	y := make([]float64, n+kmax)
@@ -87,11 +101,7 @@ func SimulateTail(n, r int, seed uint64) [][]Quantile {
 			stats[t][i], _, _, _ = tailTest(y[:n], y[n:n+k])
 		}
 	}
-	out := make([][]Quantile, len(Tails))
-	for t := range Tails {
-		out[t] = upperQuantiles(stats[t])
-	}
-	return out
+	return stats
 }
 
 // gridAt is the index in ns of the length n is read at.

@@ -2,7 +2,6 @@ package changes
 
 import (
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"testing"
@@ -25,47 +24,20 @@ func TestCalibrationTable(t *testing.T) {
 		}
 	}
 	for _, n := range []int{12, 20, 40, 60} {
-		q := levelTable[gridAt(LevelNs, n)]
-		rng := rand.New(rand.NewPCG(99, uint64(n)))
-		rk := make([]float64, n)
-		for i := range rk {
-			rk[i] = float64(i + 1)
-		}
-		stats := make([]float64, r)
-		for i := range stats {
-			rng.Shuffle(n, func(a, b int) { rk[a], rk[b] = rk[b], rk[a] })
-			_, _, _, stats[i] = levelOfRanks(rk)
-		}
+		stats := levelStats(n, r, 99) // another seed than the table's
 		slices.Sort(stats)
-		for _, x := range q[3:8] {
+		for _, x := range levelTable[gridAt(LevelNs, n)][3:8] {
 			k, _ := slices.BinarySearch(stats, x.Q) // below x.Q
 			within("level n="+itoa(n), float64(r-k)/r, x.P, levelRounds)
 		}
 	}
 	for _, n := range []int{4, 8, 20, 60} {
 		qs := tailTable[gridAt(TailNs, n)]
-		rng := rand.New(rand.NewPCG(99, uint64(n)))
-		y := make([]float64, n+5)
-		counts := make([][]int, len(Tails))
-		for t := range counts {
-			counts[t] = make([]int, len(Probs))
-		}
-		for range r {
-			for j := range y {
-				y[j] = rng.NormFloat64()
-			}
-			for t, k := range Tails {
-				z, _, _, _ := tailTest(y[:n], y[n:n+k])
-				for j, x := range qs[t] {
-					if z >= x.Q {
-						counts[t][j]++
-					}
-				}
-			}
-		}
-		for t, k := range Tails {
-			for j := 3; j < 8; j++ {
-				within("tail n="+itoa(n)+" k="+itoa(k), float64(counts[t][j])/r, qs[t][j].P, tailRounds)
+		for t, stats := range tailStats(n, r, 99) {
+			slices.Sort(stats)
+			for _, x := range qs[t][3:8] {
+				k, _ := slices.BinarySearch(stats, x.Q) // below x.Q
+				within("tail n="+itoa(n)+" k="+itoa(Tails[t]), float64(r-k)/r, x.P, tailRounds)
 			}
 		}
 	}
