@@ -358,11 +358,7 @@ func TestREADMEHistoryAndLinks(t *testing.T) {
 // host and port; a password given in the URL's parameters is never printed.
 func TestPostgresBounded(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	dir := t.TempDir()
-	run := filepath.Join(dir, "run")
-	if o := opx("run", "--out", run); o.Code != 0 {
-		t.Fatalf("opx run: %s", o.Stderr)
-	}
+	run := realRun(t)
 	if o := opx("history", "add", "--db", dsn, run); o.Code != 0 {
 		t.Fatalf("add: %s", o.Stderr)
 	}
@@ -454,30 +450,17 @@ func stallAfter(c net.Conn, addr, marker string) {
 // Rows of cases the manifest never requested are counted as extra, never made series:
 // history add records what summarize judges.
 func TestExtraRowsAreNotSeries(t *testing.T) {
-	run := filepath.Join(t.TempDir(), "run")
-	if o := opx("run", "--out", run); o.Code != 0 {
-		t.Fatalf("opx run: %s", o.Stderr)
-	}
-	files, _ := filepath.Glob(filepath.Join(run, "shards", "*", "results", "*", "*", "*.json"))
-	if len(files) != 1 {
-		t.Fatalf("results files: %v", files)
-	}
-	var doc map[string]any
-	b, _ := os.ReadFile(files[0])
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
-	rows := doc["rows"].([]any)
-	for i := range 6 { // six ok rows of shapes nobody asked for
-		row := map[string]any{}
-		b, _ := json.Marshal(rows[0])
-		json.Unmarshal(b, &row)
-		row["op"].(map[string]any)["args"].(map[string]any)["m"] = 7000 + i
-		rows = append(rows, row)
-	}
-	doc["rows"] = rows
-	b, _ = json.Marshal(doc)
-	os.WriteFile(files[0], b, 0o644)
+	run := realRun(t)
+	editRows(t, run, func(rows []any) []any {
+		for i := range 6 { // six ok rows of shapes nobody asked for
+			row := map[string]any{}
+			b, _ := json.Marshal(rows[0])
+			json.Unmarshal(b, &row)
+			row["op"].(map[string]any)["args"].(map[string]any)["m"] = 7000 + i
+			rows = append(rows, row)
+		}
+		return rows
+	})
 	o := opx("history", "add", "--db", filepath.Join(t.TempDir(), "h.db"), run)
 	if o.Code != 0 || !strings.Contains(o.Stderr, "6 cases (4 measured) recorded in") || !strings.Contains(o.Stderr, "; 6 extra row(s) of no requested case not recorded") {
 		t.Errorf("add of a run with extra rows: exit %d %q", o.Code, o.Stderr)
@@ -508,10 +491,7 @@ func TestAnotherUsersOutAndStore(t *testing.T) {
 			t.Errorf("%s: opx wrote %v", d, ents)
 		}
 	}
-	run := filepath.Join(t.TempDir(), "run")
-	if o := opx("run", "--out", run); o.Code != 0 {
-		t.Fatalf("opx run: %s", o.Stderr)
-	}
+	run := realRun(t)
 	store := filepath.Join(shared, "their.db")
 	if o := opx("history", "add", "--db", store, run); o.Code != 0 {
 		t.Fatalf("add: %s", o.Stderr)
@@ -534,21 +514,12 @@ func TestAnotherUsersOutAndStore(t *testing.T) {
 // A 20 MB message in one row makes neither a 20 MB page nor a 20 MB ledger: every reader
 // keeps at most safe.MaxMessage of it, saying how much it left out.
 func TestHugeMessageIsCapped(t *testing.T) {
-	run := filepath.Join(t.TempDir(), "run")
-	if o := opx("run", "--out", run); o.Code != 0 {
-		t.Fatalf("opx run: %s", o.Stderr)
-	}
-	files, _ := filepath.Glob(filepath.Join(run, "shards", "*", "results", "*", "*", "*.json"))
-	if len(files) != 1 {
-		t.Fatalf("results files: %v", files)
-	}
-	var doc map[string]any
-	b, _ := os.ReadFile(files[0])
-	json.Unmarshal(b, &doc)
-	row := doc["rows"].([]any)[0].(map[string]any)
-	row["status"], row["message"] = "error", strings.Repeat("x", 20<<20)
-	b, _ = json.Marshal(doc)
-	os.WriteFile(files[0], b, 0o644)
+	run := realRun(t)
+	editRows(t, run, func(rows []any) []any {
+		row := rows[0].(map[string]any)
+		row["status"], row["message"] = "error", strings.Repeat("x", 20<<20)
+		return rows
+	})
 	page := filepath.Join(t.TempDir(), "r.html")
 	opx("report", "--out", page, run)
 	cases := filepath.Join(t.TempDir(), "cases.json")
@@ -568,10 +539,7 @@ func TestHugeMessageIsCapped(t *testing.T) {
 // history add prints what a run names itself (its run id) escaped: an ESC in it never
 // reaches the terminal raw.
 func TestAddPrintsRunIDEscaped(t *testing.T) {
-	run := filepath.Join(t.TempDir(), "run")
-	if o := opx("run", "--out", run); o.Code != 0 {
-		t.Fatalf("opx run: %s", o.Stderr)
-	}
+	run := realRun(t)
 	files, _ := filepath.Glob(filepath.Join(run, "shards", "*", "execution.json"))
 	files = append(files, filepath.Join(run, "operatorx-manifest.json"))
 	for _, f := range files {
@@ -581,5 +549,34 @@ func TestAddPrintsRunIDEscaped(t *testing.T) {
 	o := opx("history", "add", "--db", filepath.Join(t.TempDir(), "h.db"), "--at", "2026-11-01T02:00:00Z", run)
 	if strings.ContainsRune(o.Stderr, 0x1b) || !strings.Contains(o.Stderr, `local\x1b]0;pwned`) {
 		t.Errorf("history add: exit %d %q", o.Code, o.Stderr)
+	}
+}
+
+// realRun is a real run of this machine (opx run, the cpu backend) in a fresh directory.
+func realRun(t *testing.T) string {
+	t.Helper()
+	run := filepath.Join(t.TempDir(), "run")
+	if o := opx("run", "--out", run); o.Code != 0 {
+		t.Fatalf("opx run: %s", o.Stderr)
+	}
+	return run
+}
+
+// editRows rewrites the rows of a real run's one results file.
+func editRows(t *testing.T, run string, edit func(rows []any) []any) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(run, "shards", "*", "results", "*", "*", "*.json"))
+	if len(files) != 1 {
+		t.Fatalf("results files: %v", files)
+	}
+	var doc map[string]any
+	b, _ := os.ReadFile(files[0])
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["rows"] = edit(doc["rows"].([]any))
+	b, _ = json.Marshal(doc)
+	if err := os.WriteFile(files[0], b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
