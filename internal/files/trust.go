@@ -50,21 +50,8 @@ func (e *UntrustedError) Error() string { return e.Path + ": " + e.Why }
 // CheckPrivateDir checks that path is a directory of this user's alone: a real directory
 // (not a symlink), owned by the effective user, with no group or other permission bits.
 func CheckPrivateDir(path string) error {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return err
-	}
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return &UntrustedError{path, "is a symlink, not a directory of this user's"}
-	case !fi.IsDir():
-		return &UntrustedError{path, "is not a directory"}
-	case UID(fi) != os.Geteuid():
-		return &UntrustedError{path, fmt.Sprintf("belongs to another user (%s); remove it or ask its owner to", Owner(fi))}
-	case fi.Mode().Perm()&0o077 != 0:
-		return &UntrustedError{path, fmt.Sprintf("is open to other users (%s); chmod 700 it", Owner(fi))}
-	}
-	return nil
+	return checkUserDir(path, dirRule{perm: 0o077, symlink: "is a symlink, not a directory of this user's",
+		other: "belongs to another user (%s); remove it or ask its owner to", open: "is open to other users (%s); chmod 700 it"})
 }
 
 // CheckOwnDir checks a directory opx will write into that it did not create (opx run's
@@ -72,19 +59,34 @@ func CheckPrivateDir(path string) error {
 // effective user, not writable by group or others — no other user can plant a link in it
 // (a shards link to a directory of root's, say) while the run writes there.
 func CheckOwnDir(path string) error {
+	return checkUserDir(path, dirRule{perm: 0o022, symlink: "is a symlink, not a directory of this user's; name the directory itself",
+		other: "belongs to another user (%s), who could change what opx writes there; use a directory of your own",
+		open:  "is writable by other users (%s), who could change what opx writes there; chmod go-w it"})
+}
+
+// dirRule is what checkUserDir refuses in a directory's permission bits, and how it says
+// each refusal (other and open take the directory's owner and mode).
+type dirRule struct {
+	perm                 fs.FileMode
+	symlink, other, open string
+}
+
+// checkUserDir checks that path is a real directory (not a symlink) owned by the
+// effective user, with none of rule.perm's permission bits.
+func checkUserDir(path string, rule dirRule) error {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return err
 	}
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return &UntrustedError{path, "is a symlink, not a directory of this user's; name the directory itself"}
+		return &UntrustedError{path, rule.symlink}
 	case !fi.IsDir():
 		return &UntrustedError{path, "is not a directory"}
 	case UID(fi) != os.Geteuid():
-		return &UntrustedError{path, fmt.Sprintf("belongs to another user (%s), who could change what opx writes there; use a directory of your own", Owner(fi))}
-	case fi.Mode().Perm()&0o022 != 0:
-		return &UntrustedError{path, fmt.Sprintf("is writable by other users (%s), who could change what opx writes there; chmod go-w it", Owner(fi))}
+		return &UntrustedError{path, fmt.Sprintf(rule.other, Owner(fi))}
+	case fi.Mode().Perm()&rule.perm != 0:
+		return &UntrustedError{path, fmt.Sprintf(rule.open, Owner(fi))}
 	}
 	return nil
 }
