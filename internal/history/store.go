@@ -71,22 +71,35 @@ func Open(ctx context.Context, dsn string, create bool, timeout time.Duration) (
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+	path, pg, err := parseDSN(dsn)
+	switch {
+	case err != nil:
+		return nil, err
+	case pg:
 		return openPG(ctx, dsn, timeout)
 	}
-	if scheme, _, ok := strings.Cut(dsn, "://"); ok && scheme != "sqlite" && !strings.ContainsAny(scheme, "/\\.") {
-		return nil, &ErrDSN{Scheme: scheme}
+	return openSQLite(ctx, path, create, timeout)
+}
+
+// parseDSN says what store dsn names: a PostgreSQL URL (pg), else a SQLite file's path
+// (with or without sqlite: or sqlite://); a URL of another scheme is an ErrDSN.
+func parseDSN(dsn string) (path string, pg bool, err error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		return "", true, nil
 	}
-	return openSQLite(ctx, strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite://"), "sqlite:"), create, timeout)
+	if scheme, _, ok := strings.Cut(dsn, "://"); ok && scheme != "sqlite" && !strings.ContainsAny(scheme, "/\\.") {
+		return "", false, &ErrDSN{Scheme: scheme}
+	}
+	return strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite://"), "sqlite:"), false, nil
 }
 
 // Files are the files of the SQLite store dsn names (the database and its journals), none
 // for a PostgreSQL one: what no output of a history command may be.
 func Files(dsn string) []string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") || strings.Contains(dsn, "://") && !strings.HasPrefix(dsn, "sqlite://") {
+	p, pg, err := parseDSN(dsn)
+	if pg || err != nil {
 		return nil
 	}
-	p := strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite://"), "sqlite:")
 	return []string{p, p + "-wal", p + "-shm", p + "-journal"}
 }
 
