@@ -74,11 +74,11 @@ func TestRealNCUSamples(t *testing.T) {
 // passed over, and the file's other counters are kept.
 func TestUnknownUnitOnlyMattersWhereUsed(t *testing.T) {
 	head := "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
-	ks, err := ncuKernels(stringsReader(head + "\"0\",\"k\",\"Registers Per Thread\",\"register/thread\",\"168\"\n\"0\",\"k\",\"gpu__time_duration.sum\",\"ns\",\"5\"\n"))
+	ks, err := ncuKernels(strings.NewReader(head + "\"0\",\"k\",\"Registers Per Thread\",\"register/thread\",\"168\"\n\"0\",\"k\",\"gpu__time_duration.sum\",\"ns\",\"5\"\n"))
 	if err != nil || len(ks) != 1 || ks[0].metrics["gpu__time_duration.sum"] != 5 {
 		t.Errorf("an unknown unit on a metric opx does not use: %v %+v", err, ks)
 	}
-	if _, err := ncuKernels(stringsReader(head + "\"0\",\"k\",\"gpu__time_duration.sum\",\"fortnight\",\"5\"\n")); err == nil {
+	if _, err := ncuKernels(strings.NewReader(head + "\"0\",\"k\",\"gpu__time_duration.sum\",\"fortnight\",\"5\"\n")); err == nil {
 		t.Errorf("an unknown unit on the kernel time was taken")
 	}
 }
@@ -131,5 +131,3 @@ func TestRealRocprofTraces(t *testing.T) {
 		}
 	}
 }
-
-func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }

@@ -28,7 +28,7 @@ func TestCalibrationTable(t *testing.T) {
 		slices.Sort(stats)
 		for _, x := range levelTable[gridAt(LevelNs, n)][3:8] {
 			k, _ := slices.BinarySearch(stats, x.Q) // below x.Q
-			within("level n="+itoa(n), float64(r-k)/r, x.P, levelRounds)
+			within("level n="+strconv.Itoa(n), float64(r-k)/r, x.P, levelRounds)
 		}
 	}
 	for _, n := range []int{4, 8, 20, 60} {
@@ -37,7 +37,7 @@ func TestCalibrationTable(t *testing.T) {
 			slices.Sort(stats)
 			for _, x := range qs[t][3:8] {
 				k, _ := slices.BinarySearch(stats, x.Q) // below x.Q
-				within("tail n="+itoa(n)+" k="+itoa(Tails[t]), float64(r-k)/r, x.P, tailRounds)
+				within("tail n="+strconv.Itoa(n)+" k="+strconv.Itoa(Tails[t]), float64(r-k)/r, x.P, tailRounds)
 			}
 		}
 	}
@@ -68,5 +68,3 @@ func TestCalibratedP(t *testing.T) {
 		t.Errorf("gridAt")
 	}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }

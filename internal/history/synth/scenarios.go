@@ -145,7 +145,7 @@ func Scenarios(seed uint64, count int) []Scenario {
 // AAStore is a store of n stationary series of runs runs at 1-3% noise.
 func AAStore(seed uint64, n, runs int) Scenario {
 	rng := rand.New(rand.NewPCG(seed, 0xaa))
-	sc := Scenario{Name: "A/A: a store of " + itoa(n) + " stationary series, " + itoa(runs) + " runs, 1-3% noise", Goal: true}
+	sc := Scenario{Name: "A/A: a store of " + strconv.Itoa(n) + " stationary series, " + strconv.Itoa(runs) + " runs, 1-3% noise", Goal: true}
 	for range n {
 		sc.Series = append(sc.Series, Labelled{Obs: quiet(rng, runs, 0.01*float64(1+rng.IntN(3))), Outlier: -1})
 	}
@@ -298,11 +298,9 @@ func span(young bool) string {
 
 func size(r float64) string {
 	if r >= 2 {
-		return itoa(int(r)) + "x"
+		return strconv.Itoa(int(r)) + "x"
 	}
-	return itoa(int(math.Round((r-1)*100))) + "%"
+	return strconv.Itoa(int(math.Round((r-1)*100))) + "%"
 }
 
-func pct(f float64) string { return itoa(int(math.Round(f*100))) + "%" }
-
-func itoa(n int) string { return strconv.Itoa(n) }
+func pct(f float64) string { return strconv.Itoa(int(math.Round(f*100))) + "%" }
