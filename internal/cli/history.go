@@ -188,6 +188,9 @@ func historyGate(f *history.Found, where string, o history.CheckOptions, pct flo
 
 // checkHistory opens the store (never creating one) and checks it; the caller closes it.
 func checkHistory(ctx context.Context, db string, timeout time.Duration, o history.CheckOptions) (*history.Store, *history.Found, error) {
+	if _, needs := changes.Young(0); o.Lookback < needs {
+		return nil, nil, &UsageError{fmt.Errorf("--lookback %d: read at least %d runs of each series (a series needs %d to be judged)", o.Lookback, needs, needs)}
+	}
 	s, err := openStore(ctx, db, false, timeout)
 	if err != nil {
 		return nil, nil, err
@@ -212,12 +215,23 @@ func notTheStore(flag, out, db string) error {
 // openStore opens the store --db names (history.DSN); a URL of a scheme opx keeps no
 // store in is a usage error.
 func openStore(ctx context.Context, db string, create bool, timeout time.Duration) (*history.Store, error) {
+	if err := checkDBTimeout(timeout); err != nil {
+		return nil, err
+	}
 	s, err := history.Open(ctx, history.DSN(db), create, timeout)
 	var bad *history.ErrDSN
 	if errors.As(err, &bad) {
 		return nil, &UsageError{err}
 	}
 	return s, err
+}
+
+// checkDBTimeout refuses a --db-timeout that would not let a command wait at all.
+func checkDBTimeout(timeout time.Duration) error {
+	if timeout <= 0 {
+		return &UsageError{fmt.Errorf("--db-timeout %s: give a positive time to wait on the store (30s)", timeout)}
+	}
+	return nil
 }
 
 // parseHistoryFilter parses check's --filter FIELD=VALUE[,...].
@@ -265,6 +279,9 @@ the run's points, and says so.`,
 					return &UsageError{fmt.Errorf("--at %q: not an RFC 3339 time (2026-11-30T02:00:00Z)", at)}
 				}
 				when = t
+			}
+			if err := checkDBTimeout(dbTimeout); err != nil { // before any run is read
+				return err
 			}
 			// every run is read before the store is opened (or made): a run that cannot be
 			// read leaves no store behind

@@ -65,7 +65,14 @@ func (e *errWriter) Write(p []byte) (int, error) {
 // WriteAtomicFunc is WriteAtomic for content produced by write, which streams into the
 // temporary file (buffered). An error of the file's writes is said with its path; an
 // error of write's own (an input it could not read) as it is.
+//
+// An existing path that is not a regular file (a device such as /dev/null, a FIFO, a
+// directory, or a link to one) is refused: the rename would replace it, and as root that
+// replaces a device node.
 func WriteAtomicFunc(path string, perm os.FileMode, write func(io.Writer) error) error {
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file: opx writes an output whole and renames it into place, which would replace it; give a file's path", path)
+	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

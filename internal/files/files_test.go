@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -65,5 +67,23 @@ func TestWriteAtomicFailureKeepsOld(t *testing.T) {
 	}
 	if names := listDir(t, dir); len(names) != 1 {
 		t.Fatalf("left in the directory: %v", names)
+	}
+}
+
+// An output path that is not a regular file (a FIFO here; /dev/null alike) is refused and
+// left as it was: the rename would replace it.
+func TestWriteAtomicRefusesSpecialFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip(err)
+	}
+	for _, p := range []string{fifo, dir} {
+		if err := WriteAtomic(p, []byte("x"), 0o644); err == nil || !strings.Contains(err.Error(), "is not a regular file") {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the FIFO was replaced: %v %v", fi.Mode(), err)
 	}
 }

@@ -125,6 +125,12 @@ func TestGatesOverNothing(t *testing.T) {
 			t.Errorf("history %v: exit %d %q", args, o.Code, o.Stderr)
 		}
 	}
+	for _, args := range [][]string{{"check", "--lookback", "0"}, {"check", "--lookback", "-3"}, {"report", "--lookback", "2"}, {"check", "--db-timeout", "-1s"}, {"add", "--db-timeout", "0s", dir}} {
+		o = opx(append(append([]string{"history"}, args...), "--db", empty)...)
+		if o.Code != 2 || !strings.Contains(o.Stderr, "--"+strings.TrimPrefix(args[1], "--")) {
+			t.Errorf("history %v: exit %d %q", args, o.Code, o.Stderr)
+		}
+	}
 	if o = opx("history", "check", "--db", "mysql://opx@db/opx"); o.Code != 2 || !strings.Contains(o.Stderr, "give a SQLite file path (or sqlite:PATH) or a postgres:// URL") {
 		t.Errorf("a mysql:// store: exit %d %q", o.Code, o.Stderr)
 	}
