@@ -123,6 +123,21 @@ func TestEstimateFromNeverOverwritesAndSaysTheHardware(t *testing.T) {
 	if b, _ := os.ReadFile(mine); string(b) != "my manifest" {
 		t.Error("an estimate wrote over the manifest in the current directory")
 	}
+	if r.stdout != "" {
+		t.Errorf("an estimate without --out printed a matrix for a manifest it did not keep: %q", r.stdout)
+	}
+	// the estimate is the time a case held its allocation times the GPUs the plan's shard
+	// holds: 16 GPU-s on an 8-GPU node is 2 s held, so 11 gemm cases at the op's mean are
+	// 176 GPU-s on an 8-GPU H200 node and 88 on a 4-GPU GB200 one
+	os.WriteFile(ledger, []byte(`{"schema": "opx-cases/1", "cases": [{"key": "k", "shard": "s", "op": "gemm", "cluster": "local", "status": "ok", "gpu_seconds": 16}],
+	  "attempts": [{"shard": "s", "attempt": 1, "accounted": true, "gpus": 8}]}`), 0o644)
+	for runner, want := range map[string]string{"cluster:h200-dgxc": "0.049 GPU-hours for 11 case(s)", "cluster:gb200-nv": "0.024 GPU-hours for 11 case(s)"} {
+		r = runOpx(t, "plan", "--runner", runner, "--backends", "vllm", "--testlists", "gemm_perf", "--world-sizes", "1",
+			"--estimate-from", ledger, "--digest-timeout", "1s")
+		if r.code != 0 || !strings.Contains(r.stderr, want) {
+			t.Errorf("%s: exit %d %q, want %q", runner, r.code, r.stderr, want)
+		}
+	}
 	r = runOpx(t, "plan", "--runner", "local", "--backends", "cpu", "--testlists", "cpu_smoke", "--world-sizes", "1", "--estimate-from", ledger, "--out", ledger)
 	if r.code != 2 || !strings.Contains(r.stderr, "is the ledger --estimate-from reads") {
 		t.Errorf("--out the ledger: exit %d %q", r.code, r.stderr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -106,7 +107,11 @@ func newPlanCmd(env Env) *cobra.Command {
 					o.Out = filepath.Join(tmp, "operatorx-manifest.json")
 				}
 			}
-			if err := plan.Run(c.Context(), o, env.Stdout, env.Stderr, isTerminal(env.Stderr)); err != nil {
+			stdout := env.Stdout
+			if x.estimateFrom != "" && !c.Flags().Changed("out") {
+				stdout = io.Discard // no matrix of queue tokens for a manifest that is not kept
+			}
+			if err := plan.Run(c.Context(), o, stdout, env.Stderr, isTerminal(env.Stderr)); err != nil {
 				return err
 			}
 			if x.estimateFrom != "" {

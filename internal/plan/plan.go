@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/big"
 	"slices"
 	"sort"
@@ -92,22 +93,23 @@ func registered(in Inputs, runner platform.Runner, entry *pyjson.Object, backend
 	return backend == CPU && ok
 }
 
-// Plan is the seed's plan() (docs/seed-spec.md §5.2–§5.4): it returns
-// {"version": 1, "excluded_shapes": N, "include": [cells]}.
-func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
+// Plan is ci.py's plan() (docs/seed-spec.md §5.2–§5.4): it returns
+// {"version": 1, "excluded_shapes": N, "include": [cells]}, and, beyond ci.py, a line for
+// each selected world size no shape of the testlists runs at (a plan drops them).
+func Plan(sel Selection, in Inputs) (*pyjson.Object, []string, error) {
 	p, err := check(sel, in)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := p.group(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cells := p.cells(p.shards())
 	if len(cells) == 0 {
-		return nil, selectionErr("selection contains no runnable shapes")
+		return nil, nil, selectionErr("selection contains no runnable shapes (%s)", p.sizesWhy())
 	}
 	if len(cells) > MaxShards {
-		return nil, selectionErr("selection exceeds 256 shards; narrow the testlists/backends/world sizes")
+		return nil, nil, selectionErr("selection exceeds 256 shards; narrow the testlists/backends/world sizes")
 	}
 	include := make([]pyjson.Value, len(cells))
 	for i, c := range cells {
@@ -118,7 +120,43 @@ func Plan(sel Selection, in Inputs) (*pyjson.Object, error) {
 		c.cell.Set("cases", cases)
 		include[i] = WithID(c.cell)
 	}
-	return pyjson.Obj("version", 1, "excluded_shapes", p.excluded, "include", include), nil
+	return pyjson.Obj("version", 1, "excluded_shapes", p.excluded, "include", include), p.dropped(), nil
+}
+
+// dropped is a line naming the selected world sizes no shape runs at, and why; none when
+// every selected size has shapes.
+func (p *planner) dropped() []string {
+	var none []string
+	for _, ws := range p.sel.WorldSizes {
+		if p.sizes[ws] == 0 && !slices.Contains(none, strconv.FormatInt(ws, 10)) {
+			none = append(none, strconv.FormatInt(ws, 10))
+		}
+	}
+	if len(none) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("world size %s dropped: %s", strings.Join(none, ", "), p.sizesWhy())}
+}
+
+// sizesWhy says at which world sizes the selected testlists' shapes run.
+func (p *planner) sizesWhy() string {
+	var names []string
+	for _, tl := range dedupe(p.sel.Testlists) {
+		names = append(names, tl.Name)
+	}
+	have := slices.Sorted(maps.Keys(p.sizes))
+	var at []string
+	for _, ws := range have {
+		at = append(at, strconv.FormatInt(ws, 10))
+	}
+	var sel []string
+	for _, ws := range p.sel.WorldSizes {
+		sel = append(sel, strconv.FormatInt(ws, 10))
+	}
+	if len(at) == 0 {
+		return fmt.Sprintf("the shapes of %s name no world size opx runs", strings.Join(names, ", "))
+	}
+	return fmt.Sprintf("the shapes of %s run at world size %s; selected %s", strings.Join(names, ", "), strings.Join(at, ", "), strings.Join(sel, ", "))
 }
 
 // planner is one Plan: the checked selection and the shapes it keeps, grouped.
@@ -133,6 +171,7 @@ type planner struct {
 	groups        map[groupKey][]int
 	recipes       map[string]*recipes.Match
 	excluded      int64
+	sizes         map[int64]int // the shapes at each world size, selected or not
 }
 
 // groupKey is what puts shapes into one shard: their split, recipe and process state.
@@ -184,7 +223,7 @@ func check(sel Selection, in Inputs) (*planner, error) {
 		return nil, err
 	}
 	return &planner{sel: sel, in: in, runner: runner, entry: entry, gpusV: gpusV, imagePlatform: imagePlatform,
-		groups: map[groupKey][]int{}, recipes: map[string]*recipes.Match{}}, nil
+		groups: map[groupKey][]int{}, recipes: map[string]*recipes.Match{}, sizes: map[int64]int{}}, nil
 }
 
 // checkBackends: registered for the platform, not cpu in counters mode, and on AMD only
@@ -244,6 +283,9 @@ func checkSizes(sel Selection, gpus int64) error {
 					offered = append(offered, strconv.FormatInt(w, 10))
 				}
 			}
+			if sel.Runner == platform.Local {
+				return selectionErr("world size %d exceeds the local runner's %d device(s) on this machine (it offers world sizes %s)", ws, gpus, strings.Join(offered, ", "))
+			}
 			return selectionErr("world size exceeds the runner's %d-GPU physical node (it offers world sizes %s)", gpus, strings.Join(offered, ", "))
 		}
 	}
@@ -295,6 +337,9 @@ func (p *planner) keyOf(shape *pyjson.Object) (groupKey, bool, error) {
 	ws, err := WorldSize(split)
 	if err != nil {
 		return groupKey{}, false, fmt.Errorf("args.parallel: %v", err)
+	}
+	if n, ok := worldSizeInt(ws); ok {
+		p.sizes[n]++
 	}
 	if !inWorldSizes(ws, p.sel.WorldSizes) {
 		return groupKey{}, false, nil
@@ -542,6 +587,19 @@ func mul(a, b pyjson.Value) (pyjson.Value, error) {
 		bf, _ = new(big.Float).SetInt(bi.Big()).Float64()
 	}
 	return af * bf, nil
+}
+
+// worldSizeInt is a world size as an integer, when it is a whole number.
+func worldSizeInt(ws pyjson.Value) (int64, bool) {
+	switch x := ws.(type) {
+	case pyjson.Int:
+		return x.Int64()
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+			return int64(x), true
+		}
+	}
+	return 0, false
 }
 
 func inWorldSizes(ws pyjson.Value, sizes []int64) bool {

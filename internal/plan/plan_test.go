@@ -55,7 +55,7 @@ func ids(result *pyjson.Object) []string {
 
 func TestGoldenExample1(t *testing.T) {
 	g := registryFor(t, h100)
-	res, err := Plan(Selection{Runner: "cluster:h100-dsxe", Backends: []string{"torch"},
+	res, _, err := Plan(Selection{Runner: "cluster:h100-dsxe", Backends: []string{"torch"},
 		Testlists:  []Testlist{{"tiny", shapes(t, `[{"type":"gemm","args":{"m":2}}]`)}},
 		WorldSizes: []int64{1}, ChunkSize: 1, Mode: "timing"},
 		Inputs{Registry: g, Images: map[string]catalog.Image{"torch": {Image: "image:1"}}})
@@ -85,7 +85,7 @@ func TestGoldenExample1(t *testing.T) {
 
 func TestGoldenExample2(t *testing.T) {
 	g := registryFor(t, h100)
-	res, err := Plan(Selection{Runner: "cluster:h100-dsxe", Backends: []string{"a", "b"},
+	res, _, err := Plan(Selection{Runner: "cluster:h100-dsxe", Backends: []string{"a", "b"},
 		Testlists: []Testlist{{"small", shapes(t, `[{"type":"gemm","args":{"m":2}},{"type":"gemm","args":{"m":2}},
 			{"type":"gemm","args":{"m":2,"parallel":{"tp":4}}},{"type":"gemm","args":{"m":2,"parallel":{"tp":16}}}]`)}},
 		WorldSizes: []int64{1, 4}, ChunkSize: 1, Mode: "timing"},
@@ -104,7 +104,7 @@ func TestGoldenExample2(t *testing.T) {
 
 func TestGoldenExample3Arm64(t *testing.T) {
 	g := registryFor(t, h100)
-	res, err := Plan(Selection{Runner: "cluster:gb200-nv", Backends: []string{"torch"},
+	res, _, err := Plan(Selection{Runner: "cluster:gb200-nv", Backends: []string{"torch"},
 		Testlists:  []Testlist{{"tiny", shapes(t, `[{"type":"gemm","args":{"m":2}},{"type":"allreduce","args":{"parallel":{"tp":8}}}]`)}},
 		WorldSizes: []int64{1}, ChunkSize: 50, Mode: "timing"},
 		Inputs{Registry: g, Images: map[string]catalog.Image{"torch": {Image: "image:1"}}})
@@ -121,7 +121,7 @@ func TestGoldenExample3Arm64(t *testing.T) {
 
 func TestGoldenExample4CountersOrdering(t *testing.T) {
 	g := registryFor(t, h100)
-	res, err := Plan(Selection{Runner: "cluster:h200-dgxc", Backends: []string{"vllm", "torch"},
+	res, _, err := Plan(Selection{Runner: "cluster:h200-dgxc", Backends: []string{"vllm", "torch"},
 		Testlists:  []Testlist{{"b", shapes(t, `[{"type":"gqa","args":{"m":2}}]`)}, {"a", shapes(t, `[{"type":"gemm","args":{"m":2}}]`)}},
 		WorldSizes: []int64{1}, ChunkSize: 500, Mode: "counters"},
 		Inputs{Registry: g, Images: map[string]catalog.Image{"vllm": {Image: "v:1"}, "torch": {Image: "t:1"}}})
@@ -217,7 +217,7 @@ func TestValidationErrors(t *testing.T) {
 		{sel("cluster:h100-dsxe", v, gemm, []int64{1}, 501, "timing"), "chunk size must be between 1 and 500"},
 		{sel("cluster:h100-dsxe", v, gemm, []int64{2}, 1, "timing"), "selection contains no runnable shapes"},
 	} {
-		_, err := Plan(c.s, Inputs{Registry: g, Images: img, Config: "cfg.json"})
+		_, _, err := Plan(c.s, Inputs{Registry: g, Images: img, Config: "cfg.json"})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %v: got %v, want %q", c.s.Runner, c.s.Backends, err, c.want)
 		}
@@ -235,7 +235,7 @@ func TestShardCap(t *testing.T) {
 		b.WriteString(`{"type":"gemm","args":{"m":` + string(rune('0'+i%10)) + `}}`)
 	}
 	b.WriteString("]")
-	_, err := Plan(Selection{"cluster:h100-dsxe", []string{"vllm"}, []Testlist{{"big", shapes(t, b.String())}}, []int64{1}, 1, "timing"},
+	_, _, err := Plan(Selection{"cluster:h100-dsxe", []string{"vllm"}, []Testlist{{"big", shapes(t, b.String())}}, []int64{1}, 1, "timing"},
 		Inputs{Registry: g, Images: map[string]catalog.Image{"vllm": {Image: "v:1"}}})
 	if err == nil || err.Error() != "selection exceeds 256 shards; narrow the testlists/backends/world sizes" {
 		t.Fatal(err)
@@ -252,7 +252,7 @@ func TestRecipeShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Plan(Selection{"cluster:h200-dgxc", []string{"torch", "vllm"}, []Testlist{{"t", shapes(t,
+	res, _, err := Plan(Selection{"cluster:h200-dgxc", []string{"torch", "vllm"}, []Testlist{{"t", shapes(t,
 		`[{"type":"gemm","args":{"m":1},"sources":["org/m/q_proj","org/m/k_proj"]},{"type":"gemm","args":{"m":2},"sources":[]}]`)}},
 		[]int64{1}, 500, "timing"},
 		Inputs{Registry: g, Images: map[string]catalog.Image{"vllm": {Image: "v:1"}, "torch": {Image: "t:1"}}, Recipes: book})
@@ -381,7 +381,7 @@ func BenchmarkPlanEmbeddedCatalog(b *testing.B) {
 	sel, in := catalogSelection(b, 500)
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := Plan(sel, in); err != nil {
+		if _, _, err := Plan(sel, in); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -389,7 +389,7 @@ func BenchmarkPlanEmbeddedCatalog(b *testing.B) {
 
 // BenchmarkEncodeManifest encodes the whole embedded catalog's plan as write_json does.
 func BenchmarkEncodeManifest(b *testing.B) {
-	res, err := Plan(catalogSelection(b, 100))
+	res, _, err := Plan(catalogSelection(b, 100))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -413,5 +413,29 @@ func BenchmarkParseTestlists(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	}
+}
+
+// A world size selected but run by no shape is named with why, and a selection whose
+// sizes no shape runs at says at which sizes its shapes run (issue 48: the README's tour
+// asked 1,2,4,8 of gemm_perf and silently got 1).
+func TestDroppedWorldSizesAreNamed(t *testing.T) {
+	g := registryFor(t, h100)
+	tl := []Testlist{{"mixed", shapes(t, `[{"type":"gemm","args":{"m":2}},
+	  {"type":"gemm","args":{"m":4,"parallel":{"tp":2}}}]`)}}
+	in := Inputs{Registry: g, Images: map[string]catalog.Image{"vllm": {Image: "v:1"}}}
+	_, dropped, err := Plan(Selection{"cluster:h200-dgxc", []string{"vllm"}, tl, []int64{1, 2, 4, 8}, 500, "timing"}, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "world size 4, 8 dropped: the shapes of mixed run at world size 1, 2; selected 1, 2, 4, 8"; strings.Join(dropped, "\n") != want {
+		t.Errorf("dropped %q, want %q", dropped, want)
+	}
+	if _, dropped, err = Plan(Selection{"cluster:h200-dgxc", []string{"vllm"}, tl, []int64{1, 2}, 500, "timing"}, in); err != nil || len(dropped) != 0 {
+		t.Errorf("every size has shapes: dropped %q, err %v", dropped, err)
+	}
+	_, _, err = Plan(Selection{"cluster:h200-dgxc", []string{"vllm"}, tl, []int64{8}, 500, "timing"}, in)
+	if want := "selection contains no runnable shapes (the shapes of mixed run at world size 1, 2; selected 8)"; err == nil || err.Error() != want {
+		t.Errorf("err %v, want %q", err, want)
 	}
 }

@@ -41,9 +41,12 @@ func Run(ctx context.Context, o *Request, stdout, stderr io.Writer, tty bool) er
 	if err := localBackends(ctx, o, sel); err != nil {
 		return err
 	}
-	result, err := Plan(sel, in)
+	result, dropped, err := Plan(sel, in)
 	if err != nil {
 		return err
+	}
+	for _, d := range dropped {
+		fmt.Fprintf(stderr, "opx plan: %s\n", d)
 	}
 	entry, _ := in.Registry.Entry(o.Runner)
 	if r, ok := in.Registry.Runner(o.Runner); ok {

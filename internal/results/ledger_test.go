@@ -119,8 +119,10 @@ func TestLedgerKeepsTheBestRowOfEveryAttempt(t *testing.T) {
 	if v := l.Verdict(); v.OK || !v.Tally.Settled() || v.Tally.Measured != 7 || v.Tally.Unsupported != 1 || strings.Join(v.Reasons, "; ") != "1 of 1 shards did not succeed (s-1)" {
 		t.Errorf("verdict %+v", v)
 	}
-	// the seed's shard report still counts the newest attempt only
-	if s := run.Summary.Shards[0]; s.Attempt != 2 || s.OK != 4 || s.Error != 1 || s.Status != "failed" {
+	// the shard report counts the newest attempt's rows and, for the cases it did not
+	// reach (shape 0 on both backends, shape 2 on torch), the rows attempt 1 wrote: no
+	// stale counts after a resume
+	if s := run.Summary.Shards[0]; s.Attempt != 2 || s.OK != 6 || s.Unsupported != 1 || s.Error != 1 || s.Status != "failed" {
 		t.Errorf("shard report %+v", s)
 	}
 	// GPU-seconds: 640 for attempt 1 over its 5 rows, 480 for attempt 2 over its 5

@@ -279,7 +279,10 @@ type CaseCost struct {
 	Key, Op    string
 	Cluster    string // where it was measured
 	GPUSeconds float64
-	Done       bool
+	// GPUs is what its shard's allocations held (an exclusive node: all its GPUs; 0 when
+	// no attempt of the shard was accounted): GPUSeconds / GPUs is the time it held them.
+	GPUs int
+	Done bool
 }
 
 // ReadLedgerCosts reads a cases.json for what its cases cost (opx plan --estimate-from).
@@ -295,9 +298,16 @@ func ReadLedgerCosts(ctx context.Context, path string) ([]CaseCost, error) {
 	if doc.Schema != LedgerSchema {
 		return nil, fmt.Errorf("%s: not a case ledger (schema %q, want %q)", path, doc.Schema, LedgerSchema)
 	}
+	gpus := map[string]int{} // each shard's allocation, as its accounted attempts held it
+	for _, a := range doc.Attempts {
+		if a.Accounted && a.GPUs > 0 {
+			gpus[a.Shard] = max(gpus[a.Shard], a.GPUs)
+		}
+	}
 	out := make([]CaseCost, 0, len(doc.Cases))
 	for _, c := range doc.Cases {
-		out = append(out, CaseCost{Key: c.Key, Op: c.Op, Cluster: c.Cluster, GPUSeconds: c.GPUSeconds, Done: verdict.OfStatus(c.Status) >= verdict.Unsupported})
+		out = append(out, CaseCost{Key: c.Key, Op: c.Op, Cluster: c.Cluster, GPUSeconds: c.GPUSeconds, GPUs: gpus[c.Shard],
+			Done: verdict.OfStatus(c.Status) >= verdict.Unsupported})
 	}
 	return out, nil
 }
@@ -360,19 +370,42 @@ type Estimate struct {
 
 // EstimateCost prices every case of the manifest: a case the earlier ledger measured at
 // what it cost there, any other at the mean cost of that ledger's cases of the same op
-// (else of all its cases).
+// (else of all its cases). A cost is the time the case held its allocation times the
+// GPUs the planned shard's allocation holds (gpus_per_node × nodes: an exclusive node is
+// charged whole), so a case measured on an 8-GPU node is priced at half on a 4-GPU one;
+// a cost whose allocation is not recorded is taken as it was.
 func EstimateCost(m *manifest.Manifest, costs []CaseCost) (Estimate, error) {
-	byKey := map[string]float64{}
-	opSum, opN := map[string]float64{}, map[string]int{}
-	all, allN := 0.0, 0
+	type cost struct {
+		held float64 // seconds the allocation was held for the case (GPUs known)
+		gpuS float64 // GPU-seconds as recorded (GPUs unknown)
+	}
+	at := func(c cost, gpus int64) float64 {
+		if gpus <= 0 {
+			return c.held + c.gpuS // the plan names no GPUs: its shards hold one
+		}
+		return c.held*float64(gpus) + c.gpuS
+	}
+	of := func(c CaseCost) cost {
+		if c.GPUs > 0 {
+			return cost{held: c.GPUSeconds / float64(c.GPUs)}
+		}
+		return cost{gpuS: c.GPUSeconds}
+	}
+	mean := func(c cost, n int) cost { return cost{c.held / float64(n), c.gpuS / float64(n)} }
+	byKey := map[string]cost{}
+	opSum, opN := map[string]cost{}, map[string]int{}
+	var all cost
+	allN := 0
 	for _, c := range costs {
 		if c.GPUSeconds <= 0 {
 			continue
 		}
-		byKey[c.Key] = c.GPUSeconds
-		opSum[c.Op] += c.GPUSeconds
+		x := of(c)
+		byKey[c.Key] = x
+		s := opSum[c.Op]
+		opSum[c.Op] = cost{s.held + x.held, s.gpuS + x.gpuS}
 		opN[c.Op]++
-		all += c.GPUSeconds
+		all = cost{all.held + x.held, all.gpuS + x.gpuS}
 		allN++
 	}
 	var e Estimate
@@ -381,18 +414,18 @@ func EstimateCost(m *manifest.Manifest, costs []CaseCost) (Estimate, error) {
 		if err != nil {
 			return e, err
 		}
+		gpus := cell.GPUsPerNode * max(cell.Nodes, 1)
 		for _, c := range cases {
 			e.Cases++
-			switch {
-			case byKey[c.Key] > 0:
+			if x, ok := byKey[c.Key]; ok {
 				e.Known++
-				e.GPUSeconds += byKey[c.Key]
-			case opN[c.Op] > 0:
+				e.GPUSeconds += at(x, gpus)
+			} else if opN[c.Op] > 0 {
 				e.ByOp++
-				e.GPUSeconds += opSum[c.Op] / float64(opN[c.Op])
-			case allN > 0:
+				e.GPUSeconds += at(mean(opSum[c.Op], opN[c.Op]), gpus)
+			} else if allN > 0 {
 				e.ByAll++
-				e.GPUSeconds += all / float64(allN)
+				e.GPUSeconds += at(mean(all, allN), gpus)
 			}
 		}
 	}

@@ -439,27 +439,39 @@ func seedShardStatus(s *summary.Shard) string {
 }
 
 // settleStatus gives a shard the verdict's status over its cases (each its best row of
-// every attempt) and how its chosen execution ended, and counts that execution's rows by
-// their settled status (an ok row that is no measurement counts as an error).
+// every attempt) and how its chosen execution ended, and counts the shard's rows by their
+// settled status (an ok row that is no measurement counts as an error): the chosen
+// execution's rows, as ci.py counts them, and for each case it did not reach (a resume
+// runs only what is missing) the row an older attempt wrote and the ledger kept — so a
+// resumed shard's table never shows a stale attempt's counts. With one attempt the counts
+// are ci.py's.
 func settleStatus(s *summary.Shard, cases []Case, execs []*execRows) {
 	var t verdict.Tally
 	for i := range cases {
 		t.Add(cases[i].Outcome(), 1)
 	}
 	s.Status = verdict.Shard(s.HasAttempt, s.Exited0, t)
+	count := func(status string) {
+		switch status {
+		case "ok":
+			s.OK++
+		case "unsupported":
+			s.Unsupported++
+		default:
+			s.Error++
+		}
+	}
 	for _, e := range execs {
 		if e.ex.Dir != s.Dir {
 			continue
 		}
 		s.OK, s.Unsupported, s.Error = 0, 0, 0
 		for i := range e.rows {
-			switch e.rows[i].Status {
-			case "ok":
-				s.OK++
-			case "unsupported":
-				s.Unsupported++
-			default:
-				s.Error++
+			count(e.rows[i].Status)
+		}
+		for i := range cases {
+			if c := &cases[i]; !c.Reached && c.Outcome() != verdict.Missing {
+				count(c.Status)
 			}
 		}
 	}
