@@ -15,11 +15,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,13 +35,24 @@ type Fingerprint struct {
 	TakenAt time.Time `json:"taken_at"`
 	Node    string    `json:"node"`
 	CPU     string    `json:"cpu_model,omitempty"`
-	Kernel  string    `json:"kernel,omitempty"`
-	Enroot  string    `json:"enroot,omitempty"`
-	Pyxis   string    `json:"pyxis,omitempty"`
-	Vendor  string    `json:"vendor"` // nvidia, amd, or none
-	Driver  string    `json:"driver,omitempty"`
-	Toolkit string    `json:"toolkit,omitempty"` // "CUDA 12.4", "ROCm 6.2.0"
-	GPUs    []GPU     `json:"gpus"`
+	// Cores is the CPUs the kernel lists, CPUMHz their mean clock now, Governor cpu0's
+	// cpufreq governor ("" where the machine has no cpufreq, as most VMs), Load the
+	// 1-, 5- and 15-minute load averages: what tells a busy or slowed machine's CPU numbers
+	// from its quiet ones.
+	Cores    int       `json:"cpu_cores,omitempty"`
+	CPUMHz   float64   `json:"cpu_mhz,omitempty"`
+	Governor string    `json:"cpu_governor,omitempty"`
+	Load     []float64 `json:"load_average,omitempty"`
+	// OtherRuns is each other opx run measuring on this machine when the snapshot was
+	// taken (OthersMeasuring).
+	OtherRuns []string `json:"other_opx_runs,omitempty"`
+	Kernel    string   `json:"kernel,omitempty"`
+	Enroot    string   `json:"enroot,omitempty"`
+	Pyxis     string   `json:"pyxis,omitempty"`
+	Vendor    string   `json:"vendor"` // nvidia, amd, or none
+	Driver    string   `json:"driver,omitempty"`
+	Toolkit   string   `json:"toolkit,omitempty"` // "CUDA 12.4", "ROCm 6.2.0"
+	GPUs      []GPU    `json:"gpus"`
 	// Missing names what could not be read, and why: "nvidia-smi: not found".
 	Missing []string `json:"missing,omitempty"`
 }
@@ -80,7 +93,18 @@ func Take(ctx context.Context, phase string, o Options) *Fingerprint {
 	}
 	f := &Fingerprint{Phase: phase, TakenAt: now().UTC(), Vendor: "none", GPUs: []GPU{}}
 	f.Node, _ = os.Hostname()
-	f.CPU = cpuModel(filepath.Join(o.Root, "/proc/cpuinfo"))
+	f.CPU, f.Cores, f.CPUMHz = cpuInfo(filepath.Join(o.Root, "/proc/cpuinfo"))
+	if b, err := os.ReadFile(filepath.Join(o.Root, "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")); err == nil {
+		f.Governor = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile(filepath.Join(o.Root, "/proc/loadavg")); err == nil {
+		for _, field := range strings.Fields(string(b))[:min(3, len(strings.Fields(string(b))))] {
+			if x, err := strconv.ParseFloat(field, 64); err == nil {
+				f.Load = append(f.Load, x)
+			}
+		}
+	}
+	f.OtherRuns = OthersMeasuring(o.Env, envOf(o.Env, SelfEnv))
 	if b, err := os.ReadFile(filepath.Join(o.Root, "/proc/sys/kernel/osrelease")); err == nil {
 		f.Kernel = strings.TrimSpace(string(b))
 	}
@@ -144,21 +168,40 @@ func errorsIsNotFound(err error) bool {
 	return errors.As(err, &ee) && errors.Is(ee.Err, exec.ErrNotFound)
 }
 
-// cpuModel is /proc/cpuinfo's first "model name" (x86) or "CPU part"/"Hardware" line.
-func cpuModel(path string) string {
+// cpuInfo is /proc/cpuinfo's first "model name" (x86) or "Model" line, how many
+// processors it lists, and their mean "cpu MHz" (0 where it gives none).
+func cpuInfo(path string) (model string, cores int, mhz float64) {
 	f, err := os.Open(path)
 	if err != nil {
-		return ""
+		return "", 0, 0
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
+	var sum float64
+	n := 0
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), ":")
-		if ok && (strings.TrimSpace(k) == "model name" || strings.TrimSpace(k) == "Model") {
-			return strings.TrimSpace(v)
+		if !ok {
+			continue
+		}
+		switch k, v = strings.TrimSpace(k), strings.TrimSpace(v); k {
+		case "model name", "Model":
+			if model == "" {
+				model = v
+			}
+		case "processor":
+			cores++
+		case "cpu MHz":
+			if x, err := strconv.ParseFloat(v, 64); err == nil {
+				sum += x
+				n++
+			}
 		}
 	}
-	return ""
+	if n > 0 {
+		mhz = math.Round(sum / float64(n))
+	}
+	return model, cores, mhz
 }
 
 var pyxisRE = regexp.MustCompile(`pyxis: version v([0-9][0-9A-Za-z.+-]*)`)

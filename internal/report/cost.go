@@ -33,6 +33,9 @@ func cost(run *results.Run) costView {
 	v := costView{Line: l.Line()}
 	t := l.Totals()
 	v.Note = fmt.Sprintf("Every attempt's allocation, granted to released, times the GPUs it held (an exclusive node: all of them); waiting for it (%s s in all) is not GPU time. Each attempt's GPU time is shared equally by the rows it wrote (by the cases it was asked to run when it wrote none), so the cases' GPU-seconds add up to the attempts'.", secs(t.PendingSeconds))
+	if l.CPU {
+		v.Note = "Every attempt's benchmark on this machine, start to end, times the processes it ran (one per rank, each on the machine's CPU). Each attempt's CPU time is shared equally by the rows it wrote (by the cases it was asked to run when it wrote none), so the cases' CPU-seconds add up to the attempts'."
+	}
 	for _, a := range l.Attempts {
 		row := attemptRow{Shard: a.Shard, Attempt: strconv.Itoa(a.Attempt), Outcome: a.Outcome, Class: a.Outcome,
 			Rows: fmt.Sprintf("%d / %d", a.Rows, a.Cases), Dir: a.Dir}

@@ -43,6 +43,7 @@ type builder struct {
 	gpuS             []float64    // the case's GPU-seconds over all attempts (NaN: not accounted)
 	impossible       []int        // rows above 100 % of a limit
 	throttled        []int        // rows whose GPUs were throttled while their attempt ran
+	shared           []int        // rows measured while another opx run measured on their machine
 	families         map[string]bool
 	sitePeaks        map[string]sol.Peak // a family's limits as a site declared them
 	msgs             map[string]map[string]*msgAgg
@@ -178,6 +179,9 @@ func (b *builder) add(r *results.Row) {
 	gs := math.NaN()
 	if r.GPUSeconds > 0 {
 		gs = r.GPUSeconds
+	}
+	if r.Shared != "" {
+		b.shared = append(b.shared, len(b.attempt))
 	}
 	if r.Throttled != "" {
 		b.throttled = append(b.throttled, len(b.attempt))
@@ -526,8 +530,10 @@ func (b *builder) dictionaries() any {
 		Units      map[string]string  `json:"units"`
 		Impossible []int              `json:"impossible"`
 		Throttled  []int              `json:"throttled"`
+		Shared     []int              `json:"shared"`
 	}{Series: b.series.list, SerFamily: b.serFam, ThrName: map[string]string{}, Units: map[string]string{}, Peaks: map[string]peakOut{},
-		Impossible: append([]int{}, b.impossible...), Throttled: append([]int{}, b.throttled...)}
+		Impossible: append([]int{}, b.impossible...), Throttled: append([]int{}, b.throttled...),
+		Shared: append([]int{}, b.shared...)}
 	for f := range b.families {
 		p, site := b.sitePeaks[f]
 		if !site {

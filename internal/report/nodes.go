@@ -13,6 +13,7 @@ import (
 // benchmark.
 type nodeRow struct {
 	Shard, Node, GPUs, Driver, Toolkit, PowerLimit, MaxSM, ECC, MIG, Temp, Stack, Throttle, Missing string
+	CPU, Cores, Clock, Governor, Load, Others                                                       string // the machine's CPU, for a local run
 	Bad                                                                                             bool
 }
 
@@ -32,6 +33,16 @@ func nodes(run *results.Run) ([]nodeRow, int) {
 		row := nodeRow{Shard: s.ID, Node: dash(f.Node), GPUs: dash(gpuList(f)), Driver: dash(sum.Driver), Toolkit: dash(sum.Toolkit),
 			PowerLimit: dash(sum.PowerLimit), MaxSM: dash(sum.MaxSMClock), ECC: dash(sum.ECC), MIG: dash(sum.MIG),
 			Temp: temps(s.Before, s.After), Stack: dash(stack(f)), Throttle: "—", Missing: dash(strings.Join(f.Missing, "; "))}
+		row.CPU, row.Governor = dash(f.CPU), dash(f.Governor)
+		row.Cores = dash(strings.TrimPrefix(strconv.Itoa(f.Cores), "0"))
+		if f.CPUMHz > 0 {
+			row.Clock = strconv.FormatFloat(f.CPUMHz, 'f', -1, 64) + " MHz"
+		}
+		row.Clock, row.Load = dash(row.Clock), loads(s.Before, s.After)
+		if o := fingerprint.SharedWith(s.Before, s.After); o != "" {
+			row.Others, row.Bad = o, true
+		}
+		row.Others = dash(row.Others)
 		if len(s.Throttle.GPUs) > 0 {
 			throttled++
 			row.Bad = true
@@ -73,6 +84,20 @@ func stack(f *fingerprint.Fingerprint) string {
 		out = append(out, "pyxis "+f.Pyxis)
 	}
 	return strings.Join(out, " · ")
+}
+
+// loads is the 1-minute load average before and after the benchmark.
+func loads(before, after *fingerprint.Fingerprint) string {
+	one := func(f *fingerprint.Fingerprint) string {
+		if f == nil || len(f.Load) == 0 {
+			return "?"
+		}
+		return strconv.FormatFloat(f.Load[0], 'f', 2, 64)
+	}
+	if one(before) == "?" && one(after) == "?" {
+		return "—"
+	}
+	return one(before) + " → " + one(after)
 }
 
 // temps is the hottest GPU before and after the benchmark.

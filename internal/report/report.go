@@ -20,8 +20,12 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/results"
@@ -48,6 +52,7 @@ var tmpl = sync.OnceValue(func() *template.Template {
 
 type page struct {
 	Title, RunID, SourceSHA, Verdict, VerdictClass, Generator string
+	When, Where                                               string // the run's first allocation (UTC), and its clusters and hosts
 	Attempts                                                  string
 	Unit                                                      string // GPU, or CPU for a run of the local runner
 	Tiles                                                     []tile
@@ -107,13 +112,17 @@ func (b *builder) write(ctx context.Context, w io.Writer, run *results.Run) erro
 	if p.RunID == "" {
 		p.RunID = "(no shard ran)"
 	}
-	p.Title = "opx report — run " + p.RunID
+	p.When, p.Where = when(run), where(run)
+	p.Title = "opx report — run " + p.RunID + " · " + p.When
 	p.Shards, p.Failures = shardRows(run)
 	p.Attempts = attempts(run)
 	p.Verdict, p.VerdictClass, p.Tiles = headline(run)
 	p.Cost = cost(run)
 	p.Nodes, p.ThrottledShards = nodes(run)
 	p.Counters = b.counters
+	if n := len(b.shared); n > 0 {
+		p.Tiles = append(p.Tiles, tile{"Rows measured beside another opx run", strconv.Itoa(n), "bad"})
+	}
 	if p.ThrottledRows = len(b.throttled); p.ThrottledRows > 0 {
 		p.Tiles = append(p.Tiles, tile{"Rows on a throttled GPU", strconv.Itoa(p.ThrottledRows), "bad"})
 	}
@@ -131,6 +140,62 @@ func (b *builder) write(ctx context.Context, w io.Writer, run *results.Run) erro
 	}
 	p.Data = template.JS(data)
 	return tmpl().Execute(w, p)
+}
+
+// when is the run's time: its first allocation's grant, UTC, and its last release.
+func when(run *results.Run) string {
+	var first, last time.Time
+	for _, a := range run.Ledger.Attempts {
+		if a.GrantedAt != nil && (first.IsZero() || a.GrantedAt.Before(first)) {
+			first = *a.GrantedAt
+		}
+		if a.ReleasedAt != nil && a.ReleasedAt.After(last) {
+			last = *a.ReleasedAt
+		}
+	}
+	if first.IsZero() {
+		return "time not recorded"
+	}
+	s := first.UTC().Format("2006-01-02 15:04 UTC")
+	if !last.IsZero() && last.UTC().Format("2006-01-02 15:04") != first.UTC().Format("2006-01-02 15:04") {
+		end := last.UTC().Format("15:04")
+		if last.UTC().Format("2006-01-02") != first.UTC().Format("2006-01-02") {
+			end = last.UTC().Format("2006-01-02 15:04")
+		}
+		s = first.UTC().Format("2006-01-02 15:04") + " to " + end + " UTC"
+	}
+	return s
+}
+
+// where is the run's clusters and the hosts its shards ran on (the first three, then how
+// many more).
+func where(run *results.Run) string {
+	clusters, hosts := map[string]bool{}, map[string]bool{}
+	for _, s := range run.Shards {
+		if s.Dir == "" {
+			continue
+		}
+		if s.Cluster != "" {
+			clusters[s.Cluster] = true
+		}
+		for _, h := range s.Hosts {
+			hosts[h] = true
+		}
+	}
+	list := func(m map[string]bool) string {
+		all := slices.Sorted(maps.Keys(m))
+		if len(all) > 3 {
+			return strings.Join(all[:3], ", ") + fmt.Sprintf(" and %d more", len(all)-3)
+		}
+		return strings.Join(all, ", ")
+	}
+	switch {
+	case len(clusters) == 0:
+		return "no shard ran"
+	case len(hosts) == 0:
+		return list(clusters)
+	}
+	return list(clusters) + " on " + list(hosts)
 }
 
 // headline is the page's headline and its tiles: the run's verdict (internal/verdict), in

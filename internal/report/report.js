@@ -53,8 +53,9 @@
     var statusName = ["ok", "unsupported", "error", "other"];
     var spread = {}, impossible = {};
     D.impossible.forEach(function (i) { impossible[i] = true; });
-    var throttled = {};
+    var throttled = {}, shared = {};
     D.throttled.forEach(function (i) { throttled[i] = true; });
+    D.shared.forEach(function (i) { shared[i] = true; });
     var attOther = {}, gsOf = {};
     D.attOther.forEach(function (p) { attOther[p[0]] = p[1]; });
     D.gs.forEach(function (p) { gsOf[p[0]] = p[1]; });
@@ -259,7 +260,7 @@
       for (var i = 0; i < n; i++) {
         if (op && D.cases[D.c[i]].o !== op) continue;
         if (st !== "" && D.st[i] !== Number(st)) continue;
-        if (text && (caseLabel(i) + " " + D.series[D.s[i]] + " " + statusName[D.st[i]] + (throttled[i] ? " throttled" : "")).toLowerCase().indexOf(text) < 0) continue;
+        if (text && (caseLabel(i) + " " + D.series[D.s[i]] + " " + statusName[D.st[i]] + (throttled[i] ? " throttled" : "") + (shared[i] ? " shared" : "")).toLowerCase().indexOf(text) < 0) continue;
         shown.push(i);
       }
       if (sortKey) {
@@ -277,7 +278,7 @@
       for (var j = pageAt; j < end; j++) {
         var i = shown[j], tr = el("tr");
         var thr = D.thr[i], unit = D.units[D.cases[D.c[i]].o] || "";
-        [[caseLabel(i), "code"], [D.cases[D.c[i]].o], [D.series[D.s[i]]], [statusName[D.st[i]] + (throttled[i] ? " (throttled GPU)" : ""), "st"], [time(D.lat[i]), "n"],
+        [[caseLabel(i), "code"], [D.cases[D.c[i]].o], [D.series[D.s[i]]], [statusName[D.st[i]] + (throttled[i] ? " (throttled GPU)" : "") + (shared[i] ? " (shared machine)" : ""), "st"], [time(D.lat[i]), "n"],
          [spread[i] ? time(spread[i][0]) + " – " + time(spread[i][1]) : "", "n"], [thr === null ? "" : sig(thr) + " " + unit, "n"],
          [D.sol[i] === null ? "" : sig(D.sol[i]) + " %" + (impossible[i] ? " impossible" : ""), impossible[i] ? "imp" : "n"],
          [String(att(i)), "n"], [gs(i) === null ? "" : sig(gs(i)), "n"]].forEach(function (c) {

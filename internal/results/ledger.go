@@ -391,6 +391,7 @@ type execRows struct {
 	rows []Row
 	// throttled is why its GPUs were held down while it ran ("" when they were not)
 	throttled string
+	shared    string // fingerprint.SharedWith: other opx runs measuring beside it
 	before    *fingerprint.Fingerprint
 	after     *fingerprint.Fingerprint
 	status    *manifest.Status // status.json, nil when absent or unreadable
@@ -431,6 +432,7 @@ func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*ex
 		e.att.SetAside = append(e.att.SetAside, e.counters.Problems...)
 	}
 	e.throttled = fingerprint.Throttled(e.before, e.after, int(exe.Cell.WorldSize)).String()
+	e.shared = fingerprint.SharedWith(e.before, e.after)
 	// a status.json that cannot be read fails the run only when it is the counted
 	// execution's (readShard); an older attempt's is judged as not ended
 	if e.status, e.statusErr = manifest.ReadStatus(ctx, filepath.Join(ex.Dir, manifest.StatusFile)); e.status != nil {
@@ -504,7 +506,7 @@ func settleShard(ctx context.Context, cases []Case, execs []*execRows, counted s
 		reached = reached[:0]
 		for i := range e.rows {
 			r := &e.rows[i]
-			r.Attempt, r.Throttled, r.Mode = e.ex.Attempt, e.throttled, e.exe.Cell.Mode
+			r.Attempt, r.Throttled, r.Shared, r.Mode = e.ex.Attempt, e.throttled, e.shared, e.exe.Cell.Mode
 			if e.counters != nil {
 				joinCounters(r, e.counters)
 			}

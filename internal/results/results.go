@@ -76,6 +76,7 @@ type Row struct {
 	Peak                                              *sol.Peak // its shard's site limits, if any
 	GPUSeconds                                        float64   // its case's GPU time over all attempts (Case.GPUSeconds)
 	Throttled                                         string    // why its GPUs were throttled while its attempt ran ("" when they were not, or unknown)
+	Shared                                            string    // the other opx runs that measured on its machine while its attempt ran ("" when none was seen)
 	// Index is the row's place in its results file: op <Index>, whose kernels counters
 	// mode finds in the opx<Index> range. Mode is its execution's (timing or counters);
 	// Counters its kernels' counters (counters mode), CounterProblem why it has none.

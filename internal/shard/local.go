@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/semianalysis/opx/internal/fingerprint"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/proc"
 )
@@ -48,10 +49,22 @@ func (r *execution) runLocal(ctx context.Context) error {
 	defer cancel()
 	base, _ := r.benchEnv(localJob)
 	bin := filepath.Join(r.stage, "bin", "opx")
-	r.fingerprint(ctx, r.fingerprintStep(localJob, "before"))
+	// the machine is claimed while the shard measures: another opx run measuring here at
+	// the same time is warned of, and each run's fingerprints name the other (the report
+	// marks the rows measured while it did)
+	fpBefore, fpAfter := r.fingerprintStep(localJob, "before"), r.fingerprintStep(localJob, "after")
+	if claim, err := fingerprint.StartMeasuring(r.o.Environ, fmt.Sprintf("run %s, shard %s, output %s", r.o.RunID, r.cell.ID, r.root)); err == nil {
+		defer claim.Close()
+		fpBefore.Env = proc.SetEnv(append([]string(nil), fpBefore.Env...), fingerprint.SelfEnv, claim.Name())
+		fpAfter.Env = proc.SetEnv(append([]string(nil), fpAfter.Env...), fingerprint.SelfEnv, claim.Name())
+		for _, o := range fingerprint.OthersMeasuring(r.o.Environ, claim.Name()) {
+			fmt.Fprintf(r.o.Stderr, "opx: warning: shard %s: another opx run is measuring on this machine (%s): both share its CPU, and the report marks the rows measured meanwhile\n", r.cell.ID, o)
+		}
+	}
+	r.fingerprint(ctx, fpBefore)
 	defer func() {
 		if ctx.Err() == nil {
-			r.fingerprint(ctx, r.fingerprintStep(localJob, "after"))
+			r.fingerprint(ctx, fpAfter)
 		}
 	}()
 	errs := make([]error, r.ws)

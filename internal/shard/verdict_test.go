@@ -5,8 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/semianalysis/opx/internal/fingerprint"
 )
 
 // One run, one answer: every command that reads a run says what internal/verdict says,
@@ -63,6 +66,17 @@ func TestEveryCommandGivesTheVerdict(t *testing.T) {
 			if !strings.Contains(r.stderr, " CPU-hours") || strings.Contains(r.stderr, "GPU-hours") || !strings.Contains(string(page), "<h2>Cases and CPU-hours</h2>") {
 				t.Errorf("a local run speaks of GPU-hours")
 			}
+			// and of the CPU throughout: no GPU in what the page says (issue 48), and the
+			// machine's table with its cores and load; the header names the run's time and host
+			text := regexp.MustCompile(`(?s)<script.*?</script>|<style.*?</style>|<[^>]+>`).ReplaceAllString(string(page), " ")
+			if i := strings.Index(text, "GPU"); i >= 0 {
+				t.Errorf("a local run's page speaks of GPUs: …%s…", text[max(0, i-80):min(len(text), i+40)])
+			}
+			host, _ := os.Hostname()
+			if !strings.Contains(string(page), `<h3 id="nodes">Machine</h3>`) || !strings.Contains(string(page), "<th>Load (1 min)</th>") ||
+				!regexp.MustCompile(`<span class="sub">run local · 20\d\d-\d\d-\d\d \d\d:\d\d[^·]* UTC · local on `+regexp.QuoteMeta(host)+` · `).Match(page) {
+				t.Errorf("a local run's page lacks its machine table or its time and host")
+			}
 			out := filepath.Join(t.TempDir(), "summary.json")
 			s := opx("summarize", "--manifest", filepath.Join(dir, "operatorx-manifest.json"), "--artifacts", filepath.Join(dir, "shards"), "--out", out)
 			if s.code != c.code || !strings.Contains(s.stderr, "opx summarize: "+c.line+";") {
@@ -84,5 +98,42 @@ func TestEveryCommandGivesTheVerdict(t *testing.T) {
 				t.Errorf("compare with itself: exit %d %q", cmp.code, cmp.stderr)
 			}
 		})
+	}
+}
+
+// Two opx runs measuring on one machine at once each get part of its CPU: a local run
+// warns when another holds the machine's measuring claim, its fingerprints name that run,
+// and its page marks the rows measured meanwhile; without another run, none of that.
+func TestTwoRunsMeasuringOnOneMachine(t *testing.T) {
+	env := append(os.Environ(), "TMPDIR="+t.TempDir())
+	other, err := fingerprint.StartMeasuring(env, "run 77, shard other-shard, output /elsewhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, dir := runSweep(t, env)
+	other.Close()
+	if r.code != 0 || !strings.Contains(r.stderr, "opx: warning: shard ") || !strings.Contains(r.stderr, "another opx run is measuring on this machine (pid ") ||
+		!strings.Contains(r.stderr, ": run 77, shard other-shard, output /elsewhere)") {
+		t.Errorf("opx run beside another: exit %d\n%s", r.code, r.stderr)
+	}
+	page, _ := os.ReadFile(filepath.Join(dir, "report.html"))
+	if !strings.Contains(string(page), `<div class="tv">6</div><div class="tl">Rows measured beside another opx run</div>`) ||
+		!strings.Contains(string(page), "another opx run measured on this machine at the same time (pid ") {
+		t.Errorf("the page does not mark the rows measured beside another run")
+	}
+	fps, _ := filepath.Glob(filepath.Join(dir, "shards", "*", "fingerprint-before.json"))
+	if len(fps) != 1 {
+		t.Fatalf("fingerprints %v", fps)
+	}
+	var fp fingerprint.Fingerprint
+	b, _ := os.ReadFile(fps[0])
+	if err := json.Unmarshal(b, &fp); err != nil || len(fp.OtherRuns) != 1 || fp.Cores < 1 || len(fp.Load) != 3 {
+		t.Errorf("fingerprint: other runs %q, cores %d, load %v (%v)", fp.OtherRuns, fp.Cores, fp.Load, err)
+	}
+
+	r, dir = runSweep(t, env)
+	page, _ = os.ReadFile(filepath.Join(dir, "report.html"))
+	if r.code != 0 || strings.Contains(r.stderr, "warning") || strings.Contains(string(page), "Rows measured beside another opx run") {
+		t.Errorf("a run alone is said to share the machine: exit %d\n%s", r.code, r.stderr)
 	}
 }
