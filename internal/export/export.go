@@ -29,7 +29,7 @@ import (
 var Formats = []string{"csv", "jsonl"}
 
 // columns are the fixed columns, before the metrics.
-var columns = append([]string{"key", "shard", "attempt", "testlist", "op_type", "args", "args_label", "backend", "cluster",
+var columns = append([]string{"key", "shard", "attempt", "run_id", "source_sha", "started_at", "host", "testlist", "op_type", "args", "args_label", "backend", "cluster",
 	"runner", "world_size", "status", "message", "tries", "gpu_seconds", "throttled"}, append(solColumns, counterColumns...)...)
 
 // counterColumns are a counters-mode row's kernels (internal/counters): empty for timing
@@ -100,6 +100,7 @@ func walkAll(ctx context.Context, manifest, dir string, rows func([]results.Row)
 			for i := range cases {
 				if c := &cases[i]; c.Status == "missing" {
 					missing = append(missing, c.MissingRow())
+					missing[len(missing)-1].RunID, missing[len(missing)-1].SourceSHA = run.RunID, run.SourceSHA
 				}
 			}
 			return rows(missing)
@@ -241,6 +242,10 @@ type jsonRecord struct {
 	Key       string             `json:"key"`
 	Shard     string             `json:"shard"`
 	Attempt   int                `json:"attempt"`
+	RunID     string             `json:"run_id"`
+	SourceSHA string             `json:"source_sha"`
+	StartedAt string             `json:"started_at,omitempty"`
+	Host      string             `json:"host,omitempty"`
 	Testlist  string             `json:"testlist"`
 	OpType    string             `json:"op_type"`
 	Args      json.RawMessage    `json:"args"`
@@ -285,7 +290,7 @@ func recordOf(r *results.Row) jsonRecord {
 	if metrics == nil {
 		metrics = map[string]float64{}
 	}
-	return jsonRecord{r.Key(), r.Shard, r.Attempt, r.Testlist, r.OpType, nil, r.ArgsLabel, r.Backend,
+	return jsonRecord{r.Key(), r.Shard, r.Attempt, r.RunID, r.SourceSHA, r.StartedAt, r.Host, r.Testlist, r.OpType, nil, r.ArgsLabel, r.Backend,
 		r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, r.Tries, r.GPUSeconds, r.Throttled, metrics, solOf(r), countersOf(r)}
 }
 

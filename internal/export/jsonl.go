@@ -22,6 +22,14 @@ func appendRecord(dst []byte, rec *jsonRecord, argsJSON string) (_ []byte, ok bo
 	w.String(`{"key":`, rec.Key)
 	w.String(`,"shard":`, rec.Shard)
 	w.Int(`,"attempt":`, rec.Attempt)
+	w.String(`,"run_id":`, rec.RunID)
+	w.String(`,"source_sha":`, rec.SourceSHA)
+	if rec.StartedAt != "" {
+		w.String(`,"started_at":`, rec.StartedAt)
+	}
+	if rec.Host != "" {
+		w.String(`,"host":`, rec.Host)
+	}
 	w.String(`,"testlist":`, rec.Testlist)
 	w.String(`,"op_type":`, rec.OpType)
 	w.Raw(`,"args":`)
@@ -120,7 +128,7 @@ func appendArgs(dst []byte, s string) []byte {
 		}
 		dst = append(dst, c)
 	}
-	if in {
+	if in || !json.Valid(dst[start:]) { // a text that is no JSON ({m: 1}) is written as a string
 		return appendArgsAsEncoded(dst[:start], s)
 	}
 	return dst

@@ -392,6 +392,8 @@ type execRows struct {
 	// throttled is why its GPUs were held down while it ran ("" when they were not)
 	throttled string
 	shared    string // fingerprint.SharedWith: other opx runs measuring beside it
+	started   string // when its allocation was granted (else its first fingerprint), RFC 3339
+	node      string // its node, as its fingerprints name it
 	before    *fingerprint.Fingerprint
 	after     *fingerprint.Fingerprint
 	status    *manifest.Status // status.json, nil when absent or unreadable
@@ -433,6 +435,14 @@ func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*ex
 	}
 	e.throttled = fingerprint.Throttled(e.before, e.after, int(exe.Cell.WorldSize)).String()
 	e.shared = fingerprint.SharedWith(e.before, e.after)
+	for _, f := range []*fingerprint.Fingerprint{e.after, e.before} {
+		if f != nil && f.Node != "" {
+			e.node = f.Node
+		}
+		if f != nil && !f.TakenAt.IsZero() {
+			e.started = f.TakenAt.UTC().Format(time.RFC3339)
+		}
+	}
 	// a status.json that cannot be read fails the run only when it is the counted
 	// execution's (readShard); an older attempt's is judged as not ended
 	if e.status, e.statusErr = manifest.ReadStatus(ctx, filepath.Join(ex.Dir, manifest.StatusFile)); e.status != nil {
@@ -453,6 +463,9 @@ func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*ex
 		a.GPUSeconds, _ = acct.GPUSeconds()
 		a.Pending = acct.Pending().Seconds()
 		a.GrantedAt, a.ReleasedAt, a.Job = acct.GrantedAt, acct.ReleasedAt, acct.Job
+		if a.GrantedAt != nil {
+			e.started = a.GrantedAt.UTC().Format(time.RFC3339)
+		}
 		a.Phases = map[string]float64{}
 		for _, p := range acct.Phases {
 			a.Phases[p.Name] = acct.PhaseSeconds(p.Name)
@@ -507,6 +520,10 @@ func settleShard(ctx context.Context, cases []Case, execs []*execRows, counted s
 		for i := range e.rows {
 			r := &e.rows[i]
 			r.Attempt, r.Throttled, r.Shared, r.Mode = e.ex.Attempt, e.throttled, e.shared, e.exe.Cell.Mode
+		r.RunID, r.SourceSHA, r.StartedAt = e.exe.RunID, e.exe.SourceSHA, e.started
+		if r.Host == "" {
+			r.Host = e.node
+		}
 			if e.counters != nil {
 				joinCounters(r, e.counters)
 			}

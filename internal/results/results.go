@@ -77,6 +77,11 @@ type Row struct {
 	GPUSeconds                                        float64   // its case's GPU time over all attempts (Case.GPUSeconds)
 	Throttled                                         string    // why its GPUs were throttled while its attempt ran ("" when they were not, or unknown)
 	Shared                                            string    // the other opx runs that measured on its machine while its attempt ran ("" when none was seen)
+	// RunID and SourceSHA are its execution's provenance, StartedAt when its attempt's
+	// allocation was granted (RFC 3339, UTC; "" when not recorded), Host the machine its
+	// results file names (else its node's fingerprint): rows of several runs put together
+	// stay apart.
+	RunID, SourceSHA, StartedAt, Host string
 	// Index is the row's place in its results file: op <Index>, whose kernels counters
 	// mode finds in the opx<Index> range. Mode is its execution's (timing or counters);
 	// Counters its kernels' counters (counters mode), CounterProblem why it has none.
@@ -555,8 +560,10 @@ func appendResults(dst []Row, f *summary.ResultsFile, w *walked, lean bool) []Ro
 	if f.Run.HasID {
 		sh.Runs = append(sh.Runs, f.Run.ID)
 	}
+	host := ""
 	if f.Run.Hostname != "" {
-		w.hosts[f.Run.Hostname] = true
+		host = strings.Clone(f.Run.Hostname) // the file's text is another file's once read
+		w.hosts[host] = true
 	}
 	if f.Run.Version != "" {
 		w.versions[f.Run.Version] = true
@@ -567,7 +574,7 @@ func appendResults(dst []Row, f *summary.ResultsFile, w *walked, lean bool) []Ro
 	dst = slices.Grow(dst, len(f.Rows))
 	for i := range f.Rows {
 		dst = append(dst, rowOf(&f.Rows[i], sh, lean))
-		dst[len(dst)-1].Index = i
+		dst[len(dst)-1].Index, dst[len(dst)-1].Host = i, host
 	}
 	return dst
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/semianalysis/opx/internal/fingerprint"
 )
@@ -135,5 +136,57 @@ func TestTwoRunsMeasuringOnOneMachine(t *testing.T) {
 	page, _ = os.ReadFile(filepath.Join(dir, "report.html"))
 	if r.code != 0 || strings.Contains(r.stderr, "warning") || strings.Contains(string(page), "Rows measured beside another opx run") {
 		t.Errorf("a run alone is said to share the machine: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// Export rows name their run: run id, source SHA, the attempt's start and the host, in CSV
+// and JSON lines, so rows of several runs put together stay apart (issue 48).
+func TestExportRowsNameTheirRun(t *testing.T) {
+	r, dir := runSweep(t, os.Environ())
+	if r.code != 0 {
+		t.Fatalf("opx run: exit %d\n%s", r.code, r.stderr)
+	}
+	var m struct {
+		RunID     string `json:"run_id"`
+		SourceSHA string `json:"source_sha"`
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "operatorx-manifest.json"))
+	if err := json.Unmarshal(b, &m); err != nil || m.RunID == "" {
+		t.Fatalf("manifest: %v", err)
+	}
+	host, _ := os.Hostname()
+	out := filepath.Join(t.TempDir(), "x.jsonl")
+	if ex := run(exec.Command(opxBin, "export", dir, "--format", "jsonl", "--out", out)); ex.code != 0 {
+		t.Fatalf("export: exit %d %s", ex.code, ex.stderr)
+	}
+	lines, _ := os.ReadFile(out)
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(lines)), "\n") {
+		var row struct {
+			RunID     string `json:"run_id"`
+			SourceSHA string `json:"source_sha"`
+			StartedAt string `json:"started_at"`
+			Host      string `json:"host"`
+			Attempt   int    `json:"attempt"`
+		}
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatal(err)
+		}
+		started, err := time.Parse(time.RFC3339, row.StartedAt)
+		if row.RunID != m.RunID || row.SourceSHA != m.SourceSHA || err != nil || time.Since(started) > time.Hour || row.Host != host || row.Attempt != 1 {
+			t.Errorf("row %+v: want run %s, source %s, a start within the hour, host %s", row, m.RunID, m.SourceSHA, host)
+		}
+		n++
+	}
+	if n != 6 {
+		t.Errorf("%d rows, want 6", n)
+	}
+	out = filepath.Join(t.TempDir(), "x.csv")
+	if ex := run(exec.Command(opxBin, "export", dir, "--out", out)); ex.code != 0 {
+		t.Fatalf("export csv: exit %d %s", ex.code, ex.stderr)
+	}
+	csv, _ := os.ReadFile(out)
+	if !strings.HasPrefix(string(csv), "key,shard,attempt,run_id,source_sha,started_at,host,testlist,") || !strings.Contains(string(csv), ","+m.RunID+","+m.SourceSHA+",") {
+		t.Errorf("csv: %.300s", csv)
 	}
 }
