@@ -118,7 +118,7 @@ aa='^TestCompareAAAndAKnownSlowdown$'
 go test -json -count=1 -skip "$aa" ./... | go run ./scripts/testsummary
 # compare's false-positive rate is a measurement: it runs alone, on a quiet machine
 echo "test.sh: compare's A/A test, alone"
-go test -count=1 -run "$aa" -v ./internal/compare
+go test -json -count=1 -run "$aa" ./internal/compare | go run ./scripts/testsummary -v
 
 # fuzz each target briefly (go test -fuzz takes one target per run). New inputs are not
 # minimized (-fuzzminimizetime 0): a minimization still running when -fuzztime ends fails

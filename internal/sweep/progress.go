@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,7 +18,9 @@ import (
 
 // progress is opx run's account of a sweep. On a terminal it redraws one status line —
 // phase, shards done of N (and running), cases done of M, elapsed — a few times a second;
-// otherwise (CI logs) it writes plain lines: each shard's start, phases and end.
+// otherwise (CI logs) it writes plain lines: each shard's start, phases and end, and while
+// a shard runs a line each tenth of its cases, and at least once a minute (PlainEvery):
+// a long shard is never silent in a log for more than a minute.
 type progress struct {
 	ctx         context.Context // the run's: ends the reads a redraw makes
 	mu          sync.Mutex
@@ -33,23 +36,71 @@ type progress struct {
 	stop        chan struct{}
 	stopped     chan struct{}
 	lineWritten bool
+	// every is how often the plain lines look at the running shards' rows (5 s), and
+	// quiet the most a running shard goes without a line (a minute)
+	every, quiet time.Duration
 }
 
 type shardProgress struct {
 	index, cases int
 	out          string // the shard's output directory (execution.json names the stage)
 	stage        string
+	// the plain lines': the rows at the last line, and when it was written
+	said   int
+	saidAt time.Time
+	began  time.Time
 }
+
+// plainEvery and plainQuiet are progress's every and quiet (tests shorten them).
+var plainEvery, plainQuiet = 5 * time.Second, time.Minute
 
 func newProgress(ctx context.Context, w io.Writer, tty bool, shards, cases int) *progress {
 	p := &progress{ctx: ctx, w: w, tty: tty, start: time.Now(), shards: shards, cases: cases, phase: "plan",
-		running: map[string]*shardProgress{}, stop: make(chan struct{}), stopped: make(chan struct{})}
+		running: map[string]*shardProgress{}, stop: make(chan struct{}), stopped: make(chan struct{}),
+		every: plainEvery, quiet: plainQuiet}
 	if tty {
 		go p.loop()
 	} else {
-		close(p.stopped)
+		go p.plainLoop()
 	}
 	return p
+}
+
+// plainLoop writes, off a terminal, a line for each running shard that measured a tenth
+// of its cases since its last line, or was quiet for p.quiet.
+func (p *progress) plainLoop() {
+	defer close(p.stopped)
+	t := time.NewTicker(p.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			p.mu.Lock()
+			var lines []string
+			now := time.Now()
+			for id, s := range p.running {
+				if s.stage == "" {
+					s.stage = p.stageOf(s.out)
+				}
+				rows := 0
+				if s.stage != "" {
+					rows = min(s.cases, summary.RowsIn(p.ctx, filepath.Join(s.stage, "results")))
+				}
+				step := max(1, (s.cases+9)/10)
+				if rows >= s.said+step || now.Sub(s.saidAt) >= p.quiet {
+					s.said, s.saidAt = rows, now
+					lines = append(lines, fmt.Sprintf("shard %d/%d %s: case %d/%d measured, %s in", s.index, p.shards, id, rows, s.cases, elapsed(now.Sub(s.began))))
+				}
+			}
+			p.mu.Unlock()
+			slices.Sort(lines)
+			for _, l := range lines {
+				p.logf("%s", l)
+			}
+		}
+	}
 }
 
 func (p *progress) loop() {
@@ -171,7 +222,8 @@ func (p *progress) setPhase(phase string) {
 
 func (p *progress) shardStarted(id string, index, cases int, out string) {
 	p.mu.Lock()
-	p.running[id] = &shardProgress{index: index, cases: cases, out: out}
+	now := time.Now()
+	p.running[id] = &shardProgress{index: index, cases: cases, out: out, saidAt: now, began: now}
 	p.phase = "execute"
 	p.mu.Unlock()
 	p.logf("shard %d/%d %s: started (%d cases)", index, p.shards, id, cases)
@@ -208,12 +260,12 @@ func (p *progress) shardDone(id string, rows int, state string, took time.Durati
 // finish stops the status line and leaves the terminal on a fresh line.
 func (p *progress) finish() {
 	p.mu.Lock()
-	tty := p.tty
+	stopping := p.stop != nil
 	p.mu.Unlock()
-	if tty {
+	if stopping {
 		close(p.stop)
+		<-p.stopped
 	}
-	<-p.stopped
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.tty && p.lineWritten {
@@ -221,6 +273,7 @@ func (p *progress) finish() {
 		p.lineWritten = false
 	}
 	p.tty = false // what follows is plain lines
+	p.stop = nil
 }
 
 // phaseWriter turns a shard's stdout into phase events (execute prints

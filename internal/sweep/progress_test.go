@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -85,4 +86,68 @@ func TestOtherOutputClearsTheStatusLine(t *testing.T) {
 	if strings.Contains(s, "0:00opx") {
 		t.Errorf("a line ran into the status line: %q", s)
 	}
+}
+
+// Off a terminal a running shard is never silent for long: a line each tenth of its cases
+// it measures, and one at least every quiet period even when none was (issue 48: a CI log
+// had no line inside a long shard).
+func TestPlainProgressInsideAShard(t *testing.T) {
+	defer func(e, q time.Duration) { plainEvery, plainQuiet = e, q }(plainEvery, plainQuiet)
+	plainEvery, plainQuiet = 20*time.Millisecond, 300*time.Millisecond
+	dir := t.TempDir()
+	stage, out := filepath.Join(dir, "stage"), filepath.Join(dir, "out")
+	res := filepath.Join(stage, "results", "cpu", "local")
+	os.MkdirAll(res, 0o755)
+	os.MkdirAll(out, 0o755)
+	os.WriteFile(filepath.Join(out, "execution.json"), []byte(`{"cell": {"id": "s1", "runner": "local"}, "source_sha": "a", "run_id": "1", "attempt": "1", "stage": "`+stage+`"}`), 0o644)
+	var buf syncBuffer
+	p := newProgress(t.Context(), &buf, false, 1, 20)
+	p.shardStarted("s1", 1, 20, out)
+	rows := func(n int) {
+		r := strings.Repeat(`{"status": "ok"},`, n)
+		os.WriteFile(filepath.Join(res, "r.json.tmp"), []byte(`{"rows": [`+strings.TrimSuffix(r, ",")+`]}`), 0o644)
+		os.Rename(filepath.Join(res, "r.json.tmp"), filepath.Join(res, "r.json"))
+	}
+	waitFor := func(want string) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if strings.Contains(buf.String(), want) {
+				return
+			}
+		}
+		t.Fatalf("no %q in:\n%s", want, buf.String())
+	}
+	rows(1) // under a tenth (2 cases): no line yet
+	time.Sleep(100 * time.Millisecond)
+	if strings.Contains(buf.String(), "measured") {
+		t.Errorf("a line before a tenth of the cases: %q", buf.String())
+	}
+	rows(3)
+	waitFor("opx run: shard 1/1 s1: case 3/20 measured, 0:00 in\n")
+	waitFor("opx run: shard 1/1 s1: case 3/20 measured, 0:00 in\nopx run: shard 1/1 s1: case 3/20 measured") // quiet: said again
+	p.shardDone("s1", 20, "done", time.Second)
+	p.finish()
+	n := strings.Count(buf.String(), "measured")
+	time.Sleep(100 * time.Millisecond)
+	if strings.Count(buf.String(), "measured") != n {
+		t.Error("lines after the shard ended")
+	}
+}
+
+// syncBuffer is a bytes.Buffer the progress goroutine and the test may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

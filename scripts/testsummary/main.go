@@ -1,18 +1,22 @@
 // Command testsummary reads `go test -json` on stdin and prints what a person running the
 // suite wants to see: each package as it finishes with its counts, every failing test's
 // output, and at the end the passed, failed and skipped tests, with each skip's reason.
-// It exits 1 when a test or a package failed.
+// When nothing was printed for 30 s it says what is still running and the counts so far,
+// so a long package is never a silent stretch. It exits 1 when a test or a package failed.
 //
-//	go test -json ./... | go run ./scripts/testsummary
+//	go test -json ./... | go run ./scripts/testsummary [-v]
 package main
 
 import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 )
 
 type event struct {
@@ -23,20 +27,97 @@ type event struct {
 type counts struct{ pass, fail, skip int }
 
 func main() {
+	verbose = len(os.Args) > 1 && os.Args[1] == "-v"
+	os.Exit(run(os.Stdin, os.Stdout, 30*time.Second))
+}
+
+// verbose (-v) prints each passing test's output too (a measurement's figures).
+var verbose bool
+
+// heartbeat prints what is still running when nothing was printed for every.
+type heartbeat struct {
+	mu      sync.Mutex
+	w       io.Writer
+	last    time.Time
+	running map[string]time.Time // package/test -> when it started
+	total   *counts
+}
+
+func (h *heartbeat) printf(format string, a ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fmt.Fprintf(h.w, format, a...)
+	h.last = time.Now()
+}
+
+func (h *heartbeat) beat(every time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if time.Since(h.last) < every {
+		return
+	}
+	var names []string
+	oldest := time.Now()
+	for k, at := range h.running {
+		names = append(names, strings.TrimPrefix(k, "github.com/semianalysis/opx/"))
+		if at.Before(oldest) {
+			oldest = at
+		}
+	}
+	sort.Strings(names)
+	more := ""
+	if len(names) > 4 {
+		more = fmt.Sprintf(" and %d more", len(names)-4)
+		names = names[:4]
+	}
+	fmt.Fprintf(h.w, "…    still running (%.0fs): %s%s; %d passed, %d failed, %d skipped so far\n",
+		time.Since(oldest).Seconds(), strings.Join(names, ", "), more, h.total.pass, h.total.fail, h.total.skip)
+	h.last = time.Now()
+}
+
+// run is the command: it reads the events from r, writes to w, and returns the exit code.
+func run(r io.Reader, w io.Writer, every time.Duration) int {
 	out := map[string][]string{} // package/test -> its output, while it runs
 	per := map[string]*counts{}
 	var total counts
 	var skips, failed []string
 	pkgFailed := false
-	in := bufio.NewScanner(os.Stdin)
+	h := &heartbeat{w: w, last: time.Now(), running: map[string]time.Time{}, total: &total}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		t := time.NewTicker(every / 10)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				h.beat(every)
+			}
+		}
+	}()
+	in := bufio.NewScanner(r)
 	in.Buffer(make([]byte, 1<<20), 16<<20)
 	for in.Scan() {
 		var e event
 		if err := json.Unmarshal(in.Bytes(), &e); err != nil {
-			fmt.Println(in.Text()) // not an event: a build error, say
+			h.printf("%s\n", in.Text()) // not an event: a build error, say
 			continue
 		}
 		key := e.Package + " " + e.Test
+		h.mu.Lock()
+		switch {
+		case e.Action == "run" && !strings.Contains(e.Test, "/"):
+			h.running[key] = time.Now()
+		case e.Action == "start" && e.Test == "":
+			h.running[e.Package] = time.Now()
+		case (e.Action == "pass" || e.Action == "fail" || e.Action == "skip") && e.Test != "":
+			delete(h.running, key)
+		case (e.Action == "pass" || e.Action == "fail" || e.Action == "skip") && e.Test == "":
+			delete(h.running, e.Package)
+		}
+		h.mu.Unlock()
 		c := per[e.Package]
 		if c == nil {
 			c = &counts{}
@@ -44,7 +125,7 @@ func main() {
 		}
 		switch e.Action {
 		case "build-output": // a package that does not compile: its compiler's words
-			fmt.Print(e.Output)
+			h.printf("%s", e.Output)
 		case "output":
 			out[key] = append(out[key], e.Output)
 		case "pass", "fail", "skip":
@@ -53,18 +134,22 @@ func main() {
 				if e.Action == "fail" {
 					pkgFailed = true
 					if c.fail == 0 { // failed outside any test: its output says why
-						fmt.Print(strings.Join(out[key], ""))
+						h.printf("%s", strings.Join(out[key], ""))
 					}
 				}
-				fmt.Printf("%s %-55s %6.1fs  %d passed, %d failed, %d skipped\n", status, e.Package, e.Elapsed, c.pass, c.fail, c.skip)
+				h.printf("%s %-55s %6.1fs  %d passed, %d failed, %d skipped\n", status, e.Package, e.Elapsed, c.pass, c.fail, c.skip)
 				continue
 			}
 			if strings.Contains(e.Test, "/") { // subtests count with their test
 				if e.Action == "fail" {
-					fmt.Print(strings.Join(out[key], ""))
+					h.printf("%s", strings.Join(out[key], ""))
 				}
 				continue
 			}
+			if verbose && e.Action == "pass" {
+				h.printf("%s", strings.Join(out[key], ""))
+			}
+			h.mu.Lock()
 			switch e.Action {
 			case "pass":
 				c.pass++
@@ -73,26 +158,28 @@ func main() {
 				c.fail++
 				total.fail++
 				failed = append(failed, e.Package+" "+e.Test)
-				fmt.Print(strings.Join(out[key], ""))
+				h.printf("%s", strings.Join(out[key], ""))
 			case "skip":
 				c.skip++
 				total.skip++
 				skips = append(skips, fmt.Sprintf("%s %s: %s", e.Package, e.Test, reason(out[key])))
 			}
+			h.mu.Unlock()
 			delete(out, key)
 		}
 	}
 	sort.Strings(skips)
-	fmt.Printf("\ntests: %d passed, %d failed, %d skipped\n", total.pass, total.fail, total.skip)
+	h.printf("\ntests: %d passed, %d failed, %d skipped\n", total.pass, total.fail, total.skip)
 	for _, s := range skips {
-		fmt.Println("  skipped: " + s)
+		h.printf("  skipped: %s\n", s)
 	}
 	for _, f := range failed {
-		fmt.Println("  FAILED: " + f)
+		h.printf("  FAILED: %s\n", f)
 	}
 	if total.fail > 0 || pkgFailed {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // reason is a skipped test's t.Skip message: its output's lines but the run/skip markers.
