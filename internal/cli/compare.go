@@ -12,15 +12,16 @@ import (
 
 	"github.com/semianalysis/opx/internal/compare"
 	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/junit"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/safe"
 )
 
 type compareOptions struct {
-	baseManifest, newManifest, jsonOut string
-	failPct, same, noSpread            float64
-	key, baseFilter, newFilter         string
-	allowMissing                       bool
+	baseManifest, newManifest, jsonOut, junit string
+	failPct, same, noSpread                   float64
+	key, baseFilter, newFilter                string
+	allowMissing                              bool
 }
 
 const compareLong = `Join two runs' result rows on a stable case key — testlist, op type and args, backend,
@@ -41,7 +42,9 @@ one run can be compared with itself: opx compare RUN RUN --key testlist,op,args,
 backend, world_size, cluster (and runner, status in filters).
 
 Prints a markdown summary on stdout, fit for $GITHUB_STEP_SUMMARY, regressions worst
-first; --json writes every case. With --fail-on-regression PCT the exit code is 1 when
+first; --json writes every case; --junit writes JUnit XML for CI test reporters (a
+testcase per case, a failure per case the gate fails on, or without the gate per slower
+or broken case; cases in one run only are skipped). With --fail-on-regression PCT the exit code is 1 when
 any case is slower by a factor of 1 + PCT/100 or more (5: a time 1.05x longer, a
 throughput 1.05x lower), or broken (ok in base, not ok in new), or in the base and
 missing from the new run, or when a run's rows are not unique on --key (one example is
@@ -72,6 +75,7 @@ func newCompareCmd(env Env) *cobra.Command {
 	f.StringVar(&o.baseManifest, "base-manifest", "", "BASE's manifest (default: found in BASE)")
 	f.StringVar(&o.newManifest, "new-manifest", "", "NEW's manifest (default: found in NEW)")
 	f.StringVar(&o.jsonOut, "json", "", "write every case's comparison as JSON here")
+	f.StringVar(&o.junit, "junit", "", "write JUnit XML here for CI test reporters: a testcase per case, a failure per regression")
 	f.Float64Var(&o.failPct, "fail-on-regression", 0, "exit 1 when a case is slower by a factor of 1 + PCT/100 or more, broke, or is missing from NEW")
 	f.BoolVar(&o.allowMissing, "allow-missing", false, "with --fail-on-regression: cases missing from NEW do not fail the gate")
 	f.Float64Var(&o.same, "same", 100*compare.DefaultOptions.Same, "changes below this percentage are 'same'")
@@ -108,8 +112,10 @@ func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, 
 		if err != nil {
 			return fmt.Errorf("%s: %w", side, err)
 		}
-		if err := files.NotAnInput("--json", o.jsonOut, m, args[i]); err != nil {
-			return &UsageError{err}
+		for _, out := range []struct{ flag, path string }{{"--json", o.jsonOut}, {"--junit", o.junit}} {
+			if err := files.NotAnInput(out.flag, out.path, m, args[i]); err != nil {
+				return &UsageError{err}
+			}
 		}
 		manifests[i] = m
 	}
@@ -129,6 +135,11 @@ func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, 
 	res := compare.Join(base, nw, opt)
 	if o.jsonOut != "" {
 		if err := files.WriteAtomicFunc(o.jsonOut, 0o644, func(w io.Writer) error { return res.WriteJSON(ctx, w) }); err != nil {
+			return err
+		}
+	}
+	if o.junit != "" {
+		if err := junit.Write(o.junit, "opx compare", res.JUnit(gate, o.failPct, o.allowMissing), res.At()); err != nil {
 			return err
 		}
 	}

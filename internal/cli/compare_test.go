@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 // craftedRun writes a one-shard run directory whose rows have the given latencies
@@ -283,5 +285,63 @@ func TestCompareOneRunReadOnce(t *testing.T) {
 		if got[0] != got[1] || got[0] != got[2] {
 			t.Errorf("%v: read once\n%s\nread twice\n%s\nby a link\n%s", extra, got[0], got[1], got[2])
 		}
+	}
+}
+
+// --junit: a testcase per case, valid against the schema CI reporters read; under the gate
+// a failure for each case it fails on, without it for each slower or broken case; cases
+// in one run only skipped (issue 48).
+func TestCompareJUnit(t *testing.T) {
+	base := craftedRun(t, "100", map[int][3]float64{1: {100, 98, 102}, 2: {100, 98, 102}, 3: {100, 90, 110}, 4: {100, 98, 102}, 5: {100, 98, 102}})
+	nw := craftedRun(t, "101", map[int][3]float64{1: {120, 118, 122}, 2: {80, 79, 81}, 3: {104, 95, 112}, 4: {-1}, 6: {10, 9, 11}})
+	for _, c := range []struct {
+		args               []string
+		code, fail, skip   int
+		failures, skipping []string
+	}{
+		// no gate: the 1.2x slower case and the broken one fail; only-base and only-new skip
+		{nil, 0, 2, 2, []string{"slower", "broken"}, []string{"in base only", "in new only"}},
+		// the gate at 30 %: 1.2x passes; broken and missing fail
+		{[]string{"--fail-on-regression", "30"}, 1, 2, 1, []string{"broken", "only-base"}, []string{"in new only"}},
+		{[]string{"--fail-on-regression", "15"}, 1, 3, 1, []string{"slower", "broken", "only-base"}, []string{"in new only"}},
+	} {
+		out := filepath.Join(t.TempDir(), "compare.xml")
+		r := runOpx(t, append([]string{"compare", base, nw, "--junit", out}, c.args...)...)
+		if r.code != c.code {
+			t.Fatalf("%v: exit %d %s", c.args, r.code, r.stderr)
+		}
+		rep := testenv.ValidJUnit(t, out)
+		if rep.Tests != 6 || rep.Failures != c.fail || rep.Skipped != c.skip {
+			t.Errorf("%v: %d tests, %d failures, %d skipped; want 6, %d, %d", c.args, rep.Tests, rep.Failures, rep.Skipped, c.fail, c.skip)
+		}
+		var types, skips []string
+		for _, tc := range rep.Suites[0].Cases {
+			if tc.Failure != nil {
+				types = append(types, tc.Failure.Type)
+			}
+			if tc.Skipped != nil {
+				skips = append(skips, tc.Skipped.Message)
+			}
+			if tc.Classname != "t.gemm.cpu.local.ws1" || !strings.HasPrefix(tc.Name, "m=") {
+				t.Errorf("testcase %q %q", tc.Classname, tc.Name)
+			}
+		}
+		if strings.Join(types, ",") != strings.Join(c.failures, ",") || strings.Join(skips, ",") != strings.Join(c.skipping, ",") {
+			t.Errorf("%v: failures %v skips %v, want %v %v", c.args, types, skips, c.failures, c.skipping)
+		}
+		if c.code == 0 && !strings.Contains(rep.Suites[0].Cases[0].Failure.Message, "latency_us 1.20x slower") {
+			t.Errorf("the regression's message: %+v", rep.Suites[0].Cases[0].Failure)
+		}
+	}
+	// nothing measured in new: a failed testcase says the comparison cannot be trusted
+	out := filepath.Join(t.TempDir(), "compare.xml")
+	empty := craftedRun(t, "103", map[int][3]float64{})
+	if r := runOpx(t, "compare", base, empty, "--junit", out); r.code != 1 {
+		t.Fatalf("exit %d", r.code)
+	}
+	rep := testenv.ValidJUnit(t, out)
+	last := rep.Suites[0].Cases[len(rep.Suites[0].Cases)-1]
+	if last.Failure == nil || last.Failure.Type != "untrusted" || !strings.Contains(last.Failure.Message, "nothing measured") {
+		t.Errorf("the untrusted comparison: %+v", last)
 	}
 }

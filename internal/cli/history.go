@@ -16,6 +16,7 @@ import (
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/history"
 	"github.com/semianalysis/opx/internal/history/changes"
+	"github.com/semianalysis/opx/internal/junit"
 	"github.com/semianalysis/opx/internal/safe"
 )
 
@@ -40,7 +41,7 @@ PostgreSQL database (--db postgres://user@host:port/db). Parallel adds are safe.
 }
 
 func newHistoryCheckCmd(env Env) *cobra.Command {
-	var db, jsonOut, filter, confirm string
+	var db, jsonOut, junitOut, filter, confirm string
 	var dbTimeout time.Duration
 	var failPct float64
 	var window int
@@ -65,7 +66,9 @@ digest, driver, GPU, nodes, opx version) and the nodes it is confined to when th
 differ from the others' by more than the noise. docs/history.md gives the method and its
 measured error rates.
 
-Markdown for $GITHUB_STEP_SUMMARY goes to stdout, worst first; --json writes every change.
+Markdown for $GITHUB_STEP_SUMMARY goes to stdout, worst first; --json writes every change;
+--junit writes JUnit XML for CI test reporters (a testcase per change and per case the run
+under test did not measure, a failure for each the gate fails on).
 
 --fail-on-regression PCT exits 1 when a slower change of at least PCT percent is new at
 the run under test (the same check as of the run before did not report it), however far
@@ -102,7 +105,7 @@ several suspects at once.`,
 			if window < 1 {
 				return &UsageError{fmt.Errorf("--window %d: must be at least 1", window)}
 			}
-			for _, out := range []struct{ flag, path string }{{"--json", jsonOut}, {"--confirm-manifest", confirm}} {
+			for _, out := range []struct{ flag, path string }{{"--json", jsonOut}, {"--junit", junitOut}, {"--confirm-manifest", confirm}} {
 				if err := notTheStore(out.flag, out.path, db); err != nil {
 					return err
 				}
@@ -129,11 +132,18 @@ several suspects at once.`,
 					fmt.Fprintf(env.Stderr, "opx history check: %s: %d suspect case(s) to measure again elsewhere: opx run --manifest %s, then opx history add that run\n", confirm, n, confirm)
 				}
 			}
+			why := ""
 			if gate {
-				if why := historyGate(found, s.Where, o, failPct, window); why != "" {
-					fmt.Fprintln(env.Stderr, "opx history check: "+why)
-					return &ExitError{Code: 1}
+				why = historyGate(found, s.Where, o, failPct, window)
+			}
+			if junitOut != "" {
+				if err := junit.Write(junitOut, "opx history check", found.JUnit(gate, failPct, window, why), found.At()); err != nil {
+					return err
 				}
+			}
+			if why != "" {
+				fmt.Fprintln(env.Stderr, "opx history check: "+why)
+				return &ExitError{Code: 1}
 			}
 			return nil
 		},
@@ -141,6 +151,7 @@ several suspects at once.`,
 	c.Flags().StringVar(&db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
 	c.Flags().DurationVar(&dbTimeout, "db-timeout", history.DefaultTimeout, "wait at most this long on the store: another writer's lock, a server that stops answering")
 	c.Flags().StringVar(&jsonOut, "json", "", "write every change here (JSON)")
+	c.Flags().StringVar(&junitOut, "junit", "", "write JUnit XML here for CI test reporters: a testcase per change and unmeasured case, a failure per regression")
 	c.Flags().StringVar(&confirm, "confirm-manifest", "", "write a manifest of the run under test's suspects here, each cell excluding the nodes that measured them")
 	c.Flags().Float64Var(&failPct, "fail-on-regression", 0, "exit 1 on a slower change of at least PCT percent new at the run under test, a case it did not measure, or nothing to judge")
 	c.Flags().IntVar(&window, "window", 1, "--fail-on-regression also fails on slower changes starting within the newest N runs")

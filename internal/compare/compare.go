@@ -914,13 +914,19 @@ var caseLines = sync.Pool{New: func() any { return new([]byte) }}
 // harness crashed measured nothing: every case is missing, and that fails the gate).
 func (r *Result) Regressions(pctLimit float64, allowMissing bool) []Case {
 	var out []Case
-	for i, c := range r.cases {
-		slower := c.class == Slower && c.hasPrimary && c.speedup > 0 && 1/c.speedup >= 1+pctLimit/100
-		if slower || c.class == Broken || (c.class == OnlyBase && !allowMissing) {
+	for i := range r.cases {
+		if r.fails(i, pctLimit, allowMissing) {
 			out = append(out, r.Case(i))
 		}
 	}
 	return out
+}
+
+// fails is whether case i fails --fail-on-regression pctLimit (Regressions).
+func (r *Result) fails(i int, pctLimit float64, allowMissing bool) bool {
+	c := &r.cases[i]
+	slower := c.class == Slower && c.hasPrimary && c.speedup > 0 && 1/c.speedup >= 1+pctLimit/100
+	return slower || c.class == Broken || (c.class == OnlyBase && !allowMissing)
 }
 
 // Markdown writes the summary for a GitHub step summary: counts, then regressions worst

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/semianalysis/opx/internal/history/changes"
+	"github.com/semianalysis/opx/internal/junit"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/testenv"
 	"github.com/semianalysis/opx/internal/verdict"
@@ -417,5 +418,61 @@ func TestResumedRunReplacesItsPoints(t *testing.T) {
 	}
 	if len(f.Unmeasured) != 0 || f.Points != 18 {
 		t.Errorf("after the resumed run: unmeasured %+v, %d points (want none, 18)", f.Unmeasured, f.Points)
+	}
+}
+
+// history check --junit: a testcase for the check and one per change and unmeasured case,
+// valid against the schema CI reporters read; a failure for each the gate fails on (a 10%
+// step new at the newest run, a case it did not measure), an older change passing with
+// its words in system-out (issue 48).
+func TestCheckJUnit(t *testing.T) {
+	hist := genHistory(30, 4, 3)
+	for i := 10; i < 30; i++ {
+		hist[i].values["s1"] *= 0.9 // s1: an older, faster change
+	}
+	hist[29].values["s2"] *= 1.3 // s2: 1.3x slower at the newest run
+	hist[29].outcome["s3"] = verdict.Missing
+	s := storeOf(t, filepath.Join(t.TempDir(), "h.db"), hist)
+	f, err := s.Check(t.Context(), defaultsForTest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gate := range []bool{true, false} {
+		path := filepath.Join(t.TempDir(), "check.xml")
+		if err := junit.Write(path, "opx history check", f.JUnit(gate, 5, 1, ""), f.At()); err != nil {
+			t.Fatal(err)
+		}
+		r := testenv.ValidJUnit(t, path)
+		byName := map[string]string{}
+		for _, c := range r.Suites[0].Cases {
+			switch {
+			case c.Failure != nil:
+				byName[c.Name] = "failure " + c.Failure.Type + ": " + c.Failure.Message
+			case c.Skipped != nil:
+				byName[c.Name] = "skipped: " + c.Skipped.Message
+			default:
+				byName[c.Name] = "passed: " + c.Out
+			}
+		}
+		if len(byName) != 4 || !strings.HasPrefix(byName["s2 latency_us"], "failure regression: latency_us 1.2") && strings.Contains(byName["s2 latency_us"], "x slower from run nightly-29 of ") ||
+			!strings.HasPrefix(byName["s1 latency_us"], "passed: latency_us 1.11x faster from run nightly-10") ||
+			!strings.HasPrefix(byName["the store's series are judged"], "passed: 4 series, 120 points; 2 change(s), 1 unmeasured") {
+			t.Errorf("gate %v: %q", gate, byName)
+		}
+		if want := map[bool]string{true: "failure unmeasured: not measured by run nightly-29 (missing)", false: "skipped: not measured by run nightly-29 (missing)"}[gate]; byName["s3"] != want {
+			t.Errorf("gate %v: s3 %q, want %q", gate, byName["s3"], want)
+		}
+		if r.Tests != 4 || r.Failures != map[bool]int{true: 2, false: 1}[gate] {
+			t.Errorf("gate %v: %d tests, %d failures", gate, r.Tests, r.Failures)
+		}
+	}
+	// nothing to judge: the check's own testcase fails with the gate's words
+	empty := &Found{}
+	path := filepath.Join(t.TempDir(), "empty.xml")
+	if err := junit.Write(path, "opx history check", empty.JUnit(true, 5, 1, "h.db holds no run: nothing to judge, the gate fails"), empty.At()); err != nil {
+		t.Fatal(err)
+	}
+	if r := testenv.ValidJUnit(t, path); r.Failures != 1 || r.Suites[0].Cases[0].Failure.Message != "h.db holds no run: nothing to judge, the gate fails" {
+		t.Errorf("nothing to judge: %+v", r)
 	}
 }

@@ -520,10 +520,10 @@ func settleShard(ctx context.Context, cases []Case, execs []*execRows, counted s
 		for i := range e.rows {
 			r := &e.rows[i]
 			r.Attempt, r.Throttled, r.Shared, r.Mode = e.ex.Attempt, e.throttled, e.shared, e.exe.Cell.Mode
-		r.RunID, r.SourceSHA, r.StartedAt = e.exe.RunID, e.exe.SourceSHA, e.started
-		if r.Host == "" {
-			r.Host = e.node
-		}
+			r.RunID, r.SourceSHA, r.StartedAt = e.exe.RunID, e.exe.SourceSHA, e.started
+			if r.Host == "" {
+				r.Host = e.node
+			}
 			if e.counters != nil {
 				joinCounters(r, e.counters)
 			}
