@@ -99,7 +99,7 @@ func Run(ctx context.Context, o Options) []Finding {
 		d.slurm()
 	}
 	if mode == "pyxis" {
-		d.pyxis()
+		d.pyxis(local || d.controllerUp)
 		d.enroot()
 		d.tool("unsquashfs", "unsquashfs", "checks every imported squash (squashfs-tools)", "install squashfs-tools on the submit host and the compute nodes")
 	} else {
@@ -114,6 +114,9 @@ type doc struct {
 	o   Options
 	ctx context.Context
 	out []Finding
+	// controllerUp is whether the Slurm controller answered: srun, which pyxis's check
+	// asks, cannot be judged without it
+	controllerUp bool
 }
 
 func (d *doc) add(f Finding) { d.out = append(d.out, f) }
@@ -226,6 +229,7 @@ func (d *doc) slurm() {
 		return
 	}
 	n := len(strings.Fields(out))
+	d.controllerUp = true
 	d.add(Finding{Check: "slurm controller", Status: OK, Detail: fmt.Sprintf("squeue answers; %d job(s) of this user", n)})
 	part := d.o.Entry.Partition
 	if part == "" {
@@ -244,7 +248,16 @@ func (d *doc) slurm() {
 	d.add(Finding{Check: "slurm partition", Status: OK, Detail: strings.Join(strings.Fields(firstLine(out)), " ")})
 }
 
-func (d *doc) pyxis() {
+// pyxis checks srun offers pyxis's --container-image. With the controller down (or the
+// Slurm commands missing) srun's answer says nothing of pyxis — a configless srun cannot
+// even load its plugins — so the check is left for after the controller is fixed, rather
+// than blaming pyxis.
+func (d *doc) pyxis(controllerUp bool) {
+	if !controllerUp {
+		d.add(Finding{Check: "pyxis", Status: Skip, Detail: "not checked: the Slurm controller does not answer, and srun's answer would say nothing of pyxis",
+			Fix: "fix the controller (above), then run opx doctor again"})
+		return
+	}
 	out, err := d.output("srun", "--help")
 	switch {
 	case err != nil && !strings.Contains(out, "Usage"):

@@ -110,6 +110,9 @@ func TestDoctorOnLocalSlurm(t *testing.T) {
 	}{
 		{"no salloc on PATH", none(""), []string{"PATH=" + testenv.BinDir(t, []string{"srun", "scancel", "squeue", "sinfo"}, nil)}, nil, "slurm: salloc", "salloc not found on PATH"},
 		{"controller unreachable", none(""), []string{"SLURM_CONF=" + deadConf}, nil, "slurm controller", "Unable to contact slurm controller"},
+		// with pyxis too: the controller is blamed, and pyxis left for after (issue 48:
+		// doctor blamed pyxis when the controller was down)
+		{"controller unreachable, pyxis runner", pyxis, []string{"SLURM_CONF=" + deadConf, "PATH=" + testenv.BinDir(t, append(slurmOnly, "srun"), map[string]string{"enroot": `echo 4.1.0`}) + ":" + path}, nil, "slurm controller", "not checked: the Slurm controller does not answer"},
 		{"unknown partition", c.platforms(t, `{"container": "none", "partition": "nosuch", "stage_dir": "`+c.stageRoot+`"}`), nil, nil, "slurm partition", "partition nosuch not found"},
 		{"storage root missing", c.platforms(t, `{"container": "none", "partition": "debug", "stage_dir": "`+filepath.Join(c.dir, "absent")+`"}`), nil, nil, "storage root", "no writable shared storage root configured for this runner (" + filepath.Join(c.dir, "absent") + " does not exist)"},
 		{"storage root full", none(""), nil, []string{"--min-free-gib", "1000000"}, "storage root", "under the 1000000 GiB"},
