@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/semianalysis/opx/internal/plan"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/shard"
 	"github.com/semianalysis/opx/internal/sweep"
@@ -45,9 +46,16 @@ func runRun(ctx context.Context, env Env, c *cobra.Command, o *runOptions) error
 	if err := shard.CheckTime(o.timeMinutes, o.manifest != "" || o.resume != "" || o.plan.Runner == platform.Local); err != nil {
 		return &UsageError{err}
 	}
-	return sweep.Run(ctx, sweep.Options{Plan: o.plan, Dir: o.dir, Resume: o.resume, Manifest: o.manifest, MaxParallel: o.maxParallel, TimeMinutes: o.timeMinutes,
+	err := sweep.Run(ctx, sweep.Options{Plan: o.plan, Dir: o.dir, Resume: o.resume, Manifest: o.manifest, MaxParallel: o.maxParallel, TimeMinutes: o.timeMinutes,
 		CleanupSecs: o.cleanupSecs, Getenv: env.getenv, Environ: env.environ(), Stdout: env.Stdout, Stderr: env.Stderr,
 		Terminal: isTerminal(env.Stderr)})
+	// a selection the planner refuses is the flags' fault: a usage error (opx plan keeps
+	// ci.py's exit 1 for them)
+	var sel *plan.SelectionError
+	if errors.As(err, &sel) {
+		return &UsageError{err}
+	}
+	return err
 }
 
 const runLong = `Plan a sweep, execute every shard, and summarize it — in one command. With no flags it

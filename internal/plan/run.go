@@ -3,7 +3,6 @@ package plan
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -113,12 +112,12 @@ func (o *Request) inputs() (Selection, Inputs, error) {
 	}
 	var sizes []int64
 	if strings.TrimSpace(o.WorldSizes) == "" {
-		return sel, in, errors.New("--world-sizes is empty: give the world sizes to sweep, such as 1 or 1,2,4,8")
+		return sel, in, selectionErr("--world-sizes is empty: give the world sizes to sweep, such as 1 or 1,2,4,8")
 	}
 	for _, w := range strings.Split(o.WorldSizes, ",") {
 		n, err := pyjson.ParseInt(w)
 		if err != nil {
-			return sel, in, err
+			return sel, in, &SelectionError{err.Error()} // ci.py's words
 		}
 		sizes = append(sizes, n)
 	}
@@ -170,9 +169,9 @@ func (o *Request) images(reg *platform.Registry) (map[string]catalog.Image, erro
 			hint = "; did you mean " + b + "?"
 		}
 		if runner.Label == platform.Local {
-			return nil, fmt.Errorf("no backend %s on the local runner (it runs: %s; see opx list backends)%s", strings.Join(missing, ", "), strings.Join(known, ", "), hint)
+			return nil, selectionErr("no backend %s on the local runner (it runs: %s; see opx list backends)%s", strings.Join(missing, ", "), strings.Join(known, ", "), hint)
 		}
-		return nil, fmt.Errorf("no %s backend module for: %s (%s backends: %s; see opx list backends)%s", vendor, strings.Join(missing, ", "), vendor, strings.Join(known, ", "), hint)
+		return nil, selectionErr("no %s backend module for: %s (%s backends: %s; see opx list backends)%s", vendor, strings.Join(missing, ", "), vendor, strings.Join(known, ", "), hint)
 	}
 	return images, nil
 }
