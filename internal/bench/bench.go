@@ -1,5 +1,5 @@
 // Package bench is opx's built-in cpu backend (`opx bench`): it implements the benchmark
-// harness contract (docs/seed-spec.md §8.1, §12.9) for GEMMs on the host CPU with gonum, so a sweep
+// harness contract (docs/compat-spec.md §8.1, §12.9) for GEMMs on the host CPU with gonum, so a sweep
 // can run end to end on a machine with no GPU. Rank 0 checkpoints the results file
 // atomically after every op.
 package bench
@@ -266,7 +266,7 @@ func (r *results) write() error {
 // compiled on first use: every opx process pays for a package-level regexp at start-up
 var sourceRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[^/\s]+/[^/\s]+(/[^/\s]+)?$`) })
 
-// checkSources checks a testlist entry's "sources" (docs/seed-spec.md §8.1): when present, a list
+// checkSources checks a testlist entry's "sources" (docs/compat-spec.md §8.1): when present, a list
 // of '<org>/<model>/<role>' strings. Beyond the seed's harness, which refuses them, the
 // cpu backend also takes the reference catalog's other entries: a "name", no "sources",
 // and sources without a role ('<org>/<model>'), so every testlist opx ships runs.

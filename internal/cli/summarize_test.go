@@ -95,7 +95,7 @@ func seedSummarize(t *testing.T, shared, manifest, artifacts, out string) (int, 
 	return code, so.String(), se.String()
 }
 
-func TestSummarizeMatchesSeed(t *testing.T) {
+func TestSummarizeMatchesOperatorXCI(t *testing.T) {
 	shared := sharedDir(t)
 	manifest, artifacts, ids := artifactTree(t)
 	seedOut := filepath.Join(t.TempDir(), "seed.json")
@@ -131,7 +131,7 @@ func TestSummarizeMatchesSeed(t *testing.T) {
 	}
 }
 
-func TestSummarizeErrorsMatchSeed(t *testing.T) {
+func TestSummarizeErrorsMatchOperatorXCI(t *testing.T) {
 	shared := sharedDir(t)
 	for _, tc := range []struct {
 		name   string

@@ -1,6 +1,6 @@
 // Package files owns opx's file writes: every file a user or a later step reads is written
 // to a temporary file in the same directory and renamed into place, so a crash or a signal
-// never leaves a half-written manifest, status or checkpoint (docs/seed-spec.md §3.1).
+// never leaves a half-written manifest, status or checkpoint (docs/compat-spec.md §3.1).
 package files
 
 import (

@@ -1,4 +1,4 @@
-// Package image is `opx import`, the compute-node half of a shard (docs/seed-spec.md §7): bring one
+// Package image is `opx import`, the compute-node half of a shard (docs/compat-spec.md §7): bring one
 // image into the shared squashfs cache exactly once per (image, digest, platform) key, under
 // a per-key lock, with enroot in private scratch directories, and publish it atomically.
 //
@@ -110,7 +110,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	return res, nil
 }
 
-// checkInputs is what is checked before anything is created (docs/seed-spec.md §7 step 1), and
+// checkInputs is what is checked before anything is created (docs/compat-spec.md §7 step 1), and
 // the cache directory: made when missing, refused when others could replace its entries.
 func checkInputs(o Options) error {
 	machine := o.Machine
@@ -130,7 +130,7 @@ func checkInputs(o Options) error {
 		return err
 	}
 	// the cache may be shared with other users: nobody else may be able to replace what
-	// opx puts there (docs/seed-spec.md §7 beyond the seed)
+	// opx puts there (docs/compat-spec.md §7 beyond the seed)
 	if err := files.CheckSharedDir(o.Cache); err != nil {
 		return fmt.Errorf("image cache %v", err)
 	}
@@ -249,7 +249,7 @@ func removeStalePartials(cache, key string) error {
 // one-part name); no tag means latest; a digest reference imports by digest in the
 // "#repo:sha256:…" form that enroot 3.5 and 4.x both take. The seed's registry_reference
 // sent localhost:5000/busybox:1 to Docker Hub and split "ubuntu" into "library/" and
-// tag "ubuntu" (docs/seed-spec.md §16.4).
+// tag "ubuntu" (docs/compat-spec.md §16.4).
 func TagURI(image string) (string, error) {
 	ref, err := name.ParseReference(image)
 	if err != nil {

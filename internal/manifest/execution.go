@@ -11,7 +11,7 @@ import (
 	"github.com/semianalysis/opx/internal/pyjson"
 )
 
-// Execution is execution.json (docs/seed-spec.md §12.5): which cell an execution ran, for which
+// Execution is execution.json (docs/compat-spec.md §12.5): which cell an execution ran, for which
 // run, and where its stage was.
 type Execution struct {
 	Cell                    *Cell

@@ -17,7 +17,7 @@ func PinnedDigest(image string) string {
 }
 
 // ImageKey is sha256(image + digest + suffix), the suffix ":<platform>" for non-amd64
-// platforms (docs/seed-spec.md §3.2).
+// platforms (docs/compat-spec.md §3.2).
 func ImageKey(image, digest, imagePlatform string) string {
 	suffix := ""
 	if imagePlatform != "linux/amd64" {
@@ -27,13 +27,13 @@ func ImageKey(image, digest, imagePlatform string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// QueueToken is the first 32 hex of sha256("<run_id>:<attempt>:<cell id>") (docs/seed-spec.md §5.7).
+// QueueToken is the first 32 hex of sha256("<run_id>:<attempt>:<cell id>") (docs/compat-spec.md §5.7).
 func QueueToken(runID, attempt, id string) string {
 	sum := sha256.Sum256([]byte(runID + ":" + attempt + ":" + id))
 	return hex.EncodeToString(sum[:])[:32]
 }
 
-// MasterPort is 29500 + sha256("<job>:<cell id>") mod 2000 (docs/seed-spec.md §6 step 11).
+// MasterPort is 29500 + sha256("<job>:<cell id>") mod 2000 (docs/compat-spec.md §6 step 11).
 func MasterPort(job, id string) int {
 	sum := sha256.Sum256([]byte(job + ":" + id))
 	n := new(big.Int).SetBytes(sum[:])

@@ -22,7 +22,7 @@ import (
 	"github.com/semianalysis/opx/internal/pytext"
 )
 
-// Manifest is operatorx-manifest.json (docs/seed-spec.md §5).
+// Manifest is operatorx-manifest.json (docs/compat-spec.md §5).
 type Manifest struct {
 	Path             string
 	RunID, SourceSHA string

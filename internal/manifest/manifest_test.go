@@ -130,7 +130,7 @@ func TestBadManifests(t *testing.T) {
 	}
 }
 
-// The identifiers derived from a cell are the seed's formulas (docs/seed-spec.md §3.2, §5.7, §6);
+// The identifiers derived from a cell are the seed's formulas (docs/compat-spec.md §3.2, §5.7, §6);
 // the values were computed with Python's hashlib.
 func TestIdentifiers(t *testing.T) {
 	for _, c := range []struct{ got, want string }{

@@ -13,7 +13,7 @@ import (
 // StatusFile is the file's name in a shard's output directory.
 const StatusFile = "status.json"
 
-// Status is an execution's status.json, how execute ended (docs/seed-spec.md §6, step 12):
+// Status is an execution's status.json, how execute ended (docs/compat-spec.md §6, step 12):
 // {"exit_code": 0 or 1, "slurm_jobs": [...]}, and beyond the seed the failure, what failed.
 type Status struct {
 	// HasExitCode is whether the file names an exit_code; ExitCode is it as text (as the

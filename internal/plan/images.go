@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// EnrootURI is InferenceX's enroot_uri (docs/seed-spec.md §16.5).
+// EnrootURI is InferenceX's enroot_uri (docs/compat-spec.md §16.5).
 func EnrootURI(image string) string {
 	image = strings.Replace(image, "#", "/", 1)
 	ref, digest := image, ""

@@ -19,7 +19,7 @@ type Resolver interface {
 // Provenance is what plan adds at the top level.
 type Provenance struct{ SourceSHA, RunID, Attempt string }
 
-// Finish is the plan CLI's part after plan() (docs/seed-spec.md §5.5–§5.7, decisions §4): resolve
+// Finish is the plan CLI's part after plan() (docs/compat-spec.md §5.5–§5.7, decisions §4): resolve
 // digests, apply the image-unavailable fallback, add digest, import_uri and queue-token to
 // every cell, and the provenance to the top level. Ids are not recomputed. It returns the
 // images whose tag did not resolve and that fall back to containers.toml's digest, so the
@@ -124,7 +124,7 @@ func (d *digests) resolve(list []string) error {
 }
 
 // fallBack moves a cell whose image did not resolve to its first backend's image from
-// containers.toml (docs/seed-spec.md §5.6), recording the image it wanted.
+// containers.toml (docs/compat-spec.md §5.6), recording the image it wanted.
 func (d *digests) fallBack(cell *pyjson.Object) error {
 	img, _ := cell.String("image")
 	backends, _ := cell.Array("backends")

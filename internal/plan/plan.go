@@ -1,6 +1,6 @@
 // Package plan owns the planner: it turns a selection (runner, backends, testlists, world
 // sizes, chunk size, mode) into the manifest's shards with the seed's exact semantics
-// (docs/seed-spec.md §5), and computes the ids, image keys, enroot URIs and queue tokens that
+// (docs/compat-spec.md §5), and computes the ids, image keys, enroot URIs and queue tokens that
 // everything downstream keys on.
 package plan
 
@@ -93,7 +93,7 @@ func registered(in Inputs, runner platform.Runner, entry *pyjson.Object, backend
 	return backend == CPU && ok
 }
 
-// Plan is ci.py's plan() (docs/seed-spec.md §5.2–§5.4): it returns
+// Plan is ci.py's plan() (docs/compat-spec.md §5.2–§5.4): it returns
 // {"version": 1, "excluded_shapes": N, "include": [cells]}, and, beyond ci.py, a line for
 // each selected world size no shape of the testlists runs at (a plan drops them).
 func Plan(sel Selection, in Inputs) (*pyjson.Object, []string, error) {
@@ -473,7 +473,7 @@ func (p *planner) cells(shards []shard) []plannedCell {
 }
 
 // WithID returns {"id": <label>-<16 hex of sha256(json.dumps(cell, sort_keys=True))>, ...cell}
-// (docs/seed-spec.md §5.4).
+// (docs/compat-spec.md §5.4).
 func WithID(cell *pyjson.Object) *pyjson.Object {
 	b, err := pyjson.Marshal(cell, pyjson.Identity)
 	if err != nil {
@@ -501,7 +501,7 @@ func dedupe(lists []Testlist) []Testlist {
 	return out
 }
 
-// SplitAxes is the seed's _split_axes (docs/seed-spec.md §3.11, §16.2).
+// SplitAxes is the seed's _split_axes (docs/compat-spec.md §3.11, §16.2).
 func SplitAxes(opType string) []string {
 	switch opType {
 	case "gemm":

@@ -1,4 +1,4 @@
-// Package platform owns the runner table (docs/seed-spec.md §2.1), hardware families, and the
+// Package platform owns the runner table (docs/compat-spec.md §2.1), hardware families, and the
 // platform registry: the CollectiveX base profiles overlaid by a file keyed by runner label
 // (§3.9, decisions §1–2), plus custom runners and the built-in local runner.
 package platform
@@ -141,7 +141,7 @@ type LocalDefaults struct {
 	CountGPUs func() int
 }
 
-// Load reads a platform overlay (docs/seed-spec.md §3.9) and its "base", resolved relative to the
+// Load reads a platform overlay (docs/compat-spec.md §3.9) and its "base", resolved relative to the
 // overlay's own location, and merges them per runner label. Entries keyed by a label that
 // is not built in declare custom runners and must carry "cluster" (decisions §1).
 func Load(src catalog.Source, local LocalDefaults) (*Registry, error) {
@@ -350,7 +350,7 @@ func merge(base, own *pyjson.Object) *pyjson.Object {
 }
 
 // Storage is where a runner's shards may be staged, from its operator profile, typed:
-// the seed's shared_base reads these (docs/seed-spec.md §3.8).
+// the seed's shared_base reads these (docs/compat-spec.md §3.8).
 type Storage struct {
 	StageDir  string // operator.stage_dir ("" when unset, empty or null)
 	SquashDir string // operator.squash_dir (the same)

@@ -19,7 +19,7 @@ type Options struct {
 	KeySep   string // separators[1]
 }
 
-// The four modes the seed uses (docs/seed-spec.md §3.1, §5.1, §5.4, §17.5).
+// The four modes the seed uses (docs/compat-spec.md §3.1, §5.1, §5.4, §17.5).
 var (
 	// Identity is json.dumps(v, sort_keys=True): what shard ids hash.
 	Identity = Options{SortKeys: true, Indent: -1, ItemSep: ", ", KeySep: ": "}

@@ -1,7 +1,7 @@
 // Package pyjson owns opx's Python-compatible JSON: an ordered value model that keeps
 // object key order and the difference between 1 and 1.0, a strict parser, and an encoder
 // that reproduces the byte output of Python's json.dumps in the modes the seed uses
-// (docs/seed-spec.md §3.1, §17). Shard ids hash this output, so it must match the seed exactly.
+// (docs/compat-spec.md §3.1, §17). Shard ids hash this output, so it must match the seed exactly.
 //
 // Values are: nil (null), bool, string, Int, float64, *Object and []Value.
 // Strings are WTF-8: a lone surrogate that came from a \uD800-style escape is kept as its

@@ -13,7 +13,7 @@ import (
 
 // Repr is Python's repr() of a str: single quotes unless the text holds a ' and no ",
 // backslash escapes for \, the quote, \n, \r, \t and unprintable characters
-// (cleanup.log and some seed messages use it; docs/seed-spec.md §3.7).
+// (cleanup.log and some seed messages use it; docs/compat-spec.md §3.7).
 func Repr(s string) string {
 	quote := byte('\'')
 	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {

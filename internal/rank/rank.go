@@ -1,4 +1,4 @@
-// Package rank is what runs once per rank inside the allocation (docs/seed-spec.md §8): `opx rank`
+// Package rank is what runs once per rank inside the allocation (docs/compat-spec.md §8): `opx rank`
 // checks the rank's Slurm inputs, gives it a private HOME, and runs the harness — opx's own
 // cpu backend in process, python3 -m operatorx otherwise — under Nsight Compute or
 // rocprofv3 in counters mode.
@@ -21,10 +21,10 @@ import (
 	"github.com/semianalysis/opx/internal/pytext"
 )
 
-// NCUMetrics is the seed's counter list (docs/seed-spec.md §2.2), in order.
+// NCUMetrics is the seed's counter list (docs/compat-spec.md §2.2), in order.
 const NCUMetrics = "gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,gpc__cycles_elapsed.avg.per_second,dram__cycles_elapsed.avg.per_second,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,sm__cycles_active.sum,sm__cycles_active.avg,sm__cycles_active.min,sm__cycles_active.max,dram__bytes_read.sum,dram__bytes_read.avg,dram__bytes_read.min,dram__bytes_read.max,dram__bytes_write.sum,lts__t_sectors.sum,lts__t_sectors.avg,lts__t_sectors.min,lts__t_sectors.max,lts__t_sector_hit_rate.pct,lts__t_sectors_lookup_hit.sum,lts__t_sectors_lookup_miss.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_sectors_op_atom.sum,lts__t_sectors_op_red.sum,lts__t_sectors_aperture_sysmem_op_read.sum,lts__t_sectors_aperture_sysmem_op_write.sum,l1tex__t_sector_hit_rate.pct,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"
 
-// RocprofPasses are the seed's rocprofv3 passes, in order (docs/seed-spec.md §2.2).
+// RocprofPasses are the seed's rocprofv3 passes, in order (docs/compat-spec.md §2.2).
 var RocprofPasses = [][2]string{
 	{"fetch", "FETCH_SIZE"}, {"hm", "TCC_HIT_sum TCC_MISS_sum"},
 	{"rdhist", "TCC_EA0_RDREQ_128B_sum TCC_EA0_RDREQ_32B_sum TCC_EA0_RDREQ_64B_sum TCC_EA0_RDREQ_sum"},

@@ -2,7 +2,7 @@ package rank_test
 
 // Nsight Compute, rocprofv3 and the Python harness cannot run here: they are RECORDING
 // FAKES on PATH that log their argv and the profiling environment they were given. The
-// tests check opx rank's exact command lines in counters mode (docs/seed-spec.md §8) against the
+// tests check opx rank's exact command lines in counters mode (docs/compat-spec.md §8) against the
 // seed's constants.
 
 import (

@@ -1,7 +1,7 @@
 // Package recipes reads opx's optional recipes file (decisions §3), the stand-in for
 // InferenceX's recipe tree: per framework, hardware family and checkpoint, the serving
 // variants with their split, image, launch env and engine args, and optional default
-// images per (backend, family). Lookup follows docs/seed-spec.md §16.3.
+// images per (backend, family). Lookup follows docs/compat-spec.md §16.3.
 //
 // The file is JSON (so that env and engine_args keep their order in the manifest):
 //
@@ -23,7 +23,7 @@ import (
 	"github.com/semianalysis/opx/internal/safe"
 )
 
-// Frameworks are the backends that have recipes (docs/seed-spec.md §16.3).
+// Frameworks are the backends that have recipes (docs/compat-spec.md §16.3).
 var Frameworks = []string{"vllm"}
 
 // IsFramework reports whether backend is in Frameworks.

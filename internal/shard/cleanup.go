@@ -22,7 +22,7 @@ import (
 // scancel that the controller accepted (a failed scancel is sent again at every poll).
 const resendEvery = 10 * time.Second
 
-// Cleanup is the seed's cleanup (docs/seed-spec.md §3.7): scancel each allocation, then poll the
+// Cleanup is the seed's cleanup (docs/compat-spec.md §3.7): scancel each allocation, then poll the
 // user's job list until it is gone, logging every poll to cleanup.log. The poll interval
 // starts at 10 ms and grows by half up to 1 s (the seed sleeps a fixed second), bounded by
 // timeout. Then the jobs tagged with token that allocation.log did not name (execute died

@@ -73,7 +73,7 @@ func checkID(what, v string) error {
 	return nil
 }
 
-// Execute runs one shard (docs/seed-spec.md §6). It returns the process exit code's cause: nil on
+// Execute runs one shard (docs/compat-spec.md §6). It returns the process exit code's cause: nil on
 // success; the finalize error when cleanup failed (status.json is then not written).
 // prepare checks everything that can be known before anything is made; a dry run prints
 // the steps prepare planned, execute performs the same steps.
@@ -497,12 +497,12 @@ func masterPort(job, id string) string {
 
 func in(s string, list ...string) bool { return slices.Contains(list, s) }
 
-// NCUSearch is the seed's Nsight Compute search (docs/seed-spec.md §2.2).
+// NCUSearch is the seed's Nsight Compute search (docs/compat-spec.md §2.2).
 const NCUSearch = "ls -d /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/nsight-compute*/ncu /opt/nvidia/nsight-compute*/ncu $(command -v ncu) 2>/dev/null | xargs -r readlink -f | sort -u"
 
 var digitsRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\d+`) })
 
-// PickNCU is the seed's pick_ncu (docs/seed-spec.md §3.4).
+// PickNCU is the seed's pick_ncu (docs/compat-spec.md §3.4).
 func PickNCU(paths []string) string {
 	version := func(p string) []int {
 		name := filepath.Base(filepath.Dir(p))

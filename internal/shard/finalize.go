@@ -15,7 +15,7 @@ import (
 	"github.com/semianalysis/opx/internal/platform"
 )
 
-// Finalize is the seed's finalize (docs/seed-spec.md §9): cancel and confirm, copy results out of
+// Finalize is the seed's finalize (docs/compat-spec.md §9): cancel and confirm, copy results out of
 // the stage, remove the stage. A missing root is a no-op. Idempotent.
 func Finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int) error {
 	return finalize(ctx, s, root, cleanupSeconds, true)
@@ -156,7 +156,7 @@ func copyFile(src, dst string) error {
 	return os.Rename(tmp, dst)
 }
 
-// Recover is the seed's recover (docs/seed-spec.md §11): finalize every execution of run_id on this
+// Recover is the seed's recover (docs/compat-spec.md §11): finalize every execution of run_id on this
 // runner found under artifacts, after checking it belongs here. Beyond the seed it also
 // recovers the local runner's executions (their stage base is StageBase's).
 func Recover(ctx context.Context, s *Slurm, artifacts, runID string, runner platform.Runner, st platform.Storage, getenv func(string) string, cleanupSeconds int) (int, error) {

@@ -20,7 +20,7 @@ const DefaultHFEndpoint = "https://huggingface.co"
 // maxConfigBytes bounds a downloaded config.json (real ones are a few KiB).
 const maxConfigBytes = 16 << 20
 
-// modelConfigURL is <HF_ENDPOINT>/<checkpoint>/raw/main/config.json (docs/seed-spec.md §3.12).
+// modelConfigURL is <HF_ENDPOINT>/<checkpoint>/raw/main/config.json (docs/compat-spec.md §3.12).
 func (r *execution) modelConfigURL(ckpt string) string {
 	endpoint := DefaultHFEndpoint
 	if r.o.Getenv != nil {
@@ -38,7 +38,7 @@ func validCheckpoint(ckpt string) bool {
 }
 
 // stageModelConfig fetches the checkpoint's config.json into <stage>/models/<checkpoint>/
-// (docs/seed-spec.md §3.12). Failure is a note on stdout, not an error: the benchmark then runs
+// (docs/compat-spec.md §3.12). Failure is a note on stdout, not an error: the benchmark then runs
 // without OPERATORX_MODEL_CONFIG, as in the seed.
 func (r *execution) stageModelConfig(ctx context.Context, ckpt string) {
 	note := func(err error) {

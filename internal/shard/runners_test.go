@@ -4,7 +4,7 @@ package shard_test
 // flags cannot be accepted by the loopback Slurm, so these tests put RECORDING FAKES of
 // salloc, srun, scancel, squeue and scontrol first on PATH. The fakes log every argv and srun's
 // environment; the tests then check the exact command lines and environment opx execute
-// produces for each runner and mode — against a table written from docs/seed-spec.md §6 and, when
+// produces for each runner and mode — against a table written from docs/compat-spec.md §6 and, when
 // ../shared is present, against the seed's own execute run on the same fakes.
 
 import (
@@ -349,19 +349,19 @@ func enrootURI(image string) string { return plan.EnrootURI(image) }
 
 func masterPort(job, id string) int { return manifest.MasterPort(job, id) }
 
-// TestNineRunnersMatchSeed runs the seed's execute on the same fakes and compares every
+// TestNineRunnersMatchOperatorXCI runs the seed's execute on the same fakes and compares every
 // Slurm command line and the benchmark environment with opx's, after mapping the seed's
 // Python launcher to opx's binary (decisions §6) and dropping opx's --comment token.
-func TestNineRunnersMatchSeed(t *testing.T) {
+func TestNineRunnersMatchOperatorXCI(t *testing.T) {
 	seedtree, err := filepath.Abs("../../../shared/seed/seedtree")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(seedtree); err != nil {
-		t.Skip("../shared is absent: no seed to compare with")
+		t.Skip("../shared is absent: no OperatorX CI (ci.py) to compare with")
 	}
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3 for the seed")
+		t.Skip("no python3 to run OperatorX CI (ci.py)")
 	}
 	// the interpreter itself, not a version-manager shim that adds its own variables
 	py, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()

@@ -71,7 +71,7 @@ func StageBase(st platform.Storage, runner platform.Runner, getenv func(string) 
 	return base, err
 }
 
-// SharedBase is the seed's shared_base (docs/seed-spec.md §3.8): <first usable root>/.operatorx-<uid>.
+// SharedBase is the seed's shared_base (docs/compat-spec.md §3.8): <first usable root>/.operatorx-<uid>.
 func SharedBase(st platform.Storage, runner platform.Runner, getenv func(string) string) (string, error) {
 	var roots []string
 	switch {
@@ -132,7 +132,7 @@ func writable(dir string) bool {
 }
 
 // checkBase returns the stage base with the symlinks above it resolved, after checking it
-// is ours alone — a real directory, owned by us, no group or other bits (docs/seed-spec.md §6 step
+// is ours alone — a real directory, owned by us, no group or other bits (docs/compat-spec.md §6 step
 // 7) — and that nobody else could swap it: every directory above it is owned by root or us
 // and, when others may write it, sticky. create makes the base when it is missing (a dry
 // run only checks one that is there).

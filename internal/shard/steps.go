@@ -32,7 +32,7 @@ type layoutOp struct {
 	shapes   manifest.Testlist // write-testlist
 }
 
-// layout is the stage's contents (docs/seed-spec.md §12.8): the opx binary, harness sources, the
+// layout is the stage's contents (docs/compat-spec.md §12.8): the opx binary, harness sources, the
 // model config, the testlists and an empty results directory.
 func (r *execution) layout() []layoutOp {
 	ops := []layoutOp{{kind: "copy-binary", src: r.binary, dst: filepath.Join(r.stage, "bin", "opx")}}
@@ -113,7 +113,7 @@ func excluding(flags, nodes []string) []string {
 	return append(out, "--exclude="+strings.Join(all, ","))
 }
 
-// allocStep is salloc (docs/seed-spec.md §6 step 11.6), tagged with the shard's token beyond the
+// allocStep is salloc (docs/compat-spec.md §6 step 11.6), tagged with the shard's token beyond the
 // seed.
 func (r *execution) allocStep() Step {
 	e := r.entry
@@ -179,7 +179,7 @@ func (r *execution) squash() string {
 	return filepath.Join(r.cache(), manifest.ImageKey(r.cell.Image, r.cell.Digest, r.entry.ImagePlatform)+".sqsh")
 }
 
-// benchStep is the benchmark (docs/seed-spec.md §6 step 11.15) with its environment.
+// benchStep is the benchmark (docs/compat-spec.md §6 step 11.15) with its environment.
 func (r *execution) benchStep(job, ncu string) Step {
 	env, keep := r.benchEnv(job)
 	mounts := r.stage + ":/opx"
@@ -218,10 +218,10 @@ func (r *execution) benchStep(job, ncu string) Step {
 	return Step{Name: "benchmark", Log: "benchmark.log", Argv: argv, Env: env}
 }
 
-// networkPrefixes is the seed's network-variable scrub (docs/seed-spec.md §2.2).
+// networkPrefixes is the seed's network-variable scrub (docs/compat-spec.md §2.2).
 var networkPrefixes = []string{"NCCL_NET", "NCCL_SOCKET_IFNAME", "NCCL_IB_", "NVSHMEM_", "MORI_RDMA_", "UCCL_"}
 
-// benchEnv is the benchmark environment contract (docs/seed-spec.md §6 step 11), with the scrub's
+// benchEnv is the benchmark environment contract (docs/compat-spec.md §6 step 11), with the scrub's
 // image-key bug fixed (decisions §5). keep names the variables execute sets, which must
 // reach the rank with these values even when the image's ENV sets them too (pyxis gives
 // the image precedence over exported variables; --container-env reverses it for these

@@ -10,7 +10,7 @@ import (
 	"github.com/semianalysis/opx/internal/pyjson"
 )
 
-// ResultsFile is a results file as the harness writes it (docs/seed-spec.md §10), decoded
+// ResultsFile is a results file as the harness writes it (docs/compat-spec.md §10), decoded
 // straight into its rows: the one reader of that format.
 type ResultsFile struct {
 	Run  ResultsRun

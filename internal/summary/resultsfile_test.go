@@ -10,7 +10,7 @@ import (
 // A results file is read as the seed reads it (json.load, then its checks): the
 // document's own syntax error comes before what makes it no results file, a repeated key
 // keeps its last value, and a status that is no string is shown as Python's str() shows it.
-func TestReadResultsAsTheSeedDoes(t *testing.T) {
+func TestReadResultsAsOperatorXCIDoes(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct{ doc, want string }{
 		{`[1]`, "r.json: not a results file: a results file is a JSON object"},

@@ -5,8 +5,8 @@
 // stationary stores of 1, 10 and 10,000 series; and the corpus of earlier figures. It
 // prints the per-scenario table of docs/history.md.
 //
-//	go run ./scripts/history-bench              (seed 1, 200 series a scenario)
-//	go run ./scripts/history-bench -seed 2
+//	go run ./scripts/history-bench              (draw 1, 200 series a scenario)
+//	go run ./scripts/history-bench -draw 2
 package main
 
 import (
@@ -21,16 +21,16 @@ import (
 )
 
 func main() {
-	seed := flag.Uint64("seed", 1, "the scenarios' random seed")
+	draw := flag.Uint64("draw", 1, "the scenarios' random draw (the generator's seed)")
 	count := flag.Int("count", 200, "series per scenario")
 	flag.Parse()
 	o := changes.Defaults
-	fmt.Printf("seed %d, %d series a scenario, defaults %+v, a 5%% gate\n\n", *seed, *count, o)
+	fmt.Printf("draw %d, %d series a scenario, defaults %+v, a 5%% gate\n\n", *draw, *count, o)
 	fmt.Println("| Scenario | Series | Recall | Dated at the step | Gate fails on the first night (by the third) | Precision | Series with a false change | False gate nights | Nodes named wrongly |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-	scs := synth.Scenarios(*seed, *count)
+	scs := synth.Scenarios(*draw, *count)
 	for _, n := range []int{1, 10, 10000} {
-		scs = append(scs, synth.AAStore(*seed+uint64(n), n, 60))
+		scs = append(scs, synth.AAStore(*draw+uint64(n), n, 60))
 	}
 	for _, sc := range scs {
 		row(sc.Name, sc.Nightly, measure(sc, o))
@@ -47,7 +47,7 @@ func main() {
 			aa = aa.Add(sc)
 		}
 	}
-	fmt.Printf("\nThe earlier corpus (synth.Default, seed 1): steps >= 5%% at 1-2%% noise among A/A and outlier series: %s\n", goal)
+	fmt.Printf("\nThe earlier corpus (synth.Default, draw 1): steps >= 5%% at 1-2%% noise among A/A and outlier series: %s\n", goal)
 	fmt.Printf("Its A/A series: %s\n", aa)
 }
 

@@ -32,7 +32,7 @@ func sharedDir(t testing.TB) string {
 		}
 		dir = parent
 	}
-	t.Skip("../shared/seed not found")
+	t.Skip("OperatorX CI (ci.py) not found under ../shared: the differential tests compare with it")
 	return ""
 }
 
@@ -94,9 +94,9 @@ func runOpx(t *testing.T, args ...string) result {
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
-// TestPlanMatchesSeed runs the seed's own command line and opx on the same inputs and
+// TestPlanMatchesOperatorXCI runs the seed's own command line and opx on the same inputs and
 // compares the manifest and the matrix byte for byte.
-func TestPlanMatchesSeed(t *testing.T) {
+func TestPlanMatchesOperatorXCI(t *testing.T) {
 	shared := sharedDir(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 not found")
@@ -138,9 +138,9 @@ func TestPlanMatchesSeed(t *testing.T) {
 	}
 }
 
-// TestPlanErrorsMatchSeed checks that opx fails where the seed fails, with the seed's message
+// TestPlanErrorsMatchOperatorXCI checks that opx fails where the seed fails, with the seed's message
 // (and at most a parenthesized hint after it).
-func TestPlanErrorsMatchSeed(t *testing.T) {
+func TestPlanErrorsMatchOperatorXCI(t *testing.T) {
 	shared := sharedDir(t)
 	ref, platforms := seedFixture(t)
 	for _, sel := range [][]string{
