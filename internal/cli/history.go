@@ -40,17 +40,17 @@ PostgreSQL database (--db postgres://user@host:port/db). Parallel adds are safe.
 	return c
 }
 
-func newHistoryCheckCmd(env Env) *cobra.Command {
-	var db, jsonOut, junitOut, filter, confirm string
-	var dbTimeout time.Duration
-	var failPct float64
-	var window int
-	var all bool
-	o := history.CheckOptions{Options: changes.Defaults}
-	c := &cobra.Command{
-		Use:   "check",
-		Short: "Find where each case's level shifted; gate on new regressions",
-		Long: `Find, in every series the run under test touched (--all: every series), the runs where
+// historyCheck is history check's flags.
+type historyCheck struct {
+	db, jsonOut, junitOut, filter, confirm string
+	dbTimeout                              time.Duration
+	failPct                                float64
+	window                                 int
+	all                                    bool
+	o                                      history.CheckOptions
+}
+
+const historyCheckLong = `Find, in every series the run under test touched (--all: every series), the runs where
 its level shifted. The run under test is --run, else the run added last. Each series'
 newest --lookback runs are read, and each series is judged on its own — its answer never
 depends on what else the store holds or the filter selects — at a level --alpha: the
@@ -82,88 +82,99 @@ that measured them, holding only those cases, with exclude_nodes naming where th
 measured: salloc --exclude), for opx run --manifest FILE or the workflow's shards. Adding
 that run settles each suspect: confirmed when it measures near the new level, cleared when
 near the old one — as noise, or as that node's alone when the node was the odd one out for
-several suspects at once.`,
+several suspects at once.`
+
+func newHistoryCheckCmd(env Env) *cobra.Command {
+	h := &historyCheck{o: history.CheckOptions{Options: changes.Defaults}}
+	c := &cobra.Command{
+		Use:   "check",
+		Short: "Find where each case's level shifted; gate on new regressions",
+		Long:  historyCheckLong,
 		Example: `  opx history check
   opx history check --fail-on-regression 5 --json changes.json >> "$GITHUB_STEP_SUMMARY"
   opx history check --all --filter backend=vllm,cluster=h200-dgxc`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			f, err := parseHistoryFilter(filter)
-			if err != nil {
-				return &UsageError{err}
-			}
-			o.Filter, o.All = f, all
-			if !(o.MinChange >= 0) || math.IsInf(o.MinChange, 0) || !(o.Alpha > 0 && o.Alpha < 1) {
-				return &UsageError{fmt.Errorf("--min-change must be a finite fraction >= 0 and --alpha between 0 and 1")}
-			}
-			gate := c.Flags().Changed("fail-on-regression")
-			if gate {
-				if err := gatePercent(failPct); err != nil {
-					return err
-				}
-			}
-			if window < 1 {
-				return &UsageError{fmt.Errorf("--window %d: must be at least 1", window)}
-			}
-			for _, out := range []struct{ flag, path string }{{"--json", jsonOut}, {"--junit", junitOut}, {"--confirm-manifest", confirm}} {
-				if err := notTheStore(out.flag, out.path, db); err != nil {
-					return err
-				}
-			}
-			s, found, err := checkHistory(c.Context(), db, dbTimeout, o)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			if jsonOut != "" {
-				if err := files.WriteIndented(jsonOut, found); err != nil {
-					return err
-				}
-			}
-			found.Markdown(env.Stdout)
-			if confirm != "" {
-				n, err := s.ConfirmManifest(c.Context(), found, confirm)
-				if err != nil {
-					return err
-				}
-				if n == 0 {
-					fmt.Fprintln(env.Stderr, "opx history check: no suspect to confirm: no manifest written")
-				} else {
-					fmt.Fprintf(env.Stderr, "opx history check: %s: %d suspect case(s) to measure again elsewhere: opx run --manifest %s, then opx history add that run\n", confirm, n, confirm)
-				}
-			}
-			why := ""
-			if gate {
-				why = historyGate(found, s.Where, o, failPct, window)
-			}
-			if junitOut != "" {
-				if err := junit.Write(junitOut, "opx history check", found.JUnit(gate, failPct, window, why), found.At()); err != nil {
-					return err
-				}
-			}
-			if why != "" {
-				fmt.Fprintln(env.Stderr, "opx history check: "+why)
-				return &ExitError{Code: 1}
-			}
-			return nil
-		},
+		RunE: func(c *cobra.Command, args []string) error { return runHistoryCheck(env, c, h) },
 	}
-	c.Flags().StringVar(&db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
-	c.Flags().DurationVar(&dbTimeout, "db-timeout", history.DefaultTimeout, "wait at most this long on the store: another writer's lock, a server that stops answering")
-	c.Flags().StringVar(&jsonOut, "json", "", "write every change here (JSON)")
-	c.Flags().StringVar(&junitOut, "junit", "", "write JUnit XML here for CI test reporters: a testcase per change and unmeasured case, a failure per regression")
-	c.Flags().StringVar(&confirm, "confirm-manifest", "", "write a manifest of the run under test's suspects here, each cell excluding the nodes that measured them")
-	c.Flags().Float64Var(&failPct, "fail-on-regression", 0, "exit 1 on a slower change of at least PCT percent new at the run under test, a case it did not measure, or nothing to judge")
-	c.Flags().IntVar(&window, "window", 1, "--fail-on-regression also fails on slower changes starting within the newest N runs")
-	c.Flags().StringVar(&o.Run, "run", "", "the run under test, by run id (default: the run added last)")
-	c.Flags().IntVar(&o.Lookback, "lookback", history.DefaultLookback, "how many newest runs of each series are read")
-	c.Flags().BoolVar(&all, "all", false, "check every series, not only those the run under test touched")
-	c.Flags().StringVar(&filter, "filter", "", "FIELD=VALUE,... keep these series (fields: "+strings.Join(history.FilterFields, ", ")+")")
-	c.Flags().Float64Var(&o.MinChange, "min-change", changes.Defaults.MinChange, "the smallest shift called, as a fraction (0.02: 2%)")
-	c.Flags().Float64Var(&o.Alpha, "alpha", changes.Defaults.Alpha, "per series, the chance that a level that never moved is called changed")
-	c.Flags().Float64Var(&o.Alpha, "fdr", changes.Defaults.Alpha, "")
+	c.Flags().StringVar(&h.db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
+	c.Flags().DurationVar(&h.dbTimeout, "db-timeout", history.DefaultTimeout, "wait at most this long on the store: another writer's lock, a server that stops answering")
+	c.Flags().StringVar(&h.jsonOut, "json", "", "write every change here (JSON)")
+	c.Flags().StringVar(&h.junitOut, "junit", "", "write JUnit XML here for CI test reporters: a testcase per change and unmeasured case, a failure per regression")
+	c.Flags().StringVar(&h.confirm, "confirm-manifest", "", "write a manifest of the run under test's suspects here, each cell excluding the nodes that measured them")
+	c.Flags().Float64Var(&h.failPct, "fail-on-regression", 0, "exit 1 on a slower change of at least PCT percent new at the run under test, a case it did not measure, or nothing to judge")
+	c.Flags().IntVar(&h.window, "window", 1, "--fail-on-regression also fails on slower changes starting within the newest N runs")
+	c.Flags().StringVar(&h.o.Run, "run", "", "the run under test, by run id (default: the run added last)")
+	c.Flags().IntVar(&h.o.Lookback, "lookback", history.DefaultLookback, "how many newest runs of each series are read")
+	c.Flags().BoolVar(&h.all, "all", false, "check every series, not only those the run under test touched")
+	c.Flags().StringVar(&h.filter, "filter", "", "FIELD=VALUE,... keep these series (fields: "+strings.Join(history.FilterFields, ", ")+")")
+	c.Flags().Float64Var(&h.o.MinChange, "min-change", changes.Defaults.MinChange, "the smallest shift called, as a fraction (0.02: 2%)")
+	c.Flags().Float64Var(&h.o.Alpha, "alpha", changes.Defaults.Alpha, "per series, the chance that a level that never moved is called changed")
+	c.Flags().Float64Var(&h.o.Alpha, "fdr", changes.Defaults.Alpha, "")
 	c.Flags().MarkDeprecated("fdr", "each series is judged on its own at --alpha (docs/history.md)")
 	return c
+}
+
+// runHistoryCheck is history check: the flags checked, the store checked, the outputs
+// written, and the gate's answer.
+func runHistoryCheck(env Env, c *cobra.Command, h *historyCheck) error {
+	f, err := parseHistoryFilter(h.filter)
+	if err != nil {
+		return &UsageError{err}
+	}
+	h.o.Filter, h.o.All = f, h.all
+	if !(h.o.MinChange >= 0) || math.IsInf(h.o.MinChange, 0) || !(h.o.Alpha > 0 && h.o.Alpha < 1) {
+		return &UsageError{fmt.Errorf("--min-change must be a finite fraction >= 0 and --alpha between 0 and 1")}
+	}
+	gate := c.Flags().Changed("fail-on-regression")
+	if gate {
+		if err := gatePercent(h.failPct); err != nil {
+			return err
+		}
+	}
+	if h.window < 1 {
+		return &UsageError{fmt.Errorf("--window %d: must be at least 1", h.window)}
+	}
+	for _, out := range []struct{ flag, path string }{{"--json", h.jsonOut}, {"--junit", h.junitOut}, {"--confirm-manifest", h.confirm}} {
+		if err := notTheStore(out.flag, out.path, h.db); err != nil {
+			return err
+		}
+	}
+	s, found, err := checkHistory(c.Context(), h.db, h.dbTimeout, h.o)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if h.jsonOut != "" {
+		if err := files.WriteIndented(h.jsonOut, found); err != nil {
+			return err
+		}
+	}
+	found.Markdown(env.Stdout)
+	if h.confirm != "" {
+		n, err := s.ConfirmManifest(c.Context(), found, h.confirm)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			fmt.Fprintln(env.Stderr, "opx history check: no suspect to confirm: no manifest written")
+		} else {
+			fmt.Fprintf(env.Stderr, "opx history check: %s: %d suspect case(s) to measure again elsewhere: opx run --manifest %s, then opx history add that run\n", h.confirm, n, h.confirm)
+		}
+	}
+	why := ""
+	if gate {
+		why = historyGate(found, s.Where, h.o, h.failPct, h.window)
+	}
+	if h.junitOut != "" {
+		if err := junit.Write(h.junitOut, "opx history check", found.JUnit(gate, h.failPct, h.window, why), found.At()); err != nil {
+			return err
+		}
+	}
+	if why != "" {
+		fmt.Fprintln(env.Stderr, "opx history check: "+why)
+		return &ExitError{Code: 1}
+	}
+	return nil
 }
 
 // historyGate is why check's gate fails ("" when it passes): nothing to judge, cases the
