@@ -146,25 +146,7 @@ func read(ctx context.Context, dir, manifestFlag string) (*recorded, error) {
 				rec.extra++
 				continue
 			}
-			p := point{key: r.Key(), testlist: r.Testlist, op: r.OpType, args: r.ArgsJSON(), backend: r.Backend,
-				cluster: r.Cluster, ws: r.WorldSize, outcome: verdict.OfStatus(r.Status), gpuSeconds: r.GPUSeconds,
-				ctx: c, cell: cellOf[sh.ID]}
-			p.testbed()
-			p.ctx.Throttle = r.Throttled
-			if name, ok := r.Primary(); ok {
-				p.metric, p.lower = name, results.DirectionOf(name) == results.Lower
-				if p.outcome == verdict.Measured {
-					p.value = r.Metrics[name]
-					if lo, hi, _, ok := r.Spread(name); ok {
-						p.lo, p.hi, p.spread = lo, hi, true
-					}
-					p.n = len(r.Samples[name])
-				}
-			}
-			if p.outcome == verdict.Measured && !(p.value > 0 && !math.IsInf(p.value, 0)) {
-				p.outcome = verdict.Error // results.rowOf already says so; never a point of no value
-			}
-			put(p)
+			put(pointOf(r, c, cellOf[sh.ID]))
 		}
 		return nil
 	}, func(sh *results.Shard, cases []results.Case) error {
@@ -183,6 +165,38 @@ func read(ctx context.Context, dir, manifestFlag string) (*recorded, error) {
 	if err != nil {
 		return nil, err
 	}
+	return rec, rec.settle(ctx, dir, run, m, first)
+}
+
+// pointOf is a result row as a point of its series: its case, outcome and headline
+// metric with its spread (a measured row of no finite, positive value is an error).
+func pointOf(r *results.Row, c context_, cell string) point {
+	p := point{key: r.Key(), testlist: r.Testlist, op: r.OpType, args: r.ArgsJSON(), backend: r.Backend,
+		cluster: r.Cluster, ws: r.WorldSize, outcome: verdict.OfStatus(r.Status), gpuSeconds: r.GPUSeconds,
+		ctx: c, cell: cell}
+	p.testbed()
+	p.ctx.Throttle = r.Throttled
+	if name, ok := r.Primary(); ok {
+		p.metric, p.lower = name, results.DirectionOf(name) == results.Lower
+		if p.outcome == verdict.Measured {
+			p.value = r.Metrics[name]
+			if lo, hi, _, ok := r.Spread(name); ok {
+				p.lo, p.hi, p.spread = lo, hi, true
+			}
+			p.n = len(r.Samples[name])
+		}
+	}
+	if p.outcome == verdict.Measured && !(p.value > 0 && !math.IsInf(p.value, 0)) {
+		p.outcome = verdict.Error // results.rowOf already says so; never a point of no value
+	}
+	return p
+}
+
+// settle gives a read run its identity and time: its run id and source SHA (the
+// manifest's when no execution was read), its newest attempt, when it measured (its first
+// allocation, else its fingerprints' first time, else run.json's start), the opx that ran
+// it, and how many of its points are measured.
+func (rec *recorded) settle(ctx context.Context, dir string, run *results.Run, m *manifest.Manifest, first time.Time) error {
 	rec.runID, rec.sourceSHA = run.RunID, run.SourceSHA
 	if rec.runID == "" { // no execution was read: the manifest says whose run it is
 		rec.runID, rec.sourceSHA = m.RunID, m.SourceSHA
@@ -202,7 +216,7 @@ func read(ctx context.Context, dir, manifestFlag string) (*recorded, error) {
 			rec.at = t
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
+		return err
 	}
 	for _, p := range rec.points {
 		if p.outcome == verdict.Measured {
@@ -212,7 +226,7 @@ func read(ctx context.Context, dir, manifestFlag string) (*recorded, error) {
 	if !rec.at.IsZero() {
 		rec.origin = rec.at.UTC().Format(time.RFC3339Nano)
 	}
-	return rec, nil
+	return nil
 }
 
 // LocalRunner is the cluster of a run on the machine opx runs on (the local runner).
@@ -333,41 +347,12 @@ func (s *Store) write(ctx context.Context, dir string, rec *recorded) error {
 			return err
 		}
 	}
-	// the same run (run id and first allocation) added again: nothing to write when it is
-	// unchanged; a run resumed since (a newer attempt, other outcomes) replaces its points
-	var old struct {
-		id, at                   int64
-		attempt, cases, measured int
+	if err := s.replaceSame(ctx, tx, rec); err != nil {
+		return err
 	}
-	err = tx.QueryRowContext(ctx, s.q("SELECT id, at, attempt, cases, measured FROM runs WHERE run_id = ? AND origin = ?"), rec.runID, rec.origin).
-		Scan(&old.id, &old.at, &old.attempt, &old.cases, &old.measured)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return fmt.Errorf("%s: %w", s.Where, err)
-	case old.attempt == rec.attempt && old.cases == len(rec.points) && old.measured == rec.measured:
-		rec.at = time.Unix(old.at, 0).UTC() // said as the store holds it, whatever --at said this time
-		return errAlready
-	default:
-		for _, del := range []string{"DELETE FROM points WHERE run = ?", "DELETE FROM confirmations WHERE run = ?", "DELETE FROM runs WHERE id = ?"} {
-			if _, err := tx.ExecContext(ctx, s.q(del), old.id); err != nil {
-				return fmt.Errorf("%s: replacing run %s: %w", s.Where, rec.runID, err)
-			}
-		}
-		rec.replaced = &Replaced{Attempt: old.attempt, Cases: old.cases, Measured: old.measured}
-	}
-	var confirms any
-	if c := rec.confirms; c != nil {
-		var suspect int64
-		err := tx.QueryRowContext(ctx, s.q("SELECT id FROM runs WHERE run_id = ? AND origin = ? AND confirms IS NULL"), c.RunID, c.Origin).Scan(&suspect)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%s confirms run %s of %s, which %s does not hold (was the confirmation manifest made from another store?)",
-				dir, c.RunID, c.At.UTC().Format(time.RFC3339), s.Where)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %v", s.Where, err)
-		}
-		confirms = suspect
+	confirms, err := s.suspectRun(ctx, tx, dir, rec)
+	if err != nil {
+		return err
 	}
 	var runRow int64
 	err = tx.QueryRowContext(ctx, s.q(`INSERT INTO runs (run_id, attempt, origin, at, source_sha, opx_version, dir, added_at, confirms, cases, measured)
@@ -424,6 +409,53 @@ func (s *Store) write(ctx context.Context, dir string, rec *recorded) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// replaceSame looks for the same run (run id and first allocation) in the store: added
+// again unchanged, there is nothing to write (errAlready); resumed since (a newer attempt,
+// other outcomes), its points are deleted, to be replaced.
+func (s *Store) replaceSame(ctx context.Context, tx *sql.Tx, rec *recorded) error {
+	var old struct {
+		id, at                   int64
+		attempt, cases, measured int
+	}
+	err := tx.QueryRowContext(ctx, s.q("SELECT id, at, attempt, cases, measured FROM runs WHERE run_id = ? AND origin = ?"), rec.runID, rec.origin).
+		Scan(&old.id, &old.at, &old.attempt, &old.cases, &old.measured)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("%s: %w", s.Where, err)
+	case old.attempt == rec.attempt && old.cases == len(rec.points) && old.measured == rec.measured:
+		rec.at = time.Unix(old.at, 0).UTC() // said as the store holds it, whatever --at said this time
+		return errAlready
+	default:
+		for _, del := range []string{"DELETE FROM points WHERE run = ?", "DELETE FROM confirmations WHERE run = ?", "DELETE FROM runs WHERE id = ?"} {
+			if _, err := tx.ExecContext(ctx, s.q(del), old.id); err != nil {
+				return fmt.Errorf("%s: replacing run %s: %w", s.Where, rec.runID, err)
+			}
+		}
+		rec.replaced = &Replaced{Attempt: old.attempt, Cases: old.cases, Measured: old.measured}
+	}
+	return nil
+}
+
+// suspectRun is, for a confirmation run, the stored run whose suspects it confirms (nil
+// for any other run); a suspect run the store does not hold is an error.
+func (s *Store) suspectRun(ctx context.Context, tx *sql.Tx, dir string, rec *recorded) (any, error) {
+	c := rec.confirms
+	if c == nil {
+		return nil, nil
+	}
+	var suspect int64
+	err := tx.QueryRowContext(ctx, s.q("SELECT id FROM runs WHERE run_id = ? AND origin = ? AND confirms IS NULL"), c.RunID, c.Origin).Scan(&suspect)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%s confirms run %s of %s, which %s does not hold (was the confirmation manifest made from another store?)",
+			dir, c.RunID, c.At.UTC().Format(time.RFC3339), s.Where)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", s.Where, err)
+	}
+	return suspect, nil
 }
 
 // insertMany inserts n rows of cols columns, many to a statement.

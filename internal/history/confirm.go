@@ -162,6 +162,49 @@ func appendNew(list []string, v string) []string {
 // `opx history add` reads to settle them. It returns how many cases it holds (0: no
 // suspect, and no file written).
 func (s *Store) ConfirmManifest(ctx context.Context, f *Found, path string) (int, error) {
+	run, sus := newestSuspects(f)
+	if len(sus) == 0 {
+		return 0, nil
+	}
+	ref := f.byID[run]
+	cellKeys := map[int64][]*Change{}
+	var cellOrder []int64
+	for _, ch := range sus {
+		if _, ok := cellKeys[ch.cell]; !ok {
+			cellOrder = append(cellOrder, ch.cell)
+		}
+		cellKeys[ch.cell] = append(cellKeys[ch.cell], ch)
+	}
+	runID := confirmRunID(ref.RunID)
+	var include, cases []pyjson.Value
+	for _, id := range cellOrder {
+		o, cell, err := s.storedCell(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		out, theirs, err := confirmCell(o, cell, cellKeys[id], runID)
+		if err != nil {
+			return 0, err
+		}
+		if out != nil {
+			include, cases = append(include, out), append(cases, theirs...)
+		}
+	}
+	meta, err := s.runMeta(ctx)
+	if err != nil {
+		return 0, err
+	}
+	m := pyjson.Obj("version", 1, "excluded_shapes", 0, "source_sha", meta[run].sourceSHA, "run_id", runID, "attempt", "1",
+		"confirms", pyjson.Obj("run_id", ref.RunID, "at", ref.At.UTC().Format("2006-01-02T15:04:05Z"), "origin", ref.origin, "cases", cases), "include", include)
+	if err := files.WriteJSON(path, m); err != nil {
+		return 0, err
+	}
+	return len(cases), nil
+}
+
+// newestSuspects is the newest run with suspected changes, and its suspects: one manifest
+// per confirmation (a confirmation run settles one run's).
+func newestSuspects(f *Found) (int64, []*Change) {
 	byRun := map[int64][]*Change{}
 	var runsOrder []int64
 	for i := range f.Changes {
@@ -177,106 +220,88 @@ func (s *Store) ConfirmManifest(ctx context.Context, f *Found, path string) (int
 	if len(runsOrder) == 0 {
 		return 0, nil
 	}
-	// one manifest per confirmation: the newest suspect run's suspects (a confirmation
-	// run settles one run's)
 	sort.Slice(runsOrder, func(i, j int) bool { return f.byID[runsOrder[i]].At.After(f.byID[runsOrder[j]].At) })
-	run := runsOrder[0]
-	sus := byRun[run]
-	ref := f.byID[run]
-	cellKeys := map[int64][]*Change{}
-	var cellOrder []int64
-	for _, ch := range sus {
-		if _, ok := cellKeys[ch.cell]; !ok {
-			cellOrder = append(cellOrder, ch.cell)
-		}
-		cellKeys[ch.cell] = append(cellKeys[ch.cell], ch)
+	return runsOrder[0], byRun[runsOrder[0]]
+}
+
+// storedCell is a cell the store keeps (gzip-compressed JSON), parsed.
+func (s *Store) storedCell(ctx context.Context, id int64) (*pyjson.Object, *manifest.Cell, error) {
+	var body []byte
+	if err := s.db.QueryRowContext(ctx, s.q("SELECT body FROM cells WHERE id = ?"), id).Scan(&body); err != nil {
+		return nil, nil, fmt.Errorf("%s: the cell of a suspect: %v", s.Where, err)
 	}
-	runID := confirmRunID(ref.RunID)
-	var include []pyjson.Value
-	var cases []pyjson.Value
-	n := 0
-	for _, id := range cellOrder {
-		var body []byte
-		if err := s.db.QueryRowContext(ctx, s.q("SELECT body FROM cells WHERE id = ?"), id).Scan(&body); err != nil {
-			return 0, fmt.Errorf("%s: the cell of a suspect: %v", s.Where, err)
-		}
-		raw, err := gunzip(body)
-		if err != nil {
-			return 0, fmt.Errorf("%s: the cell of a suspect: %v", s.Where, err)
-		}
-		v, err := pyjson.Parse(raw)
-		if err != nil {
-			return 0, fmt.Errorf("%s: the cell of a suspect: %v", s.Where, err)
-		}
-		o, ok := v.(*pyjson.Object)
-		if !ok {
-			return 0, fmt.Errorf("%s: the cell of a suspect is not an object", s.Where)
-		}
-		cell := manifest.DecodeCell(o)
-		want := map[string]bool{}
-		var backends, exclude []string
-		for _, ch := range cellKeys[id] {
-			want[ch.caseKey] = true
-		}
-		var keepCases []pyjson.Value
-		all, _ := o.Array("cases")
-		for i := range cell.Cases {
-			cs, err := results.ShapeCases(cell, i)
-			if err != nil {
-				return 0, err
-			}
-			hit := false
-			for _, c := range cs {
-				if want[c.Key] {
-					hit, backends = true, appendNew(backends, c.Backend)
-				}
-			}
-			if hit {
-				keepCases = append(keepCases, all[i])
-			}
-		}
-		if len(keepCases) == 0 {
-			continue // the cell no longer holds the case (cannot happen for a cell stored with it)
-		}
-		for _, ch := range cellKeys[id] {
-			for _, node := range ch.measuredOn {
-				exclude = appendNew(exclude, node)
-			}
-			nodes := make([]pyjson.Value, 0, len(ch.measuredOn))
-			for _, node := range ch.measuredOn {
-				nodes = append(nodes, node)
-			}
-			cases = append(cases, pyjson.Obj("key", ch.Key, "nodes", nodes))
-			n++
-		}
-		out := pyjson.NewObject()
-		for _, m := range o.Members() {
-			out.Set(m.Key, m.Value)
-		}
-		bs := make([]pyjson.Value, 0, len(backends))
-		for _, b := range backends {
-			bs = append(bs, b)
-		}
-		ex := make([]pyjson.Value, 0, len(exclude))
-		for _, e := range exclude {
-			ex = append(ex, e)
-		}
-		out.Set("backends", bs)
-		out.Set("cases", keepCases)
-		out.Set("exclude_nodes", ex)
-		out.Set("queue-token", manifest.QueueToken(runID, "1", cell.ID))
-		include = append(include, out)
-	}
-	meta, err := s.runMeta(ctx)
+	raw, err := gunzip(body)
 	if err != nil {
-		return 0, err
+		return nil, nil, fmt.Errorf("%s: the cell of a suspect: %v", s.Where, err)
 	}
-	m := pyjson.Obj("version", 1, "excluded_shapes", 0, "source_sha", meta[run].sourceSHA, "run_id", runID, "attempt", "1",
-		"confirms", pyjson.Obj("run_id", ref.RunID, "at", ref.At.UTC().Format("2006-01-02T15:04:05Z"), "origin", ref.origin, "cases", cases), "include", include)
-	if err := files.WriteJSON(path, m); err != nil {
-		return 0, err
+	v, err := pyjson.Parse(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: the cell of a suspect: %v", s.Where, err)
 	}
-	return n, nil
+	o, ok := v.(*pyjson.Object)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: the cell of a suspect is not an object", s.Where)
+	}
+	return o, manifest.DecodeCell(o), nil
+}
+
+// confirmCell is the confirmation manifest's cell for a stored cell's suspects: the cell
+// holding only their shapes and backends, excluding the nodes that measured them, with
+// the manifest's "confirms" entry of each (nil when the cell no longer holds them).
+func confirmCell(o *pyjson.Object, cell *manifest.Cell, sus []*Change, runID string) (*pyjson.Object, []pyjson.Value, error) {
+	want := map[string]bool{}
+	var backends, exclude []string
+	for _, ch := range sus {
+		want[ch.caseKey] = true
+	}
+	var keepCases []pyjson.Value
+	all, _ := o.Array("cases")
+	for i := range cell.Cases {
+		cs, err := results.ShapeCases(cell, i)
+		if err != nil {
+			return nil, nil, err
+		}
+		hit := false
+		for _, c := range cs {
+			if want[c.Key] {
+				hit, backends = true, appendNew(backends, c.Backend)
+			}
+		}
+		if hit {
+			keepCases = append(keepCases, all[i])
+		}
+	}
+	if len(keepCases) == 0 {
+		return nil, nil, nil // the cell no longer holds the case (cannot happen for a cell stored with it)
+	}
+	var cases []pyjson.Value
+	for _, ch := range sus {
+		for _, node := range ch.measuredOn {
+			exclude = appendNew(exclude, node)
+		}
+		nodes := make([]pyjson.Value, 0, len(ch.measuredOn))
+		for _, node := range ch.measuredOn {
+			nodes = append(nodes, node)
+		}
+		cases = append(cases, pyjson.Obj("key", ch.Key, "nodes", nodes))
+	}
+	out := pyjson.NewObject()
+	for _, m := range o.Members() {
+		out.Set(m.Key, m.Value)
+	}
+	bs := make([]pyjson.Value, 0, len(backends))
+	for _, b := range backends {
+		bs = append(bs, b)
+	}
+	ex := make([]pyjson.Value, 0, len(exclude))
+	for _, e := range exclude {
+		ex = append(ex, e)
+	}
+	out.Set("backends", bs)
+	out.Set("cases", keepCases)
+	out.Set("exclude_nodes", ex)
+	out.Set("queue-token", manifest.QueueToken(runID, "1", cell.ID))
+	return out, cases, nil
 }
 
 func gunzip(b []byte) ([]byte, error) {

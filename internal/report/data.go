@@ -348,54 +348,79 @@ func (b *builder) data(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var pieces []func(dst []byte) ([]byte, error)
-	text := func(s string) {
-		pieces = append(pieces, func(dst []byte) ([]byte, error) { return append(dst, s...), nil })
-	}
-	// column is n values, each v(i)'s JSON text, in chunks of rows
-	const chunk = 8192
-	column := func(name string, n int, v func(dst []byte, i int) []byte) {
-		text(`,"` + name + `":[`)
-		for lo := 0; lo < n; lo += chunk {
-			pieces = append(pieces, func(dst []byte) ([]byte, error) {
-				for i := lo; i < min(lo+chunk, n); i++ {
-					if i > 0 {
-						dst = append(dst, ',')
-					}
-					dst = v(dst, i)
-				}
-				return dst, nil
-			})
-		}
-		text("]")
-	}
-	ints := func(name string, n int, v func(i int) int64) {
-		column(name, n, func(dst []byte, i int) []byte { return strconv.AppendInt(dst, v(i), 10) })
-	}
-	floats := func(name string, xs []float64) {
-		column(name, len(xs), func(dst []byte, i int) []byte { return appendNum(dst, xs[i]) })
-	}
-	// pairs is [row, v(row)] for the rows keep picks: a sparse column
-	pairs := func(name string, keep func(i int) bool, v func(dst []byte, i int) []byte) {
-		pieces = append(pieces, func(dst []byte) ([]byte, error) {
-			dst = append(dst, `,"`+name+`":[`...)
-			first := true
-			for i := range len(b.status) {
-				if !keep(i) {
-					continue
-				}
-				if !first {
+	p := &pieces{rows: len(b.status)}
+	b.casePieces(p, caseAI)
+	p.text(string(head[1 : len(head)-1]))
+	b.rowPieces(p, caseAI)
+	return par.Ordered(ctx, len(p.list), 0, func(_ context.Context, i int) ([]byte, error) {
+		return p.list[i](nil)
+	}, func(_ int, text []byte) error {
+		_, err := w.Write(text)
+		return err
+	})
+}
+
+// pieces is the page's data as pieces of JSON text, each made when asked, in order.
+type pieces struct {
+	list []func(dst []byte) ([]byte, error)
+	rows int // the rows a sparse column (pairs) runs over
+}
+
+// pieceRows is how many values a piece of a column holds.
+const pieceRows = 8192
+
+func (p *pieces) text(s string) {
+	p.list = append(p.list, func(dst []byte) ([]byte, error) { return append(dst, s...), nil })
+}
+
+// column is n values, each v(i)'s JSON text, in chunks of rows.
+func (p *pieces) column(name string, n int, v func(dst []byte, i int) []byte) {
+	p.text(`,"` + name + `":[`)
+	for lo := 0; lo < n; lo += pieceRows {
+		p.list = append(p.list, func(dst []byte) ([]byte, error) {
+			for i := lo; i < min(lo+pieceRows, n); i++ {
+				if i > 0 {
 					dst = append(dst, ',')
 				}
-				first = false
-				dst = append(v(append(strconv.AppendInt(append(dst, '['), int64(i), 10), ','), i), ']')
+				dst = v(dst, i)
 			}
-			return append(dst, ']'), nil
+			return dst, nil
 		})
 	}
-	// the cases first, as columns: testlist and op type by number, args label, size and
-	// arithmetic intensity (the script makes each case's object of them)
-	pieces = append(pieces, func(dst []byte) ([]byte, error) {
+	p.text("]")
+}
+
+func (p *pieces) ints(name string, n int, v func(i int) int64) {
+	p.column(name, n, func(dst []byte, i int) []byte { return strconv.AppendInt(dst, v(i), 10) })
+}
+
+func (p *pieces) floats(name string, xs []float64) {
+	p.column(name, len(xs), func(dst []byte, i int) []byte { return appendNum(dst, xs[i]) })
+}
+
+// pairs is [row, v(row)] for the rows keep picks: a sparse column.
+func (p *pieces) pairs(name string, keep func(i int) bool, v func(dst []byte, i int) []byte) {
+	p.list = append(p.list, func(dst []byte) ([]byte, error) {
+		dst = append(dst, `,"`+name+`":[`...)
+		first := true
+		for i := range p.rows {
+			if !keep(i) {
+				continue
+			}
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst = append(v(append(strconv.AppendInt(append(dst, '['), int64(i), 10), ','), i), ']')
+		}
+		return append(dst, ']'), nil
+	})
+}
+
+// casePieces is the cases, as columns: testlist and op type by number, args label, size
+// and arithmetic intensity (the script makes each case's object of them).
+func (b *builder) casePieces(p *pieces, caseAI []float64) {
+	p.list = append(p.list, func(dst []byte) ([]byte, error) {
 		tl, err := json.Marshal(b.testlists.list)
 		if err != nil {
 			return nil, err
@@ -405,13 +430,13 @@ func (b *builder) data(ctx context.Context, w io.Writer) error {
 		return dst, err
 	})
 	nc := len(b.caseInfo)
-	ints("t", nc, func(i int) int64 { return int64(b.caseInfo[i].tl) })
-	ints("o", nc, func(i int) int64 { return int64(b.caseInfo[i].o) })
-	text(`,"a":[`)
-	for lo := 0; lo < nc; lo += chunk {
-		pieces = append(pieces, func(dst []byte) ([]byte, error) {
-			labels := make([]string, 0, chunk)
-			for _, c := range b.caseInfo[lo:min(lo+chunk, nc)] {
+	p.ints("t", nc, func(i int) int64 { return int64(b.caseInfo[i].tl) })
+	p.ints("o", nc, func(i int) int64 { return int64(b.caseInfo[i].o) })
+	p.text(`,"a":[`)
+	for lo := 0; lo < nc; lo += pieceRows {
+		p.list = append(p.list, func(dst []byte) ([]byte, error) {
+			labels := make([]string, 0, pieceRows)
+			for _, c := range b.caseInfo[lo:min(lo+pieceRows, nc)] {
 				labels = append(labels, c.label)
 			}
 			text, err := json.Marshal(labels)
@@ -421,26 +446,30 @@ func (b *builder) data(ctx context.Context, w io.Writer) error {
 			return append(dst, text[1:len(text)-1]...), err
 		})
 	}
-	text("]")
-	column("x", nc, func(dst []byte, i int) []byte { return appendSize4(dst, b.caseInfo[i].size) })
-	floats("i", caseAI)
-	text("},")
-	text(string(head[1 : len(head)-1]))
+	p.text("]")
+	p.column("x", nc, func(dst []byte, i int) []byte { return appendSize4(dst, b.caseInfo[i].size) })
+	p.floats("i", caseAI)
+	p.text("},")
+}
+
+// rowPieces is the rows, as columns: case, series, status, the metrics, the intensity
+// where it is not its case's, the attempt and GPU-seconds (sparse), and the spreads.
+func (b *builder) rowPieces(p *pieces, caseAI []float64) {
 	n := len(b.status)
-	ints("c", n, func(i int) int64 { return int64(b.caseOf[i]) })
-	ints("s", n, func(i int) int64 { return int64(b.seriesOf[i]) })
-	ints("st", n, func(i int) int64 { return int64(b.status[i]) })
-	floats("lat", b.lat)
-	floats("thr", b.thr)
-	floats("sol", b.sol)
+	p.ints("c", n, func(i int) int64 { return int64(b.caseOf[i]) })
+	p.ints("s", n, func(i int) int64 { return int64(b.seriesOf[i]) })
+	p.ints("st", n, func(i int) int64 { return int64(b.status[i]) })
+	p.floats("lat", b.lat)
+	p.floats("thr", b.thr)
+	p.floats("sol", b.sol)
 	// intensity is the case's (its op and args) unless the harness reported its own
 	// flops or bytes: the case's in the dictionary, the rows that differ here
 	ai := func(dst []byte, i int) []byte { return appendNum(dst, b.ai[i]) }
-	pairs("aiOther", func(i int) bool {
+	p.pairs("aiOther", func(i int) bool {
 		var row, its [32]byte
 		return string(ai(row[:0], i)) != string(appendNum(its[:0], caseAI[b.caseOf[i]]))
 	}, ai)
-	floats("tf", b.tf)
+	p.floats("tf", b.tf)
 	// the attempt each row is from, as the most common one and the rows of any other, and
 	// each case's GPU-seconds only where recorded: sparse, as most runs have one attempt
 	// and many no accounting
@@ -451,11 +480,11 @@ func (b *builder) data(ctx context.Context, w io.Writer) error {
 			most = a
 		}
 	}
-	text(`,"attMost":` + strconv.Itoa(int(most)))
-	pairs("attOther", func(i int) bool { return b.attempt[i] != most },
+	p.text(`,"attMost":` + strconv.Itoa(int(most)))
+	p.pairs("attOther", func(i int) bool { return b.attempt[i] != most },
 		func(dst []byte, i int) []byte { return strconv.AppendInt(dst, int64(b.attempt[i]), 10) })
-	pairs("gs", func(i int) bool { return !math.IsNaN(b.gpuS[i]) }, func(dst []byte, i int) []byte { return appendNum(dst, b.gpuS[i]) })
-	pieces = append(pieces, func(dst []byte) ([]byte, error) {
+	p.pairs("gs", func(i int) bool { return !math.IsNaN(b.gpuS[i]) }, func(dst []byte, i int) []byte { return appendNum(dst, b.gpuS[i]) })
+	p.list = append(p.list, func(dst []byte) ([]byte, error) {
 		dst = append(dst, `,"spread":[`...)
 		for i, sp := range b.spreads {
 			if i > 0 {
@@ -466,12 +495,6 @@ func (b *builder) data(ctx context.Context, w io.Writer) error {
 			dst = append(appendNum(append(dst, ','), sp[2]), ']')
 		}
 		return append(dst, "]}"...), nil
-	})
-	return par.Ordered(ctx, len(pieces), 0, func(_ context.Context, i int) ([]byte, error) {
-		return pieces[i](nil)
-	}, func(_ int, text []byte) error {
-		_, err := w.Write(text)
-		return err
 	})
 }
 

@@ -494,113 +494,149 @@ func joinCounters(r *Row, res *counters.Result) {
 // time to its cases, and returns the rows kept (requested order), then the rows of the
 // counted execution that are no requested case.
 func settleShard(ctx context.Context, cases []Case, execs []*execRows, counted string) (kept []Row, attempts []Attempt, extra []Row, err error) {
-	index := make(map[string]int, len(cases))
+	st := &settler{cases: cases, index: make(map[string]int, len(cases)), chosen: make([]*Row, len(cases)),
+		own: make([]uint8, len(cases)), reached: make([]int, 0, len(cases))}
 	for i, c := range cases {
-		index[c.Key] = i
+		st.index[c.Key] = i
 	}
-	chosen := make([]*Row, len(cases))
 	first := 0
 	for n, e := range execs {
 		if n == 0 || e.ex.Attempt < first {
 			first = e.ex.Attempt
 		}
 	}
-	var scratch []byte // each row's key, looked up before it is made a string
-	// own is an attempt's best row of each case it reached (verdict.Outcome+1; 0 where it
-	// reached none), reached the cases it reached in the order it did
-	own, reached := make([]uint8, len(cases)), make([]int, 0, len(cases))
 	for _, e := range execs {
 		a := &e.att
 		a.Retry, a.Counted = e.ex.Attempt > first, e.ex.Dir == counted
-		var mine []int // the case of each of its rows
-		for _, ci := range reached {
-			own[ci] = 0
-		}
-		reached = reached[:0]
-		for i := range e.rows {
-			r := &e.rows[i]
-			r.Attempt, r.Throttled, r.Shared, r.Mode = e.ex.Attempt, e.throttled, e.shared, e.exe.Cell.Mode
-			r.RunID, r.SourceSHA, r.StartedAt = e.exe.RunID, e.exe.SourceSHA, e.started
-			if r.Host == "" {
-				r.Host = e.node
-			}
-			if e.counters != nil {
-				joinCounters(r, e.counters)
-			}
-			scratch, _, _ = appendCaseKey(scratch[:0], r.Testlist, r.OpType, r.ArgsJSON(), r.Backend, int64(r.WorldSize), r.Cluster)
-			ci, ok := index[string(scratch)]
-			if !ok {
-				r.key, r.Extra = string(scratch), true
-				if a.Counted {
-					extra = append(extra, *r)
-					shown(&extra[len(extra)-1])
-				}
-				continue
-			}
-			r.key = cases[ci].Key // the same text: one string for both
-			mine = append(mine, ci)
-			c := &cases[ci]
-			c.Tries++
-			if a.Counted {
-				c.Reached = true
-			}
-			// a later attempt's row replaces a kept one only when it is better, or as
-			// good and newer
-			o := verdict.OfStatus(r.Status)
-			if cur := chosen[ci]; cur == nil || verdict.Better(o, verdict.OfStatus(cur.Status)) || (o == verdict.OfStatus(cur.Status) && r.Attempt > cur.Attempt) {
-				chosen[ci] = r
-			}
-			if own[ci] == 0 {
-				reached = append(reached, ci)
-			}
-			if own[ci] == 0 || verdict.Better(o, verdict.Outcome(own[ci]-1)) {
-				own[ci] = uint8(o) + 1
-			}
-		}
-		a.Rows = len(mine)
-		if a.Rows > 0 {
-			share := a.Share()
-			for _, ci := range mine {
-				cases[ci].GPUSeconds += share
-			}
-		} else if a.GPUSeconds > 0 {
-			asks, err := e.asked(ctx)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			var theirs []int
-			for k := range asks {
-				if ci, ok := index[k]; ok {
-					theirs = append(theirs, ci)
-				}
-			}
-			a.Cases = len(theirs)
-			for _, ci := range theirs {
-				cases[ci].GPUSeconds += a.Share()
-			}
+		mine := st.rows(e)
+		if err := st.charge(ctx, e, mine); err != nil {
+			return nil, nil, nil, err
 		}
 		if e.status != nil { // it ended: the verdict over the cases it was asked to run
 			var t verdict.Tally
-			for _, ci := range reached {
-				t.Add(verdict.Outcome(own[ci]-1), 1)
+			for _, ci := range st.reached {
+				t.Add(verdict.Outcome(st.own[ci]-1), 1)
 			}
-			t.Add(verdict.Missing, max(0, a.Cases-len(reached)))
+			t.Add(verdict.Missing, max(0, a.Cases-len(st.reached)))
 			a.Outcome = verdict.Attempt(true, e.exited0, t)
 		}
 		attempts = append(attempts, *a)
 	}
+	return st.kept(attempts), attempts, st.extra, nil
+}
+
+// settler is settleShard's work on one shard: its cases, the row chosen for each so far,
+// and the attempt being read.
+type settler struct {
+	cases  []Case
+	index  map[string]int // a case key's case
+	chosen []*Row         // each case's best row so far
+	// own is the attempt's best row of each case it reached (verdict.Outcome+1; 0 where it
+	// reached none), reached the cases it reached in the order it did
+	own     []uint8
+	reached []int
+	extra   []Row  // the counted execution's rows of no requested case
+	scratch []byte // each row's key, looked up before it is made a string
+}
+
+// rows settles an execution's rows: each given its execution's facts and its case, the
+// case's chosen row replaced when this one is better (or as good and newer). It returns
+// the case of each of its rows.
+func (st *settler) rows(e *execRows) (mine []int) {
+	a := &e.att
+	for _, ci := range st.reached {
+		st.own[ci] = 0
+	}
+	st.reached = st.reached[:0]
+	for i := range e.rows {
+		r := &e.rows[i]
+		r.Attempt, r.Throttled, r.Shared, r.Mode = e.ex.Attempt, e.throttled, e.shared, e.exe.Cell.Mode
+		r.RunID, r.SourceSHA, r.StartedAt = e.exe.RunID, e.exe.SourceSHA, e.started
+		if r.Host == "" {
+			r.Host = e.node
+		}
+		if e.counters != nil {
+			joinCounters(r, e.counters)
+		}
+		st.scratch, _, _ = appendCaseKey(st.scratch[:0], r.Testlist, r.OpType, r.ArgsJSON(), r.Backend, int64(r.WorldSize), r.Cluster)
+		ci, ok := st.index[string(st.scratch)]
+		if !ok {
+			r.key, r.Extra = string(st.scratch), true
+			if a.Counted {
+				st.extra = append(st.extra, *r)
+				shown(&st.extra[len(st.extra)-1])
+			}
+			continue
+		}
+		r.key = st.cases[ci].Key // the same text: one string for both
+		mine = append(mine, ci)
+		c := &st.cases[ci]
+		c.Tries++
+		if a.Counted {
+			c.Reached = true
+		}
+		// a later attempt's row replaces a kept one only when it is better, or as
+		// good and newer
+		o := verdict.OfStatus(r.Status)
+		if cur := st.chosen[ci]; cur == nil || verdict.Better(o, verdict.OfStatus(cur.Status)) || (o == verdict.OfStatus(cur.Status) && r.Attempt > cur.Attempt) {
+			st.chosen[ci] = r
+		}
+		if st.own[ci] == 0 {
+			st.reached = append(st.reached, ci)
+		}
+		if st.own[ci] == 0 || verdict.Better(o, verdict.Outcome(st.own[ci]-1)) {
+			st.own[ci] = uint8(o) + 1
+		}
+	}
+	e.att.Rows = len(mine)
+	return mine
+}
+
+// charge shares an attempt's GPU time among the cases of its rows, or, when it wrote
+// none, among the cases it was asked to run.
+func (st *settler) charge(ctx context.Context, e *execRows, mine []int) error {
+	a := &e.att
+	if a.Rows > 0 {
+		share := a.Share()
+		for _, ci := range mine {
+			st.cases[ci].GPUSeconds += share
+		}
+		return nil
+	}
+	if a.GPUSeconds <= 0 {
+		return nil
+	}
+	asks, err := e.asked(ctx)
+	if err != nil {
+		return err
+	}
+	var theirs []int
+	for k := range asks {
+		if ci, ok := st.index[k]; ok {
+			theirs = append(theirs, ci)
+		}
+	}
+	a.Cases = len(theirs)
+	for _, ci := range theirs {
+		st.cases[ci].GPUSeconds += a.Share()
+	}
+	return nil
+}
+
+// kept is each case's chosen row, requested order, the case given its status and cost.
+func (st *settler) kept(attempts []Attempt) []Row {
 	n := 0
-	for _, r := range chosen {
+	for _, r := range st.chosen {
 		if r != nil {
 			n++
 		}
 	}
-	kept = make([]Row, 0, n)
-	for i, r := range chosen {
+	kept := make([]Row, 0, n)
+	for i, r := range st.chosen {
 		if r == nil {
 			continue
 		}
-		c := &cases[i]
+		c := &st.cases[i]
 		c.Status, c.Message, c.Attempt = r.Status, r.Message, r.Attempt
 		c.Share = shareOf(attempts, r.Attempt)
 		row := *r
@@ -608,7 +644,7 @@ func settleShard(ctx context.Context, cases []Case, execs []*execRows, counted s
 		shown(&row)
 		kept = append(kept, row)
 	}
-	return kept, attempts, extra, nil
+	return kept
 }
 
 // shareOf is the share an attempt charged each of its rows.

@@ -50,6 +50,23 @@ func (h *heartbeat) printf(format string, a ...any) {
 	h.last = time.Now()
 }
 
+// track keeps what is running: a test or package from its start to its end.
+func (h *heartbeat) track(e event, key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ended := e.Action == "pass" || e.Action == "fail" || e.Action == "skip"
+	switch {
+	case e.Action == "run" && !strings.Contains(e.Test, "/"):
+		h.running[key] = time.Now()
+	case e.Action == "start" && e.Test == "":
+		h.running[e.Package] = time.Now()
+	case ended && e.Test != "":
+		delete(h.running, key)
+	case ended:
+		delete(h.running, e.Package)
+	}
+}
+
 func (h *heartbeat) beat(every time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -77,12 +94,8 @@ func (h *heartbeat) beat(every time.Duration) {
 
 // run is the command: it reads the events from r, writes to w, and returns the exit code.
 func run(r io.Reader, w io.Writer, every time.Duration) int {
-	out := map[string][]string{} // package/test -> its output, while it runs
-	per := map[string]*counts{}
-	var total counts
-	var skips, failed []string
-	pkgFailed := false
-	h := &heartbeat{w: w, last: time.Now(), running: map[string]time.Time{}, total: &total}
+	sum := &summary{out: map[string][]string{}, per: map[string]*counts{}}
+	sum.h = &heartbeat{w: w, last: time.Now(), running: map[string]time.Time{}, total: &sum.total}
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -93,7 +106,7 @@ func run(r io.Reader, w io.Writer, every time.Duration) int {
 			case <-stop:
 				return
 			case <-t.C:
-				h.beat(every)
+				sum.h.beat(every)
 			}
 		}
 	}()
@@ -102,81 +115,94 @@ func run(r io.Reader, w io.Writer, every time.Duration) int {
 	for in.Scan() {
 		var e event
 		if err := json.Unmarshal(in.Bytes(), &e); err != nil {
-			h.printf("%s\n", in.Text()) // not an event: a build error, say
+			sum.h.printf("%s\n", in.Text()) // not an event: a build error, say
 			continue
 		}
-		key := e.Package + " " + e.Test
-		h.mu.Lock()
+		sum.event(e)
+	}
+	return sum.end()
+}
+
+// summary is what run has read so far.
+type summary struct {
+	h             *heartbeat
+	out           map[string][]string // package/test -> its output, while it runs
+	per           map[string]*counts
+	total         counts // read by the heartbeat: changed under h.mu
+	skips, failed []string
+	pkgFailed     bool
+}
+
+// event takes one event of go test -json.
+func (s *summary) event(e event) {
+	key := e.Package + " " + e.Test
+	s.h.track(e, key)
+	c := s.per[e.Package]
+	if c == nil {
+		c = &counts{}
+		s.per[e.Package] = c
+	}
+	switch e.Action {
+	case "build-output": // a package that does not compile: its compiler's words
+		s.h.printf("%s", e.Output)
+	case "output":
+		s.out[key] = append(s.out[key], e.Output)
+	case "pass", "fail", "skip":
 		switch {
-		case e.Action == "run" && !strings.Contains(e.Test, "/"):
-			h.running[key] = time.Now()
-		case e.Action == "start" && e.Test == "":
-			h.running[e.Package] = time.Now()
-		case (e.Action == "pass" || e.Action == "fail" || e.Action == "skip") && e.Test != "":
-			delete(h.running, key)
-		case (e.Action == "pass" || e.Action == "fail" || e.Action == "skip") && e.Test == "":
-			delete(h.running, e.Package)
-		}
-		h.mu.Unlock()
-		c := per[e.Package]
-		if c == nil {
-			c = &counts{}
-			per[e.Package] = c
-		}
-		switch e.Action {
-		case "build-output": // a package that does not compile: its compiler's words
-			h.printf("%s", e.Output)
-		case "output":
-			out[key] = append(out[key], e.Output)
-		case "pass", "fail", "skip":
-			if e.Test == "" { // the package is done
-				status := map[string]string{"pass": "ok  ", "fail": "FAIL", "skip": "--  "}[e.Action]
-				if e.Action == "fail" {
-					pkgFailed = true
-					if c.fail == 0 { // failed outside any test: its output says why
-						h.printf("%s", strings.Join(out[key], ""))
-					}
+		case e.Test == "": // the package is done
+			status := map[string]string{"pass": "ok  ", "fail": "FAIL", "skip": "--  "}[e.Action]
+			if e.Action == "fail" {
+				s.pkgFailed = true
+				if c.fail == 0 { // failed outside any test: its output says why
+					s.h.printf("%s", strings.Join(s.out[key], ""))
 				}
-				h.printf("%s %-55s %6.1fs  %d passed, %d failed, %d skipped\n", status, e.Package, e.Elapsed, c.pass, c.fail, c.skip)
-				continue
 			}
-			if strings.Contains(e.Test, "/") { // subtests count with their test
-				if e.Action == "fail" {
-					h.printf("%s", strings.Join(out[key], ""))
-				}
-				continue
+			s.h.printf("%s %-55s %6.1fs  %d passed, %d failed, %d skipped\n", status, e.Package, e.Elapsed, c.pass, c.fail, c.skip)
+		case strings.Contains(e.Test, "/"): // subtests count with their test
+			if e.Action == "fail" {
+				s.h.printf("%s", strings.Join(s.out[key], ""))
 			}
-			if verbose && e.Action == "pass" {
-				h.printf("%s", strings.Join(out[key], ""))
-			}
-			h.mu.Lock()
-			switch e.Action {
-			case "pass":
-				c.pass++
-				total.pass++
-			case "fail":
-				c.fail++
-				total.fail++
-				failed = append(failed, e.Package+" "+e.Test)
-				h.printf("%s", strings.Join(out[key], ""))
-			case "skip":
-				c.skip++
-				total.skip++
-				skips = append(skips, fmt.Sprintf("%s %s: %s", e.Package, e.Test, reason(out[key])))
-			}
-			h.mu.Unlock()
-			delete(out, key)
+		default:
+			s.ended(e, key, c)
 		}
 	}
-	sort.Strings(skips)
-	h.printf("\ntests: %d passed, %d failed, %d skipped\n", total.pass, total.fail, total.skip)
-	for _, s := range skips {
-		h.printf("  skipped: %s\n", s)
+}
+
+// ended counts a test that ended, and prints what a reader needs of it: a failing test's
+// output (a passing one's too with -v).
+func (s *summary) ended(e event, key string, c *counts) {
+	if e.Action == "fail" || verbose && e.Action == "pass" {
+		s.h.printf("%s", strings.Join(s.out[key], ""))
 	}
-	for _, f := range failed {
-		h.printf("  FAILED: %s\n", f)
+	s.h.mu.Lock()
+	switch e.Action {
+	case "pass":
+		c.pass++
+		s.total.pass++
+	case "fail":
+		c.fail++
+		s.total.fail++
+		s.failed = append(s.failed, e.Package+" "+e.Test)
+	case "skip":
+		c.skip++
+		s.total.skip++
+		s.skips = append(s.skips, fmt.Sprintf("%s %s: %s", e.Package, e.Test, reason(s.out[key])))
 	}
-	if total.fail > 0 || pkgFailed {
+	s.h.mu.Unlock()
+	delete(s.out, key)
+}
+
+// end prints the counts, every skip's reason and every failed test, and is the exit code.
+func (s *summary) end() int {
+	sort.Strings(s.skips)
+	s.h.printf("\ntests: %d passed, %d failed, %d skipped\n", s.total.pass, s.total.fail, s.total.skip)
+	for _, sk := range s.skips {
+		s.h.printf("  skipped: %s\n", sk)
+	}
+	for _, f := range s.failed {
+		s.h.printf("  FAILED: %s\n", f)
+	}
+	if s.total.fail > 0 || s.pkgFailed {
 		return 1
 	}
 	return 0

@@ -52,3 +52,33 @@ func TestHeartbeatWhileAPackageRuns(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// A failing test's output is printed, the exit code is 1, and the end names it; a
+// skipped test's reason is listed.
+func TestFailuresAndSkips(t *testing.T) {
+	var out strings.Builder
+	in := strings.NewReader(`{"Action":"run","Package":"p","Test":"TestBad"}
+{"Action":"output","Package":"p","Test":"TestBad","Output":"    bad_test.go:9: want 2, got 3\n"}
+{"Action":"fail","Package":"p","Test":"TestBad"}
+{"Action":"run","Package":"p","Test":"TestSkip"}
+{"Action":"output","Package":"p","Test":"TestSkip","Output":"    x_test.go:3: no GPU here\n"}
+{"Action":"skip","Package":"p","Test":"TestSkip"}
+{"Action":"fail","Package":"p","Elapsed":0.1}
+`)
+	done := make(chan int)
+	go func() { done <- run(in, &out, time.Minute) }()
+	select {
+	case code := <-done:
+		if code != 1 {
+			t.Errorf("exit %d, want 1", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a failing test hung the summary")
+	}
+	s := out.String()
+	for _, want := range []string{"bad_test.go:9: want 2, got 3", "FAIL p", "0 passed, 1 failed, 1 skipped", "  skipped: p TestSkip: no GPU here", "  FAILED: p TestBad"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+}
