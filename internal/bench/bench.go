@@ -1,4 +1,7 @@
-// Package bench is opx's built-in cpu backend (`opx bench`): it implements the benchmark
+// Package bench is opx's built-in cpu backend (`opx bench`): fp32/fp64 GEMMs timed on the host CPU,
+// so a sweep runs end to end on a machine with no GPU.
+//
+// It is opx's built-in cpu backend (`opx bench`): it implements the benchmark
 // harness contract (docs/compat-spec.md §8.1, §12.9) for GEMMs on the host CPU with gonum, so a sweep
 // can run end to end on a machine with no GPU. Rank 0 checkpoints the results file
 // atomically after every op.

@@ -1,4 +1,7 @@
-// Package catalog owns opx's embedded inputs — the testlists, the platform overlay keyed by
+// Package catalog owns opx's embedded inputs (testlists, platform overlay, containers.toml) and
+// the loaders that read them, or the files that replace them.
+//
+// It owns opx's embedded inputs — the testlists, the platform overlay keyed by
 // runner label with its CollectiveX base registry, and containers.toml — and the loaders that
 // read them, or their on-disk replacements, with one-line errors that name file and place.
 package catalog

@@ -1,4 +1,7 @@
-// Package cli owns opx's command line: one file per subcommand, each a constructor that
+// Package cli owns opx's command line: each subcommand's flags, help and run function, and the
+// mapping of errors to one line and an exit code.
+//
+// It owns opx's command line: one file per subcommand, each a constructor that
 // declares its flags and a run function that does the work. Errors are printed once, here,
 // as one line, and mapped to exit codes: 0 success, 1 an error, 2 a usage error, 128+n
 // when ended by signal n (decisions §8).

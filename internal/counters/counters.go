@@ -1,4 +1,7 @@
-// Package counters reads what counters mode leaves in a shard's results/counters: Nsight
+// Package counters reads counters mode's profiler output (Nsight Compute and rocprofv3 CSV) and
+// joins each kernel to the case whose NVTX/roctx range it ran in.
+//
+// It reads what counters mode leaves in a shard's results/counters: Nsight
 // Compute's CSV (ncu --csv --log-file, one file per rank) and rocprofv3's per-pass CSV
 // directories (counter collection, kernel trace, marker trace). Each kernel is joined to
 // its case through the `opx<index>` NVTX/ROCTX range the harness opens around op <index>

@@ -1,4 +1,7 @@
-// Package doctor is `opx doctor --runner LABEL`: on a submit host, check everything a
+// Package doctor is `opx doctor`: everything a runner's shard needs, checked on the submit host
+// before a node is allocated, each finding with what to do.
+//
+// It is `opx doctor --runner LABEL`: on a submit host, check everything a
 // shard of that runner will need before a GPU node is allocated — the Slurm commands and
 // the controller, the partition, pyxis and enroot (and which import path enroot's version
 // allows), unsquashfs, the shared storage root (writable, free space), the enroot cache,

@@ -1,4 +1,7 @@
-// Package export is `opx export`: one flat row per requested case of a run, from the case
+// Package export is `opx export`: a run's cases as flat CSV or JSON-lines records, one per
+// requested case, from the case ledger, streamed.
+//
+// It is `opx export`: one flat row per requested case of a run, from the case
 // ledger — its case key, testlist, op type and args, backend, cluster, world size, the
 // attempt whose row is kept, status, message, tries, GPU-seconds, whether its GPU was
 // throttled, and every metric — as CSV or JSON lines, for spreadsheets, pandas and

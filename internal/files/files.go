@@ -1,4 +1,7 @@
-// Package files owns opx's file writes: every file a user or a later step reads is written
+// Package files owns opx's file rules: atomic writes, regular files only, bounded reads, and which
+// paths are trusted (outputs never inputs, no other user's directories).
+//
+// It owns opx's file writes: every file a user or a later step reads is written
 // to a temporary file in the same directory and renamed into place, so a crash or a signal
 // never leaves a half-written manifest, status or checkpoint (docs/compat-spec.md §3.1).
 package files

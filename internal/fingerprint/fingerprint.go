@@ -1,4 +1,7 @@
-// Package fingerprint is what a shard records of the node it ran on, before and after its
+// Package fingerprint is what a shard records of its node before and after its benchmark (CPU, load,
+// GPUs, driver, clocks, throttling), and which other opx runs measured beside it.
+//
+// It is what a shard records of the node it ran on, before and after its
 // benchmark (opx fingerprint, one step on the allocation): the node, its CPU and kernel,
 // enroot and pyxis versions, and each GPU's model, serial and UUID, driver, CUDA or ROCm
 // version, clocks, power limit, ECC and MIG (partition) state, temperature and throttle

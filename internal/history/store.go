@@ -1,4 +1,7 @@
-// Package history keeps every case of every run it is given, and finds where each case's
+// Package history keeps every case of every run in a store (SQLite or PostgreSQL) and finds where each
+// case's level moved: `opx history add`, `check` and `report`.
+//
+// It keeps every case of every run it is given, and finds where each case's
 // level moved: the store (SQLite through modernc.org/sqlite, or PostgreSQL through
 // jackc/pgx; one schema, versioned migrations), `opx history add`, `check` (change points
 // with false-discovery control, the gate, the confirmation manifest) and `report` (the

@@ -1,4 +1,7 @@
-// Package image is `opx import`, the compute-node half of a shard (docs/compat-spec.md §7): bring one
+// Package image is `opx import`: an image brought into the shared squashfs cache once per key,
+// under a lock, checked and published atomically.
+//
+// It is `opx import`, the compute-node half of a shard (docs/compat-spec.md §7): bring one
 // image into the shared squashfs cache exactly once per (image, digest, platform) key, under
 // a per-key lock, with enroot in private scratch directories, and publish it atomically.
 //

@@ -1,4 +1,7 @@
-// Package jsontext writes a JSON object member by member as encoding/json writes a
+// Package jsontext writes JSON a member at a time, byte for byte as encoding/json would, for the
+// records opx writes by the hundred thousand.
+//
+// It writes a JSON object member by member as encoding/json writes a
 // struct (Record), for the documents opx writes a record at a time by the hundred
 // thousand (compare's cases, export's JSON lines): there encoding/json spends most of its
 // time finding a struct's fields by reflection. Its tests hold it to encoding/json, byte

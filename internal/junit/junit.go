@@ -1,4 +1,7 @@
-// Package junit writes JUnit XML, the report CI test reporters read (GitHub's
+// Package junit writes JUnit XML for CI test reporters: a suite of testcases, failures for
+// regressions, written atomically.
+//
+// It writes JUnit XML, the report CI test reporters read (GitHub's
 // dorny/test-reporter and mikepenz/action-junit-report among them): `opx compare --junit`
 // and `opx history check --junit` write one testcase per case or change, a failure for
 // each regression the gate fails on. The shape is the common one those readers share —

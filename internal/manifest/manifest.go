@@ -1,4 +1,7 @@
-// Package manifest is the data a shard carries from plan to report, typed once where it is
+// Package manifest is the data a shard carries from plan to report, typed where it is read: the
+// manifest, execution.json, status.json, accounting.json and the ids derived from them.
+//
+// It is the data a shard carries from plan to report, typed once where it is
 // read: the manifest plan writes (its cells and their cases), the execution.json execute
 // writes beside each shard's output, and the identifiers derived from them (image keys,
 // queue tokens, master ports). A cell keeps its raw ordered object too, where bytes must

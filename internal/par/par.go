@@ -1,4 +1,7 @@
-// Package par reads in parallel and uses in order: the reader of a run parses its files
+// Package par reads in parallel and uses in order: work on every core, results handed on in
+// their order, the first error the one a sequential reader would meet.
+//
+// It reads in parallel and uses in order: the reader of a run parses its files
 // on every core while what it settles — the shard report, the ledger, the rows handed to
 // a command — still comes in the run's order, and the first error is the one a sequential
 // reading would have met.

@@ -1,4 +1,7 @@
-// Package plan owns the planner: it turns a selection (runner, backends, testlists, world
+// Package plan owns the planner: a selection (runner, backends, testlists, world sizes) made into
+// the manifest's shards, as OperatorX CI (ci.py) plans them.
+//
+// It owns the planner: it turns a selection (runner, backends, testlists, world
 // sizes, chunk size, mode) into the manifest's shards with the seed's exact semantics
 // (docs/compat-spec.md §5), and computes the ids, image keys, enroot URIs and queue tokens that
 // everything downstream keys on.

@@ -1,4 +1,7 @@
-// Package platform owns the runner table (docs/compat-spec.md §2.1), hardware families, and the
+// Package platform owns the runner table, hardware families and the platform registry (base
+// profiles overlaid by a site's config).
+//
+// It owns the runner table (docs/compat-spec.md §2.1), hardware families, and the
 // platform registry: the CollectiveX base profiles overlaid by a file keyed by runner label
 // (§3.9, decisions §1–2), plus custom runners and the built-in local runner.
 package platform

@@ -1,4 +1,7 @@
-// Package proc is the one place opx starts external commands. Every child runs in its own
+// Package proc is the one place opx starts external commands: process groups, cancellation
+// with a grace period, and bounded captured output.
+//
+// It is the one place opx starts external commands. Every child runs in its own
 // process group; on cancellation the group gets SIGTERM, a grace period, then SIGKILL, and
 // WaitDelay bounds how long a stuck pipe can hold Wait (style.md, "Processes"). A child
 // gets SIGTERM when opx itself dies, even by SIGKILL.

@@ -1,4 +1,7 @@
-// Package pyjson owns opx's Python-compatible JSON: an ordered value model that keeps
+// Package pyjson owns opx's Python-compatible JSON: an ordered value model, a strict parser and
+// an encoder that writes what Python's json.dumps writes.
+//
+// It owns opx's Python-compatible JSON: an ordered value model that keeps
 // object key order and the difference between 1 and 1.0, a strict parser, and an encoder
 // that reproduces the byte output of Python's json.dumps in the modes the seed uses
 // (docs/compat-spec.md §3.1, §17). Shard ids hash this output, so it must match the seed exactly.

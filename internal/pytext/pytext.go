@@ -1,4 +1,7 @@
-// Package pytext holds Python's rules for text that opx must follow to the byte: repr() of
+// Package pytext holds Python's rules for text that opx follows to the byte: repr() of a str,
+// and the WTF-8 form of names that are not valid UTF-8.
+//
+// It holds Python's rules for text that opx must follow to the byte: repr() of
 // a str, which the seed's messages and cleanup.log quote names with, and the WTF-8 form in
 // which Python's json module lets a lone surrogate travel through a str. The JSON codec
 // (package pyjson) builds on it; messages use Repr without touching JSON.

@@ -1,4 +1,7 @@
-// Package rank is what runs once per rank inside the allocation (docs/compat-spec.md §8): `opx rank`
+// Package rank is `opx rank`, run once per rank inside the allocation: the rank's inputs
+// checked, a private HOME, and the harness run.
+//
+// It is what runs once per rank inside the allocation (docs/compat-spec.md §8): `opx rank`
 // checks the rank's Slurm inputs, gives it a private HOME, and runs the harness — opx's own
 // cpu backend in process, python3 -m operatorx otherwise — under Nsight Compute or
 // rocprofv3 in counters mode.

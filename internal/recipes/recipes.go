@@ -1,4 +1,7 @@
-// Package recipes reads opx's optional recipes file (decisions §3), the stand-in for
+// Package recipes reads opx's optional recipes file: per framework, hardware and checkpoint, the
+// serving image, engine arguments and environment a shard uses.
+//
+// It reads opx's optional recipes file (decisions §3), the stand-in for
 // InferenceX's recipe tree: per framework, hardware family and checkpoint, the serving
 // variants with their split, image, launch env and engine args, and optional default
 // images per (backend, family). Lookup follows docs/compat-spec.md §16.3.

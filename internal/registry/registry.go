@@ -1,4 +1,7 @@
-// Package registry resolves image tags to digests with go-containerregistry (docs/compat-spec.md
+// Package registry resolves image tags to digests with go-containerregistry, anonymously, each
+// image once and in parallel, with a timeout.
+//
+// It resolves image tags to digests with go-containerregistry (docs/compat-spec.md
 // §16.4): HEAD the manifest with anonymous bearer tokens, GET when a registry omits the
 // digest header, each distinct image once and in parallel, under a timeout. Beyond the
 // seed it finds the platform's manifest inside a multi-arch index and refuses an image

@@ -1,4 +1,7 @@
-// Package report is `opx report`: one self-contained HTML page over a run's artifacts,
+// Package report is `opx report`: one self-contained HTML page of a run — verdict, coverage, cost,
+// cases, charts, provenance — that opens fast at the largest sweep.
+//
+// It is `opx report`: one self-contained HTML page over a run's artifacts,
 // sized by what a person reads, so that it opens at the largest sweep (256 shards of 500
 // cases). No network (a Content-Security-Policy forbids every fetch), CSS and script
 // inline. In order: the verdict and counts; coverage per shard, with the phase that

@@ -1,4 +1,7 @@
-// Package results reads what a run measured: the shards summarize chose (the newest
+// Package results reads what a run measured: its shards, every attempt's rows and the case ledger
+// (each case's best row over all attempts), for every command that reads a run.
+//
+// It reads what a run measured: the shards summarize chose (the newest
 // attempt of each), their cells from execution.json, and every row of their results files
 // with its metrics and the provenance the harness recorded. It is what `opx report` and
 // `opx compare` work from, so both see exactly the shards summarize counted.

@@ -1,4 +1,7 @@
-// Package resume plans the attempt that measures only what a run is still missing: from
+// Package resume plans the attempt that measures only what a run is still missing, from its case
+// ledger, with the reason each case is rerun.
+//
+// It plans the attempt that measures only what a run is still missing: from
 // the case ledger (results.Ledger) of every attempt so far, a manifest of the same run
 // whose cells hold only the cases with no ok or unsupported row, and for each such case
 // why it is run again. opx run --resume and opx plan --resume both use it.

@@ -1,4 +1,7 @@
-// Package safe makes outside text safe to print: manifests, testlists and results files
+// Package safe makes outside text safe to print: control and format characters escaped for
+// terminals, Markdown escaped for step summaries, messages capped.
+//
+// It makes outside text safe to print: manifests, testlists and results files
 // come from anywhere, and a name holding an escape sequence must not reach a terminal (or
 // a GitHub step summary) raw, where it could rewrite the screen or hide a line.
 package safe

@@ -1,4 +1,7 @@
-// Package shard owns a shard's life on a Slurm submit host (docs/compat-spec.md §3.5–§3.8, §6, §9,
+// Package shard owns a shard's life on a Slurm submit host: its stage, allocation, steps and
+// cleanup (execute, finalize, recover), and the local runner's.
+//
+// It owns a shard's life on a Slurm submit host (docs/compat-spec.md §3.5–§3.8, §6, §9,
 // §11): the stage on shared storage, the allocation, the steps run on it, and the cleanup
 // that always follows — cancel the allocation and confirm it is gone, collect every result
 // row, remove the stage — idempotently, from execute, finalize or recover.

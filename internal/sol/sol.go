@@ -1,4 +1,7 @@
-// Package sol places a measured case against its hardware's limits ("speed of light"): the
+// Package sol places a measured case against its hardware's limits: peak tables, the work of
+// each op, %SOL and the roofline.
+//
+// It places a measured case against its hardware's limits ("speed of light"): the
 // published dense tensor throughput per dtype and HBM bandwidth of each GPU family opx
 // knows, the work a case does (FLOPs and bytes moved, from its op type and args), and for
 // an ok row its achieved rates, the share of each limit, its arithmetic intensity and the

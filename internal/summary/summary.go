@@ -1,4 +1,7 @@
-// Package summary is `opx summarize`'s shard report (docs/compat-spec.md §10): the newest attempt of
+// Package summary is `opx summarize`'s shard report: each shard's newest attempt found in a run's
+// artifacts and its rows counted, as OperatorX CI (ci.py) reports them.
+//
+// It is `opx summarize`'s shard report (docs/compat-spec.md §10): the newest attempt of
 // each shard found in a run's artifacts, its result rows counted by status, and the
 // coverage report and markdown table the workflow puts in its step summary. Each shard's
 // status and the report's success are the verdict's (internal/verdict), which

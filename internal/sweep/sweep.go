@@ -1,4 +1,7 @@
-// Package sweep is opx run: one sweep end to end — plan, execute every shard (a few at a
+// Package sweep is `opx run`: one sweep end to end (plan, execute, summarize, report) with its
+// progress, resume and Ctrl-C handling.
+//
+// It is opx run: one sweep end to end — plan, execute every shard (a few at a
 // time), summarize and report, in process — with its progress on the terminal or in the
 // log, and everything it writes under one run directory.
 package sweep

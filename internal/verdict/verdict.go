@@ -1,4 +1,7 @@
-// Package verdict is the one definition of what a run measured (docs/verdict.md): every
+// Package verdict is the one definition of what a run measured: each case measured,
+// unsupported, error or missing, and the words, exit code and colour of each.
+//
+// It is the one definition of what a run measured (docs/verdict.md): every
 // case is exactly one Outcome, a shard's status and a run's success follow from its
 // cases, and every command's words, exit codes and colours come from here.
 //

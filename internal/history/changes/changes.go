@@ -1,4 +1,7 @@
-// Package changes finds where a series' level shifted, and says how sure it is. Each
+// Package changes finds where a series' level shifted and how sure it is: calibrated tests, each
+// series judged on its own at a fixed false-alarm level.
+//
+// It finds where a series' level shifted, and says how sure it is. Each
 // series is judged on its own, at a fixed level (Options.Alpha): the chance that a series
 // whose level never moved is called changed. Nothing in a series' answer depends on which
 // other series a store holds or a filter selects. It works on the logarithm of the metric

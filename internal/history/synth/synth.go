@@ -1,4 +1,7 @@
-// Package synth makes labelled series of the kind a nightly benchmark history holds —
+// Package synth makes labelled series of the kind a nightly history holds (steps, noise,
+// outliers, A/A) and scores a detector against them.
+//
+// It makes labelled series of the kind a nightly benchmark history holds —
 // known steps of several sizes, lognormal noise of 1–3%, isolated outliers, slow drifts,
 // and A/A series that never change — and scores a detector's
 // findings against the labels. scripts/history-bench prints the figures
