@@ -36,7 +36,7 @@ PostgreSQL database (--db postgres://user@host:port/db). Parallel adds are safe.
   opx history check --fail-on-regression 5 >> "$GITHUB_STEP_SUMMARY"
   opx history report --out history.html`,
 	}
-	c.AddCommand(newHistoryAddCmd(env), newHistoryCheckCmd(env), newHistoryReportCmd(env))
+	c.AddCommand(newHistoryAddCmd(env), newHistoryCheckCmd(env), newHistoryReportCmd(env), newHistoryTriageCmd(env))
 	return c
 }
 
@@ -149,6 +149,7 @@ func runHistoryCheck(env Env, c *cobra.Command, h *historyCheck) error {
 			return err
 		}
 	}
+	found.ServeURL = env.getenv("OPX_SERVE_URL")
 	found.Markdown(env.Stdout)
 	if h.confirm != "" {
 		n, err := s.ConfirmManifest(c.Context(), found, h.confirm)

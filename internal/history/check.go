@@ -61,8 +61,11 @@ type Found struct {
 	// OddNodes counts, per node, the changes confined to it: a node that is repeatedly
 	// the odd one out.
 	OddNodes map[string]int `json:"odd_nodes"`
-	runs     []RunRef       // every run, newest first
-	series   []*seriesRow   // what was read, for the page
+	// ServeURL is the team's opx serve (OPX_SERVE_URL): the Markdown links each change to
+	// its page there.
+	ServeURL string       `json:"-"`
+	runs     []RunRef     // every run, newest first
+	series   []*seriesRow // what was read, for the page
 	byID     map[int64]RunRef
 }
 
@@ -87,6 +90,9 @@ func (r RunRef) Name() string { return r.RunID + " of " + r.At.UTC().Format("200
 
 // Change is one shift found in a series.
 type Change struct {
+	// ID is the change's stable id (ChangeID): the same shift has the same id in every
+	// check, so triage (Triage) follows it.
+	ID        string  `json:"id"`
 	Key       string  `json:"key"`
 	Metric    string  `json:"metric"`
 	RunID     string  `json:"run_id"` // the first run of the new level
@@ -112,7 +118,11 @@ type Change struct {
 	New bool `json:"new"`
 	// Holds is whether the run under test measured the new level (nearer it than the
 	// old one).
-	Holds        bool `json:"holds"`
+	Holds bool `json:"holds"`
+	// Triage is the change's latest triage state (open when none was recorded), its
+	// events oldest first.
+	Triage       string        `json:"triage"`
+	TriageEvents []TriageEvent `json:"triage_events,omitempty"`
 	at           time.Time
 	cluster      string // the series' cluster (local@HOST for a local run's)
 	caseKey      string // the case's key in its run's files (cluster "local" for local@HOST)
@@ -260,6 +270,9 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 		k.se.changes = append(k.se.changes, k.ch)
 	}
 	sort.SliceStable(f.Changes, func(i, j int) bool { return worse(f.Changes[i], f.Changes[j]) })
+	if err := s.triaged(ctx, f.Changes); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -406,6 +419,7 @@ func (se *seriesRow) changesOf(found []changes.Judged, byID map[int64]RunRef, ct
 			ch.measuredOn = appendNew(ch.measuredOn, ctxs[se.points[q].ctx].Node)
 		}
 		ch.New, ch.Holds = c.New, c.Holds
+		ch.ID, ch.Triage = ChangeID(se.key, se.metric, r.RunID, r.origin), TriageOpen
 		out = append(out, finding{se, ch})
 	}
 	return out
@@ -437,6 +451,9 @@ func (f *Found) Regressions(pct float64, window int) []Change {
 	}
 	var out []Change
 	for _, c := range f.Changes {
+		if c.Triage == TriageExpected || c.Triage == TriageInvalid {
+			continue // triaged as no regression: it no longer fails the gate
+		}
 		if c.Direction == "slower" && 1/c.Speedup-1 >= pct/100 && (c.New && c.Holds || recent[c.run]) {
 			out = append(out, c)
 		}

@@ -586,3 +586,64 @@ func editRows(t *testing.T, run string, edit func(rows []any) []any) {
 		t.Fatal(err)
 	}
 }
+
+// Triage: a change's id is stable across checks; acknowledged still fails the gate,
+// expected (or invalid) no longer does; every event is kept with who, note and link; a
+// state, note or link that is not allowed is a usage error, an id check never found is
+// refused — on SQLite and on PostgreSQL.
+func TestTriage(t *testing.T) {
+	for _, db := range []string{filepath.Join(t.TempDir(), "h.db"), testenv.Postgres(t)} {
+		history.StepStore(t, db)
+		js := filepath.Join(t.TempDir(), "c.json")
+		check := func() (int, history.Change) {
+			t.Helper()
+			o := opx("history", "check", "--db", db, "--fail-on-regression", "5", "--json", js)
+			var f struct{ Changes []history.Change }
+			b, _ := os.ReadFile(js)
+			if err := json.Unmarshal(b, &f); err != nil {
+				t.Fatalf("check: exit %d %s: %v", o.Code, o.Stderr, err)
+			}
+			for _, c := range f.Changes {
+				if c.Key == "s2" {
+					return o.Code, c
+				}
+			}
+			t.Fatalf("no change of s2: %s", b)
+			return 0, history.Change{}
+		}
+		code, c := check()
+		if code != 1 || c.Triage != "open" || !strings.HasPrefix(c.ID, "c") || len(c.ID) != 16 {
+			t.Fatalf("before triage: exit %d, %+v", code, c)
+		}
+		id := c.ID
+		for _, bad := range [][]string{{"--state", "bogus"}, {"--state", "expected", "--link", "javascript:alert(1)"}, {"--state", "expected", "--link", "ftp://x/y"}} {
+			if o := opx(append([]string{"history", "triage", id, "--db", db}, bad...)...); o.Code != 2 {
+				t.Errorf("triage %v: exit %d %q", bad, o.Code, o.Stderr)
+			}
+		}
+		if o := opx("history", "triage", "c0000000000000f", "--state", "expected", "--db", db); o.Code != 1 || !strings.Contains(o.Stderr, "no change c0000000000000f") {
+			t.Errorf("an unknown id: exit %d %q", o.Code, o.Stderr)
+		}
+		if o := opx("history", "triage", id, "--state", "acknowledged", "--db", db, "--link", "https://github.com/org/repo/issues/12"); o.Code != 0 || !strings.Contains(o.Stderr, "open → acknowledged") {
+			t.Fatalf("acknowledge: exit %d %q", o.Code, o.Stderr)
+		}
+		// acknowledged: someone is on it, and the gate still fails
+		if code, c = check(); code != 1 || c.ID != id || c.Triage != "acknowledged" {
+			t.Errorf("acknowledged: exit %d %+v", code, c)
+		}
+		if o := opx("history", "triage", id, "--state", "expected", "--db", db, "--note", "the new driver's path"); o.Code != 0 {
+			t.Fatalf("expected: exit %d %q", o.Code, o.Stderr)
+		}
+		code, c = check()
+		if code != 0 || c.Triage != "expected" || len(c.TriageEvents) != 2 || c.TriageEvents[0].Link != "https://github.com/org/repo/issues/12" ||
+			c.TriageEvents[1].Note != "the new driver's path" || c.TriageEvents[1].From != "acknowledged" || c.TriageEvents[1].Via != "cli" {
+			t.Errorf("after expected: exit %d %+v", code, c)
+		}
+		// the JUnit report agrees: the expected change passes
+		xml := filepath.Join(t.TempDir(), "c.xml")
+		opx("history", "check", "--db", db, "--fail-on-regression", "5", "--junit", xml)
+		if r := testenv.ValidJUnit(t, xml); r.Failures != 0 {
+			t.Errorf("JUnit after expected: %d failures", r.Failures)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -40,8 +41,8 @@ func (f *Found) Markdown(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if len(f.Changes) > 0 {
-		fmt.Fprintln(w, "| Case | Metric | Change | From run | Status | New | Runs since | What changed | Nodes |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---:|---|---|")
+		fmt.Fprintln(w, "| Case | Metric | Change | From run | Status | New | Runs since | What changed | Nodes | Triage |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---:|---|---|---|")
 		for i, c := range f.Changes {
 			if i == mostRows {
 				fmt.Fprintf(w, "\n… and %d more (the JSON has them all)\n", len(f.Changes)-mostRows)
@@ -55,8 +56,12 @@ func (f *Found) Markdown(w io.Writer) {
 			if c.New {
 				isNew = "new"
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", cell(c.Key), cell(c.Metric), compare.Words(c.Speedup), cell(c.RunName()),
-				cell(status), isNew, c.Runs, cell(c.provenanceText()), cell(strings.Join(c.Nodes, ", ")))
+			words := compare.Words(c.Speedup)
+			if f.ServeURL != "" { // the change's page on the team's opx serve
+				words = "[" + words + "](" + strings.TrimRight(f.ServeURL, "/") + "/series?key=" + url.QueryEscape(c.Key) + "#" + c.ID + ")"
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d | %s | %s | `%s` %s |\n", cell(c.Key), cell(c.Metric), words, cell(c.RunName()),
+				cell(status), isNew, c.Runs, cell(c.provenanceText()), cell(strings.Join(c.Nodes, ", ")), c.ID, c.Triage)
 		}
 		fmt.Fprintln(w)
 	}

@@ -33,7 +33,7 @@ import (
 )
 
 // Schema is the store's schema version this opx writes; a store of a newer one is refused.
-const Schema = 1
+const Schema = 2
 
 // Store is an open history store.
 type Store struct {
@@ -413,6 +413,13 @@ var migrations = [][]string{{
 	`CREATE TABLE confirmations (
 		series BIGINT NOT NULL, run BIGINT NOT NULL, suspect_run BIGINT NOT NULL, outcome SMALLINT NOT NULL, value {real},
 		ctx BIGINT NOT NULL, PRIMARY KEY (series, run))`,
+}, {
+	// 2: triage events, the one thing opx serve writes: who moved a change (ChangeID) from
+	// which state to which, when, from where, with a note and a link
+	`CREATE TABLE triage (
+		id {id}, change_id TEXT NOT NULL, at BIGINT NOT NULL, who TEXT NOT NULL, via TEXT NOT NULL,
+		from_state TEXT NOT NULL, to_state TEXT NOT NULL, note TEXT NOT NULL, link TEXT NOT NULL)`,
+	`CREATE INDEX triage_change ON triage (change_id, id)`,
 }}
 
 // migrate brings the store to Schema. An empty database is created; one with tables but

@@ -47,7 +47,7 @@ func TestNewerAndForeignStores(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Close()
-		if _, err := Open(t.Context(), dsn, true, 0); err == nil || !strings.Contains(err.Error(), "newer opx (history schema 99; this opx knows up to 1)") {
+		if _, err := Open(t.Context(), dsn, true, 0); err == nil || !strings.Contains(err.Error(), "newer opx (history schema 99; this opx knows up to 2)") {
 			t.Errorf("a newer store: %v", err)
 		}
 	})
@@ -83,4 +83,33 @@ func TestConfirmRunID(t *testing.T) {
 	if confirmRunID("nightly-12") != "confirm-nightly-12" || confirmRunID(long) == confirmRunID(long+"x") {
 		t.Errorf("confirmRunID: %q, %q %q", confirmRunID("nightly-12"), confirmRunID(long), confirmRunID(long+"x"))
 	}
+}
+
+// A store of schema 1 (before triage) is migrated to 2 on open: the triage table is made,
+// what it held is kept.
+func TestMigrateToTriage(t *testing.T) {
+	eachStore(t, func(t *testing.T, dsn string) {
+		s := storeOf(t, dsn, genHistory(6, 2, 5))
+		for _, q := range []string{"DROP TABLE triage", "UPDATE opx_history SET value = '1' WHERE name = 'schema'"} {
+			if _, err := s.db.Exec(s.q(q)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Close()
+		s2, err := Open(t.Context(), dsn, false, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s2.Close()
+		var v string
+		var runs int
+		s2.db.QueryRow(s2.q("SELECT value FROM opx_history WHERE name = 'schema'")).Scan(&v)
+		s2.db.QueryRow(s2.q("SELECT COUNT(*) FROM runs")).Scan(&runs)
+		if v != "2" || runs != 6 {
+			t.Errorf("after migration: schema %q, %d runs", v, runs)
+		}
+		if _, err := s2.Triage(t.Context(), "cabc", TriageExpected, "me", "cli", "", "", true); err != nil {
+			t.Errorf("triage after migration: %v", err)
+		}
+	})
 }
