@@ -396,3 +396,29 @@ func (x *entry) value(name word) (value, bool) {
 	}
 	return value{}, false
 }
+
+// FromRows is a side of a comparison made of rows already read — a stored run's cases,
+// which opx serve compares — joined as base is (nil: a join of its own, on key): what
+// Read makes of a run directory's rows, each row placed against its hardware's limits.
+func FromRows(side Side, key []string, rows []results.Row, base *Run) *Run {
+	out := newRun(key, nil)
+	if base != nil {
+		out.key, out.groups, out.keys = base.key, base.groups, base.keys
+	}
+	for i := range rows {
+		r := &rows[i]
+		_, j, ok := r.SOL()
+		r.Impossible = ok && j.Impossible
+		if ok {
+			r.SOLPct = j.SOL
+		}
+	}
+	out.add(rows, make([]judged, len(rows)))
+	out.Side.Dir, out.Side.RunID, out.Side.SourceSHA, out.Side.At = side.Dir, side.RunID, side.SourceSHA, side.At
+	for i := range out.rows {
+		if verdict.OfStatus(out.rows[i].status.String()) == verdict.Measured {
+			out.Measured++
+		}
+	}
+	return out
+}

@@ -92,8 +92,13 @@ func (r RunRef) Name() string { return r.RunID + " of " + r.At.UTC().Format("200
 type Change struct {
 	// ID is the change's stable id (ChangeID): the same shift has the same id in every
 	// check, so triage (Triage) follows it.
-	ID        string  `json:"id"`
-	Key       string  `json:"key"`
+	ID  string `json:"id"`
+	Key string `json:"key"`
+	// the case's fields: where it ran, on what, which op
+	Testlist  string  `json:"testlist"`
+	Op        string  `json:"op"`
+	Backend   string  `json:"backend"`
+	Cluster   string  `json:"cluster"`
 	Metric    string  `json:"metric"`
 	RunID     string  `json:"run_id"` // the first run of the new level
 	At        string  `json:"at"`
@@ -420,6 +425,7 @@ func (se *seriesRow) changesOf(found []changes.Judged, byID map[int64]RunRef, ct
 		}
 		ch.New, ch.Holds = c.New, c.Holds
 		ch.ID, ch.Triage = ChangeID(se.key, se.metric, r.RunID, r.origin), TriageOpen
+		ch.Testlist, ch.Op, ch.Backend, ch.Cluster = se.testlist, se.op, se.backend, se.cluster
 		out = append(out, finding{se, ch})
 	}
 	return out

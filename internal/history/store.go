@@ -420,6 +420,8 @@ var migrations = [][]string{{
 		id {id}, change_id TEXT NOT NULL, at BIGINT NOT NULL, who TEXT NOT NULL, via TEXT NOT NULL,
 		from_state TEXT NOT NULL, to_state TEXT NOT NULL, note TEXT NOT NULL, link TEXT NOT NULL)`,
 	`CREATE INDEX triage_change ON triage (change_id, id)`,
+	// the same case on other clusters (opx serve's series page)
+	`CREATE INDEX series_case ON series (args, op, backend, world_size, metric, testlist)`,
 }}
 
 // migrate brings the store to Schema. An empty database is created; one with tables but

@@ -23,8 +23,8 @@ func Chromium(t testing.TB) string {
 	return ""
 }
 
-// OpenInChromium loads page in headless Chromium, returns the DOM after scripts ran and
-// the console lines it logged, and leaves a screenshot at shot.
+// OpenInChromium loads page (a file, or an http:// URL) in headless Chromium, returns the
+// DOM after scripts ran and the console lines it logged, and leaves a screenshot at shot.
 func OpenInChromium(t testing.TB, bin, page, shot string) (dom string, console []string) {
 	t.Helper()
 	// the page inflates its data asynchronously: the virtual-time budget lets its tasks
@@ -32,7 +32,11 @@ func OpenInChromium(t testing.TB, bin, page, shot string) (dom string, console [
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
 		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0", "--hide-scrollbars", "--virtual-time-budget=10000"}
 	run := func(extra ...string) (string, string) {
-		cmd := exec.Command(bin, append(append(append([]string(nil), base...), extra...), "file://"+page)...)
+		target := page
+		if !strings.Contains(page, "://") {
+			target = "file://" + page
+		}
+		cmd := exec.Command(bin, append(append(append([]string(nil), base...), extra...), target)...)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {

@@ -1,0 +1,428 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/semianalysis/opx/internal/compare"
+	"github.com/semianalysis/opx/internal/history"
+	"github.com/semianalysis/opx/internal/history/changes"
+	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/verdict"
+	"github.com/semianalysis/opx/internal/version"
+)
+
+// dash is the dashboard: the store, and the check and run list it worked out for the
+// store's current runs (history.Store.State), kept until a run is added.
+type dash struct {
+	s     *history.Store
+	where string
+	mu    sync.Mutex
+	state string
+	found *history.Found
+	runs  []history.RunSummary
+}
+
+func newDash(s *history.Store, where string) *dash { return &dash{s: s, where: where} }
+
+// current is the check of the newest run and every run's summary, worked out again when
+// the store's runs changed since; triage is read fresh each time.
+func (d *dash) current(ctx context.Context) (*history.Found, []history.RunSummary, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	state, err := d.s.State(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if state != d.state || d.found == nil {
+		found, err := d.s.Check(ctx, history.CheckOptions{Options: changes.Defaults})
+		if err != nil {
+			return nil, nil, err
+		}
+		runs, err := d.s.RunList(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		d.state, d.found, d.runs = state, found, runs
+	}
+	f := *d.found
+	f.Changes = slices.Clone(d.found.Changes)
+	if err := d.s.Triaged(ctx, f.Changes); err != nil {
+		return nil, nil, err
+	}
+	return &f, d.runs, nil
+}
+
+// page is what every page's template gets.
+type page struct {
+	Title, Store, Generator string
+	Body                    any
+}
+
+//go:embed pages.html
+var pagesHTML string
+
+var tmpl = template.Must(template.New("pages").Funcs(template.FuncMap{
+	"words": compare.Words,
+	"num": func(p *float64) string {
+		if p == nil {
+			return "–"
+		}
+		return strconv.FormatFloat(*p, 'g', 4, 64)
+	},
+	"pct": func(p *float64) string {
+		if p == nil {
+			return "–"
+		}
+		return strconv.FormatFloat(*p, 'f', 1, 64) + "%"
+	},
+	"when":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
+	"hours": func(h float64) string { return strconv.FormatFloat(h, 'g', 4, 64) },
+}).Parse(pagesHTML))
+
+// render writes the page named name (a template of pages.html) with body.
+func (d *dash) render(w http.ResponseWriter, name, title string, body any) {
+	var b bytes.Buffer
+	if err := tmpl.ExecuteTemplate(&b, name, page{Title: title, Store: d.where, Generator: "opx " + version.Version, Body: body}); err != nil {
+		http.Error(w, "rendering the page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Write(b.Bytes())
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// fail answers a request that could not be served: 404 for what the store does not hold,
+// 400 for a bad query, 503 when the store did not answer.
+func fail(w http.ResponseWriter, code int, err error) {
+	http.Error(w, err.Error(), code)
+}
+
+func (d *dash) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := d.s.Ping(ctx); err != nil {
+		http.Error(w, "the store does not answer: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, "ok\n")
+}
+
+// changesData is the changes of the newest run, filtered, worst first, with what else
+// the check found.
+type changesData struct {
+	Newest     string            `json:"newest_run"`
+	Series     int               `json:"series"`
+	Changes    []history.Change  `json:"changes"`
+	Stopped    []history.Stopped `json:"stopped"`
+	Unmeasured []history.Stopped `json:"unmeasured"`
+	OddNodes   map[string]int    `json:"odd_nodes"`
+	Clusters   map[string]int    `json:"changes_per_cluster"`
+	Filter     map[string]string `json:"filter"`
+	States     []string          `json:"-"`
+	Fields     []string          `json:"-"`
+}
+
+// filterFields are the query parameters / filters.
+var filterFields = []string{"cluster", "backend", "testlist", "op", "state"}
+
+func (d *dash) changes(r *http.Request) (*changesData, error) {
+	f, _, err := d.current(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	v := &changesData{Series: f.Series, Stopped: f.Stopped, Unmeasured: f.Unmeasured, OddNodes: f.OddNodes, Clusters: map[string]int{},
+		Filter: map[string]string{}, States: history.TriageStates, Fields: filterFields[:4], Changes: []history.Change{}}
+	if f.Newest != nil {
+		v.Newest = f.Newest.Name()
+	}
+	for _, k := range filterFields {
+		if x := r.URL.Query().Get(k); x != "" {
+			v.Filter[k] = x
+		}
+	}
+	for _, c := range f.Changes {
+		v.Clusters[c.Cluster]++
+		have := map[string]string{"cluster": c.Cluster, "backend": c.Backend, "testlist": c.Testlist, "op": c.Op, "state": c.Triage}
+		keep := true
+		for k, want := range v.Filter {
+			keep = keep && have[k] == want
+		}
+		if keep {
+			v.Changes = append(v.Changes, c)
+		}
+	}
+	return v, nil
+}
+
+func (d *dash) changesPage(w http.ResponseWriter, r *http.Request) {
+	v, err := d.changes(r)
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	d.render(w, "changes", "Changes", v)
+}
+
+func (d *dash) changesAPI(w http.ResponseWriter, r *http.Request) {
+	v, err := d.changes(r)
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	writeJSON(w, v)
+}
+
+func (d *dash) series(w http.ResponseWriter, r *http.Request) (*history.SeriesView, bool) {
+	key := r.URL.Query().Get("key")
+	if key == "" {
+		fail(w, http.StatusBadRequest, errors.New("give the series: /series?key=KEY (the changes page links each)"))
+		return nil, false
+	}
+	v, err := d.s.Series(r.Context(), key, history.DefaultLookback)
+	if errors.Is(err, history.ErrNoSeries) {
+		fail(w, http.StatusNotFound, fmt.Errorf("%s holds no series %q", d.where, key))
+		return nil, false
+	}
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, err)
+		return nil, false
+	}
+	return v, true
+}
+
+func (d *dash) seriesPage(w http.ResponseWriter, r *http.Request) {
+	if v, ok := d.series(w, r); ok {
+		d.render(w, "series", v.Key, struct {
+			*history.SeriesView
+			States []string
+		}{v, history.TriageStates})
+	}
+}
+
+func (d *dash) seriesAPI(w http.ResponseWriter, r *http.Request) {
+	if v, ok := d.series(w, r); ok {
+		writeJSON(w, v)
+	}
+}
+
+func (d *dash) runsPage(w http.ResponseWriter, r *http.Request) {
+	_, runs, err := d.current(r.Context())
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	d.render(w, "runs", "Runs", runs)
+}
+
+func (d *dash) runsAPI(w http.ResponseWriter, r *http.Request) {
+	_, runs, err := d.current(r.Context())
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	writeJSON(w, struct {
+		Runs []history.RunSummary `json:"runs"`
+	}{runs})
+}
+
+// runData is a stored run and its cases; when several stored runs share the id asked
+// for, Choices lists them and Cases is empty.
+type runData struct {
+	Run     *history.RunSummary  `json:"run,omitempty"`
+	Choices []history.RunSummary `json:"runs_of_this_id,omitempty"`
+	Cases   []history.CasePoint  `json:"cases"`
+}
+
+// pick is the stored run of run id id (and store id sid, when given): one, or the
+// choices when several share the id.
+func (d *dash) pick(ctx context.Context, id, sid string) (*history.RunSummary, []history.RunSummary, error) {
+	_, runs, err := d.current(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var of []history.RunSummary
+	for _, r := range runs {
+		if r.RunID == id && (sid == "" || strconv.FormatInt(r.ID, 10) == sid) {
+			of = append(of, r)
+		}
+	}
+	switch len(of) {
+	case 0:
+		return nil, nil, errNotHeld
+	case 1:
+		return &of[0], nil, nil
+	}
+	return nil, of, nil
+}
+
+var errNotHeld = errors.New("the store holds no such run")
+
+func (d *dash) run(w http.ResponseWriter, r *http.Request) (*runData, bool) {
+	run, choices, err := d.pick(r.Context(), r.PathValue("id"), r.URL.Query().Get("sid"))
+	switch {
+	case errors.Is(err, errNotHeld):
+		fail(w, http.StatusNotFound, fmt.Errorf("%s holds no run %q (/runs lists them)", d.where, r.PathValue("id")))
+		return nil, false
+	case err != nil:
+		fail(w, http.StatusServiceUnavailable, err)
+		return nil, false
+	case run == nil:
+		return &runData{Choices: choices, Cases: []history.CasePoint{}}, true
+	}
+	cases, err := d.s.RunCases(r.Context(), run.ID)
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, err)
+		return nil, false
+	}
+	return &runData{Run: run, Cases: cases}, true
+}
+
+func (d *dash) runPage(w http.ResponseWriter, r *http.Request) {
+	if v, ok := d.run(w, r); ok {
+		d.render(w, "run", "Run "+r.PathValue("id"), v)
+	}
+}
+
+func (d *dash) runAPI(w http.ResponseWriter, r *http.Request) {
+	if v, ok := d.run(w, r); ok {
+		writeJSON(w, v)
+	}
+}
+
+// comparison is two stored runs compared as opx compare compares two run directories.
+func (d *dash) comparison(w http.ResponseWriter, r *http.Request) (*compare.Result, bool) {
+	q := r.URL.Query()
+	if q.Get("base") == "" || q.Get("new") == "" {
+		fail(w, http.StatusBadRequest, errors.New("give two runs: /compare?base=RUN_ID&new=RUN_ID (sid picks one of several stored runs of an id: base_sid, new_sid)"))
+		return nil, false
+	}
+	var sides [2]*compare.Run
+	for i, side := range []string{"base", "new"} {
+		run, choices, err := d.pick(r.Context(), q.Get(side), q.Get(side+"_sid"))
+		if run == nil && len(choices) > 0 {
+			run = &choices[0] // the newest of the id
+		}
+		if errors.Is(err, errNotHeld) {
+			fail(w, http.StatusNotFound, fmt.Errorf("%s: %s holds no run %q", side, d.where, q.Get(side)))
+			return nil, false
+		}
+		if err != nil {
+			fail(w, http.StatusServiceUnavailable, err)
+			return nil, false
+		}
+		cases, err := d.s.RunCases(r.Context(), run.ID)
+		if err != nil {
+			fail(w, http.StatusServiceUnavailable, err)
+			return nil, false
+		}
+		sides[i] = compare.FromRows(compare.Side{Dir: d.where, RunID: run.RunID, SourceSHA: run.SourceSHA, At: run.At.Format(time.RFC3339)},
+			results.KeyFields, rowsOf(cases), sides[0])
+	}
+	return compare.Join(sides[0], sides[1], compare.Options{Same: compare.DefaultOptions.Same, NoSpread: compare.DefaultOptions.NoSpread}), true
+}
+
+// rowsOf are a stored run's cases as result rows (a case no attempt measured is left out,
+// as it is from a run directory's rows): the headline metric and its spread.
+func rowsOf(cases []history.CasePoint) []results.Row {
+	out := make([]results.Row, 0, len(cases))
+	for _, c := range cases {
+		status, ok := map[string]string{verdict.Measured.String(): "ok", verdict.Unsupported.String(): "unsupported", verdict.Error.String(): "error"}[c.Outcome]
+		if !ok {
+			continue // missing
+		}
+		row := results.Row{Testlist: c.Testlist, OpType: c.Op, ArgsKey: c.Args, ArgsLabel: c.Label, Backend: c.Backend, Cluster: c.Cluster,
+			WorldSize: c.WorldSize, Status: status, Metrics: map[string]float64{}, Runner: history.RunnerOf(c.Cluster)}
+		if c.Value != nil {
+			row.Metrics[c.Metric] = *c.Value
+			row.MetricOrder = append(row.MetricOrder, c.Metric)
+			if c.Lo != nil && c.Hi != nil {
+				row.Metrics[c.Metric+"_min"], row.Metrics[c.Metric+"_max"] = *c.Lo, *c.Hi
+				row.MetricOrder = append(row.MetricOrder, c.Metric+"_min", c.Metric+"_max")
+			}
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+func (d *dash) comparePage(w http.ResponseWriter, r *http.Request) {
+	res, ok := d.comparison(w, r)
+	if !ok {
+		return
+	}
+	var md bytes.Buffer
+	res.Markdown(&md)
+	counts := slices.Sorted(maps.Keys(res.Counts))
+	d.render(w, "compare", "Compare", struct {
+		Result   *compare.Result
+		Cases    []compare.Case
+		Counts   []string
+		Markdown string
+	}{res, res.Cases()[:min(res.Len(), 500)], counts, md.String()})
+}
+
+func (d *dash) compareAPI(w http.ResponseWriter, r *http.Request) {
+	res, ok := d.comparison(w, r)
+	if !ok {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	res.WriteJSON(r.Context(), w)
+}
+
+// triage records a triage event from an authenticated request: {"state", "note", "link"}.
+func (d *dash) triage(w http.ResponseWriter, r *http.Request, name string) {
+	var req struct{ State, Note, Link string }
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		fail(w, http.StatusBadRequest, fmt.Errorf("the body: a JSON object {\"state\", \"note\", \"link\"} of at most %d bytes: %v", MaxBody, err))
+		return
+	}
+	if err := history.CheckTriage(req.State, req.Note, req.Link); err != nil {
+		fail(w, http.StatusBadRequest, err)
+		return
+	}
+	f, _, err := d.current(r.Context())
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	id := r.PathValue("id")
+	known := false
+	for _, c := range f.Changes {
+		known = known || c.ID == id
+	}
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	ev, err := d.s.Triage(r.Context(), id, req.State, name, host, req.Note, req.Link, known)
+	if err != nil {
+		if !known {
+			fail(w, http.StatusNotFound, err)
+			return
+		}
+		fail(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	writeJSON(w, ev)
+}

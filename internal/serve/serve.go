@@ -1,0 +1,233 @@
+// Package serve is `opx serve`: the team's dashboard over a history store — changes with
+// triage, series, runs, two runs compared — as HTML pages and the same data as JSON.
+//
+// It reads the store live (each request sees what was added), writes nothing to it but
+// triage events, and is safe by default: reads are open on loopback only; any other
+// address needs tokens (--token-file), and triage always does. Every page is rendered on
+// the server and reads without JavaScript; one embedded script and stylesheet enhance it,
+// under a Content-Security-Policy that allows no inline script.
+package serve
+
+import (
+	"bufio"
+	"context"
+	"crypto/subtle"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/history"
+	"github.com/semianalysis/opx/internal/safe"
+)
+
+// Options are opx serve's flags.
+type Options struct {
+	Store      *history.Store
+	Where      string // the store, as messages name it
+	Listen     string // host:port; 127.0.0.1:8080 by default
+	TokenFile  string
+	PublicRead bool
+	Log        io.Writer
+	// Ready, when set, is told the address the server listens on (port 0 picks one).
+	Ready func(addr string)
+}
+
+// MaxBody is the most a request body may hold (a triage event: a state, a note, a link).
+const MaxBody = 16 << 10
+
+// token is one accepted bearer token and whose it is.
+type token struct{ name, secret string }
+
+// ReadTokens reads a token file: one token a line, "name:token" to name it; blank lines
+// and # comments are ignored. A token shorter than 16 characters is refused (guessable).
+func ReadTokens(path string) ([]token, error) {
+	b, err := files.ReadRegular(context.Background(), path, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	var out []token
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		t := token{name: fmt.Sprintf("token %d", n), secret: line}
+		if name, secret, ok := strings.Cut(line, ":"); ok && !strings.Contains(secret, ":") && name != "" {
+			t = token{name: strings.TrimSpace(name), secret: strings.TrimSpace(secret)}
+		}
+		if len(t.secret) < 16 {
+			return nil, fmt.Errorf("%s:%d: a token of %d characters is too easy to guess: use 16 or more (openssl rand -hex 24)", path, n, len(t.secret))
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no token in it (one a line, name:token to name it)", path)
+	}
+	return out, nil
+}
+
+// Loopback is whether addr (host:port) listens on this machine alone.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Run serves until ctx ends, then drains the requests in flight (up to 20 s) and returns nil.
+func Run(ctx context.Context, o Options) error {
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:8080"
+	}
+	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+		return fmt.Errorf("--listen %s: give host:port, such as 127.0.0.1:8080", o.Listen)
+	}
+	var tokens []token
+	if o.TokenFile != "" {
+		var err error
+		if tokens, err = ReadTokens(o.TokenFile); err != nil {
+			return err
+		}
+	}
+	open := Loopback(o.Listen) || o.PublicRead
+	if !Loopback(o.Listen) && tokens == nil {
+		return fmt.Errorf("--listen %s is not a loopback address: give --token-file, so that only the team reads the store (and --public-read to open reads)", o.Listen)
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return err
+	}
+	d := newDash(o.Store, o.Where)
+	srv := &http.Server{Handler: d.handler(tokens, open), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
+	if o.Log != nil {
+		reads := "open (loopback)"
+		switch {
+		case !Loopback(o.Listen) && o.PublicRead:
+			reads = "open to all (--public-read)"
+		case !open:
+			reads = "token required"
+		}
+		fmt.Fprintf(o.Log, "opx serve: http://%s/ over %s; reads %s, triage needs a token (%d accepted)\n", ln.Addr(), safe.Text(o.Where), reads, len(tokens))
+	}
+	if o.Ready != nil {
+		o.Ready(ln.Addr().String())
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	drain, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(drain); err != nil {
+		return fmt.Errorf("draining the requests in flight: %v", err)
+	}
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// headers are every response's security headers.
+func headers(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cache-Control", "no-store")
+}
+
+// who is the token's name a request carries, and whether it carries a valid one
+// (compared in constant time against each).
+func who(r *http.Request, tokens []token) (string, bool) {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || got == "" {
+		return "", false
+	}
+	name, found := "", 0
+	for _, t := range tokens {
+		if subtle.ConstantTimeCompare([]byte(got), []byte(t.secret)) == 1 {
+			name, found = t.name, 1
+		}
+	}
+	return name, found == 1
+}
+
+// handler is the routes, each behind the headers and, for reads when they are not open,
+// a token.
+func (d *dash) handler(tokens []token, openReads bool) http.Handler {
+	mux := http.NewServeMux()
+	read := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if !openReads {
+				if _, ok := who(r, tokens); !ok {
+					unauthorized(w)
+					return
+				}
+			}
+			h(w, r)
+		}
+	}
+	mux.HandleFunc("GET /healthz", d.healthz)
+	mux.HandleFunc("GET /static/opx.css", static("text/css; charset=utf-8", css))
+	mux.HandleFunc("GET /static/opx.js", static("text/javascript; charset=utf-8", js))
+	mux.HandleFunc("GET /{$}", read(d.changesPage))
+	mux.HandleFunc("GET /api/changes", read(d.changesAPI))
+	mux.HandleFunc("GET /series", read(d.seriesPage))
+	mux.HandleFunc("GET /api/series", read(d.seriesAPI))
+	mux.HandleFunc("GET /runs", read(d.runsPage))
+	mux.HandleFunc("GET /api/runs", read(d.runsAPI))
+	mux.HandleFunc("GET /runs/{id}", read(d.runPage))
+	mux.HandleFunc("GET /api/runs/{id}", read(d.runAPI))
+	mux.HandleFunc("GET /compare", read(d.comparePage))
+	mux.HandleFunc("GET /api/compare", read(d.compareAPI))
+	mux.HandleFunc("POST /api/changes/{id}/triage", func(w http.ResponseWriter, r *http.Request) {
+		name, ok := who(r, tokens)
+		if !ok {
+			unauthorized(w)
+			return
+		}
+		d.triage(w, r, name)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		headers(w)
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="opx"`)
+	http.Error(w, "a valid bearer token is required (Authorization: Bearer TOKEN; opx serve --token-file)", http.StatusUnauthorized)
+}
+
+func static(kind, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", kind)
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		io.WriteString(w, body)
+	}
+}
+
+//go:embed opx.css
+var css string
+
+//go:embed opx.js
+var js string

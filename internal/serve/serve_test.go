@@ -1,0 +1,382 @@
+package serve_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/semianalysis/opx/internal/history"
+	"github.com/semianalysis/opx/internal/history/changes"
+	"github.com/semianalysis/opx/internal/serve"
+	"github.com/semianalysis/opx/internal/testenv"
+)
+
+// server is an opx serve started over a store on a free port.
+type server struct {
+	t    *testing.T
+	base string
+	stop func() error
+}
+
+func start(t *testing.T, dsn string, o serve.Options) *server {
+	t.Helper()
+	s, err := history.Open(t.Context(), dsn, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	o.Store, o.Where, o.Ready = s, s.Where, func(a string) { ready <- a }
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:0"
+	}
+	done := make(chan error, 1)
+	go func() { done <- serve.Run(ctx, o) }()
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		cancel()
+		s.Close()
+		t.Fatalf("serve: %v", err)
+	}
+	sv := &server{t: t, base: "http://" + addr}
+	var once sync.Once
+	var stopErr error
+	sv.stop = func() error {
+		once.Do(func() {
+			cancel()
+			stopErr = <-done
+			s.Close()
+		})
+		return stopErr
+	}
+	t.Cleanup(func() { sv.stop() })
+	return sv
+}
+
+// get is a GET with an optional bearer token: the status, the body, the headers.
+func (s *server) get(path, token string) (int, string, http.Header) {
+	s.t.Helper()
+	req, _ := http.NewRequest("GET", s.base+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+func (s *server) triage(id, token, body string) (int, string) {
+	s.t.Helper()
+	req, _ := http.NewRequest("POST", s.base+"/api/changes/"+id+"/triage", strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// generated is a store of 8 nightly runs of 60 GEMM cases on two clusters, four series
+// (cases 0 and 50 on each) 1.3x slower from the newest run.
+func generated(t *testing.T, dsn string) {
+	s, err := history.Open(t.Context(), dsn, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Generate(t.Context(), history.Generated{Runs: 8, Cases: 60, Clusters: []string{"h200_dgxc_8x", "mi355x_amds_8x"}, StepAt: 7, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const token = "ci-bot:0123456789abcdef0123"
+
+func tokens(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(p, []byte("# the team's tokens\n\n"+token+"\nfedcba9876543210fedc\n"), 0o600)
+	return p
+}
+
+type changesDoc struct {
+	Newest   string           `json:"newest_run"`
+	Changes  []history.Change `json:"changes"`
+	Clusters map[string]int   `json:"changes_per_cluster"`
+}
+
+// Every page and API over SQLite and PostgreSQL: the changes of the newest run (filtered),
+// a series with its plot, points and the case on the other cluster, the runs and a run's
+// cases, two runs compared, health; every response with the security headers.
+func TestPagesAndAPI(t *testing.T) {
+	for _, dsn := range []string{filepath.Join(t.TempDir(), "h.db"), testenv.Postgres(t)} {
+		generated(t, dsn)
+		sv := start(t, dsn, serve.Options{TokenFile: tokens(t)})
+		code, body, h := sv.get("/", "")
+		if code != 200 || !strings.Contains(body, `id="changes"`) || strings.Count(body, `class="series"`) != 4 {
+			t.Fatalf("/: %d\n%s", code, body)
+		}
+		for k, want := range map[string]string{"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY"} {
+			if h.Get(k) != want {
+				t.Errorf("%s: %q, want %q", k, h.Get(k), want)
+			}
+		}
+		if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") || !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Errorf("CSP %q", csp)
+		}
+		var doc changesDoc
+		_, body, _ = sv.get("/api/changes", "")
+		if err := json.Unmarshal([]byte(body), &doc); err != nil || len(doc.Changes) != 4 || doc.Clusters["h200_dgxc_8x"] != 2 || doc.Clusters["mi355x_amds_8x"] != 2 ||
+			!strings.HasPrefix(doc.Newest, "nightly-8 of ") || doc.Changes[0].Direction != "slower" || doc.Changes[0].Triage != "open" {
+			t.Fatalf("/api/changes: %v %s", err, body)
+		}
+		for q, n := range map[string]int{"?cluster=mi355x_amds_8x": 2, "?state=acknowledged": 0, "?op=gemm&backend=vllm": 4, "?testlist=nope": 0} {
+			var f changesDoc
+			_, b, _ := sv.get("/api/changes"+q, "")
+			if json.Unmarshal([]byte(b), &f); len(f.Changes) != n {
+				t.Errorf("/api/changes%s: %d changes, want %d", q, len(f.Changes), n)
+			}
+		}
+		key := doc.Changes[0].Key
+		code, body, _ = sv.get("/series?key="+url.QueryEscape(key), "")
+		if code != 200 || !strings.Contains(body, "<svg") || !strings.Contains(body, `id="`+doc.Changes[0].ID+`"`) || !strings.Contains(body, `id="others"`) {
+			t.Errorf("/series: %d\n%.600s", code, body)
+		}
+		var se history.SeriesView
+		_, body, _ = sv.get("/api/series?key="+url.QueryEscape(key), "")
+		if err := json.Unmarshal([]byte(body), &se); err != nil || len(se.Points) != 8 || len(se.Changes) != 1 || len(se.Others) != 1 ||
+			se.Others[0].Cluster == se.Cluster || se.Others[0].Value == nil || se.Others[0].SOLPct == nil {
+			t.Errorf("/api/series: %v %.500s", err, body)
+		}
+		if code, _, _ := sv.get("/series?key=nope", ""); code != 404 {
+			t.Errorf("an unknown series: %d", code)
+		}
+		var runs struct{ Runs []history.RunSummary }
+		_, body, _ = sv.get("/api/runs", "")
+		if err := json.Unmarshal([]byte(body), &runs); err != nil || len(runs.Runs) != 8 || runs.Runs[0].RunID != "nightly-8" || runs.Runs[0].Verdict != "success" ||
+			runs.Runs[0].Tally.Measured != 120 || runs.Runs[0].GPUHours <= 0 {
+			t.Errorf("/api/runs: %v %.400s", err, body)
+		}
+		if code, body, _ = sv.get("/runs", ""); code != 200 || !strings.Contains(body, "nightly-8") {
+			t.Errorf("/runs: %d", code)
+		}
+		code, body, _ = sv.get("/runs/nightly-8", "")
+		if code != 200 || strings.Count(body, `href="/series?key=`) != 120 {
+			t.Errorf("/runs/nightly-8: %d, %d cases", code, strings.Count(body, `href="/series?key=`))
+		}
+		if code, _, _ := sv.get("/runs/nosuch", ""); code != 404 {
+			t.Errorf("/runs/nosuch: %d", code)
+		}
+		// the four stepped cases are the worst regressions, in compare's words
+		var cmp struct {
+			Counts map[string]int
+			Cases  []struct {
+				Class   string
+				Primary struct{ Change string }
+			}
+		}
+		_, body, _ = sv.get("/api/compare?base=nightly-1&new=nightly-8", "")
+		if err := json.Unmarshal([]byte(body), &cmp); err != nil || cmp.Counts["slower"] < 4 || len(cmp.Cases) != 120 {
+			t.Fatalf("/api/compare: %v %.400s", err, body)
+		}
+		for _, c := range cmp.Cases[:4] {
+			if c.Class != "slower" || !strings.HasPrefix(c.Primary.Change, "1.3") && !strings.HasPrefix(c.Primary.Change, "1.2") {
+				t.Errorf("a stepped case: %+v", c)
+			}
+		}
+		if code, body, _ = sv.get("/compare?base=nightly-1&new=nightly-8", ""); code != 200 || !strings.Contains(body, "1.30x slower") {
+			t.Errorf("/compare: %d", code)
+		}
+		if code, body, _ = sv.get("/healthz", ""); code != 200 || body != "ok\n" {
+			t.Errorf("/healthz: %d %q", code, body)
+		}
+		if err := sv.stop(); err != nil {
+			t.Errorf("stopping: %v", err)
+		}
+	}
+}
+
+// Triage needs a token, on loopback too; without a valid one nothing changes. A triage
+// survives a restart, its history kept (who, from, to, note, link), and a change marked
+// expected no longer fails the gate while an acknowledged one still does.
+func TestTriage(t *testing.T) {
+	for _, dsn := range []string{filepath.Join(t.TempDir(), "h.db"), testenv.Postgres(t)} {
+		generated(t, dsn)
+		tf := tokens(t)
+		sv := start(t, dsn, serve.Options{TokenFile: tf})
+		var doc changesDoc
+		_, body, _ := sv.get("/api/changes", "")
+		json.Unmarshal([]byte(body), &doc)
+		id := doc.Changes[0].ID
+		for _, c := range []struct {
+			token, body string
+			code        int
+		}{
+			{"", `{"state": "expected"}`, 401},
+			{"wrong-token-0123456789", `{"state": "expected"}`, 401},
+			{"0123456789abcdef0123", `{"state": "bogus"}`, 400},
+			{"0123456789abcdef0123", `{"state": "expected", "link": "javascript:alert(1)"}`, 400},
+			{"0123456789abcdef0123", `{"state": "expected", "extra": 1}`, 400},
+			{"0123456789abcdef0123", `{"state": "expected", "note": "` + strings.Repeat("x", 20000) + `"}`, 400},
+		} {
+			if code, msg := sv.triage(id, c.token, c.body); code != c.code {
+				t.Errorf("triage %.60s with %q: %d %q, want %d", c.body, c.token, code, msg, c.code)
+			}
+		}
+		if code, _ := sv.triage("c0000000000000f", "0123456789abcdef0123", `{"state": "expected"}`); code != 404 {
+			t.Errorf("an unknown change: %d", code)
+		}
+		_, body, _ = sv.get("/api/changes", "")
+		if !strings.Contains(body, `"triage": "open"`) || strings.Contains(body, `"triage": "expected"`) {
+			t.Fatalf("refused requests changed a state: %.300s", body)
+		}
+		if code, msg := sv.triage(id, "0123456789abcdef0123", `{"state": "acknowledged", "link": "https://github.com/org/repo/issues/7"}`); code != 200 {
+			t.Fatalf("acknowledge: %d %s", code, msg)
+		}
+		if code, msg := sv.triage(id, "0123456789abcdef0123", `{"state": "expected", "note": "<b>the new kernel</b>"}`); code != 200 {
+			t.Fatalf("expected: %d %s", code, msg)
+		}
+		sv.stop()
+		sv = start(t, dsn, serve.Options{TokenFile: tf}) // a restart: the store keeps it
+		_, body, _ = sv.get("/api/changes?state=expected", "")
+		doc = changesDoc{}
+		json.Unmarshal([]byte(body), &doc)
+		if len(doc.Changes) != 1 || doc.Changes[0].ID != id || len(doc.Changes[0].TriageEvents) != 2 {
+			t.Fatalf("after a restart: %.500s", body)
+		}
+		ev := doc.Changes[0].TriageEvents
+		if ev[0].Who != "ci-bot" || ev[0].From != "open" || ev[0].To != "acknowledged" || ev[0].Link != "https://github.com/org/repo/issues/7" ||
+			ev[1].Who != "ci-bot" || ev[1].Via != "127.0.0.1" || ev[1].Note != "<b>the new kernel</b>" {
+			t.Errorf("events: %+v", ev)
+		}
+		// the note is text on the page, never markup
+		_, page, _ := sv.get("/series?key="+url.QueryEscape(doc.Changes[0].Key), "")
+		if strings.Contains(page, "<b>the new kernel</b>") || !strings.Contains(page, "&lt;b&gt;the new kernel&lt;/b&gt;") {
+			t.Errorf("the note is not escaped")
+		}
+		s, err := history.Open(t.Context(), dsn, false, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := s.Check(t.Context(), history.CheckOptions{Options: changes.Defaults})
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := f.Regressions(5, 1)
+		if len(bad) != 3 {
+			t.Errorf("the gate fails on %d changes, want the 3 not marked expected", len(bad))
+		}
+		for _, b := range bad {
+			if b.ID == id {
+				t.Errorf("the expected change still fails the gate")
+			}
+		}
+	}
+}
+
+// Safe by default: another address than loopback needs a token file; with one, every
+// request but /healthz needs a token, unless --public-read opens the reads (triage still
+// needs a token). SIGTERM (the context) drains and returns nil.
+func TestSafeByDefault(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "h.db")
+	generated(t, dsn)
+	s, _ := history.Open(t.Context(), dsn, false, 0)
+	defer s.Close()
+	if err := serve.Run(t.Context(), serve.Options{Store: s, Where: dsn, Listen: "0.0.0.0:0"}); err == nil || !strings.Contains(err.Error(), "give --token-file") {
+		t.Errorf("0.0.0.0 without tokens: %v", err)
+	}
+	short := filepath.Join(t.TempDir(), "short")
+	os.WriteFile(short, []byte("abc\n"), 0o600)
+	if err := serve.Run(t.Context(), serve.Options{Store: s, Where: dsn, TokenFile: short}); err == nil || !strings.Contains(err.Error(), "too easy to guess") {
+		t.Errorf("a short token: %v", err)
+	}
+	tf := tokens(t)
+	sv := start(t, dsn, serve.Options{Listen: "0.0.0.0:0", TokenFile: tf})
+	for _, path := range []string{"/", "/api/changes", "/runs", "/api/runs", "/series?key=x", "/compare?base=a&new=b"} {
+		if code, _, h := sv.get(path, ""); code != 401 || h.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s without a token off loopback: %d", path, code)
+		}
+	}
+	if code, _, _ := sv.get("/", "0123456789abcdef0123"); code != 200 {
+		t.Errorf("/ with a token: %d", code)
+	}
+	if code, _, _ := sv.get("/healthz", ""); code != 200 {
+		t.Errorf("/healthz needs no token: %d", code)
+	}
+	if err := sv.stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	pub := start(t, dsn, serve.Options{Listen: "0.0.0.0:0", TokenFile: tf, PublicRead: true})
+	if code, _, _ := pub.get("/api/changes", ""); code != 200 {
+		t.Errorf("--public-read: %d", code)
+	}
+	if code, _ := pub.triage("c0000000000000f", "", `{"state": "expected"}`); code != 401 {
+		t.Errorf("--public-read triage without a token: %d", code)
+	}
+	// a request in flight when the server is told to stop is answered, then it returns nil
+	done := make(chan int)
+	go func() {
+		code, _, _ := pub.get("/api/runs", "")
+		done <- code
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if err := pub.stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	if code := <-done; code != 200 {
+		t.Errorf("the request in flight: %d", code)
+	}
+}
+
+// Headless Chromium loads each page with no console error: the changes, a change's series
+// with its plot drawn, the runs and a run; after a triage (by the API, with a token) the
+// reloaded page shows the new state.
+func TestPagesInChromium(t *testing.T) {
+	bin := testenv.Chromium(t)
+	dsn := filepath.Join(t.TempDir(), "h.db")
+	generated(t, dsn)
+	sv := start(t, dsn, serve.Options{TokenFile: tokens(t)})
+	dom, console := testenv.OpenInChromium(t, bin, sv.base+"/", filepath.Join(t.TempDir(), "changes.png"))
+	if !strings.Contains(dom, `id="changes"`) || len(console) > 0 {
+		t.Fatalf("/ in Chromium: console %q\n%.400s", console, dom)
+	}
+	i := strings.Index(dom, `href="/series?key=`)
+	link := dom[i+len(`href="`):]
+	link = strings.ReplaceAll(link[:strings.Index(link, `"`)], "&amp;", "&")
+	dom, console = testenv.OpenInChromium(t, bin, sv.base+link, filepath.Join(t.TempDir(), "series.png"))
+	if !strings.Contains(dom, "<svg") || !strings.Contains(dom, "<circle") || len(console) > 0 {
+		t.Errorf("the series in Chromium: console %q\n%.400s", console, dom)
+	}
+	for _, p := range []string{"/runs", "/runs/nightly-8", "/compare?base=nightly-1&new=nightly-8"} {
+		if dom, console := testenv.OpenInChromium(t, bin, sv.base+p, filepath.Join(t.TempDir(), "p.png")); len(console) > 0 || !strings.Contains(dom, "<table") {
+			t.Errorf("%s in Chromium: console %q", p, console)
+		}
+	}
+	var doc changesDoc
+	_, body, _ := sv.get("/api/changes", "")
+	json.Unmarshal([]byte(body), &doc)
+	if code, msg := sv.triage(doc.Changes[0].ID, "0123456789abcdef0123", `{"state": "acknowledged"}`); code != 200 {
+		t.Fatalf("triage: %d %s", code, msg)
+	}
+	dom, _ = testenv.OpenInChromium(t, bin, sv.base+"/", filepath.Join(t.TempDir(), "after.png"))
+	if !strings.Contains(dom, `<span class="state acknowledged">acknowledged</span>`) {
+		t.Errorf("the reloaded page does not show the triage")
+	}
+}
