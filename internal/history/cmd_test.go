@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -645,5 +647,45 @@ func TestTriage(t *testing.T) {
 		if r := testenv.ValidJUnit(t, xml); r.Failures != 0 {
 			t.Errorf("JUnit after expected: %d failures", r.Failures)
 		}
+	}
+}
+
+// opx serve as a user starts it: it says where it listens, answers /healthz, and SIGTERM
+// drains and exits 0; a non-loopback address without tokens, a --listen that is not
+// host:port and --public-read without tokens are usage errors, before the store is opened.
+func TestServeCommand(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "h.db")
+	history.StepStore(t, db)
+	for _, args := range [][]string{{"--listen", "0.0.0.0:0"}, {"--listen", "8080"}, {"--public-read"}} {
+		if o := opx(append([]string{"serve", "--db", db}, args...)...); o.Code != 2 {
+			t.Errorf("serve %v: exit %d %q", args, o.Code, o.Stderr)
+		}
+	}
+	cmd := exec.Command(opxBin, "serve", "--db", db, "--listen", "127.0.0.1:0")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line := make([]byte, 512)
+	n, _ := stderr.Read(line)
+	first := string(line[:n])
+	i := strings.Index(first, "http://")
+	if i < 0 {
+		t.Fatalf("serve said %q", first)
+	}
+	base := strings.Fields(first[i:])[0]
+	resp, err := http.Get(base + "healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "ok\n" {
+		t.Errorf("/healthz: %d %q", resp.StatusCode, b)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("opx serve after SIGTERM: %v (want exit 0)", err)
 	}
 }

@@ -380,3 +380,49 @@ func TestPagesInChromium(t *testing.T) {
 		t.Errorf("the reloaded page does not show the triage")
 	}
 }
+
+// The benchmark's small variant, as a test of correctness under load (its timing is
+// scripts/bench-serve.sh's): 20 clients load the changes and a series page for a second
+// while triage events are written; every answer is a 200, and the page sees the last state.
+func TestConcurrentLoad(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "h.db")
+	generated(t, dsn)
+	sv := start(t, dsn, serve.Options{TokenFile: tokens(t)})
+	var doc changesDoc
+	_, body, _ := sv.get("/api/changes", "")
+	json.Unmarshal([]byte(body), &doc)
+	pages := []string{"/", "/series?key=" + url.QueryEscape(doc.Changes[0].Key), "/runs", "/api/changes"}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	end := time.Now().Add(time.Second)
+	for c := range 20 {
+		wg.Go(func() {
+			for i := c; time.Now().Before(end); i++ {
+				resp, err := http.Get(sv.base + pages[i%len(pages)])
+				code := 0
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					code = resp.StatusCode
+				}
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			}
+		})
+	}
+	for _, state := range []string{"acknowledged", "invalid", "open", "expected"} {
+		if code, msg := sv.triage(doc.Changes[0].ID, "0123456789abcdef0123", `{"state": "`+state+`"}`); code != 200 {
+			t.Errorf("triage under load: %d %s", code, msg)
+		}
+	}
+	wg.Wait()
+	if len(codes) != 1 || codes[200] < 20 {
+		t.Errorf("answers under load: %v", codes)
+	}
+	_, body, _ = sv.get("/api/changes?state=expected", "")
+	if !strings.Contains(body, doc.Changes[0].ID) {
+		t.Errorf("the last triage is not shown")
+	}
+}
