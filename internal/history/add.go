@@ -355,9 +355,9 @@ func (s *Store) write(ctx context.Context, dir string, rec *recorded) error {
 		return err
 	}
 	var runRow int64
-	err = tx.QueryRowContext(ctx, s.q(`INSERT INTO runs (run_id, attempt, origin, at, source_sha, opx_version, dir, added_at, confirms, cases, measured)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`), rec.runID, rec.attempt, rec.origin, rec.at.Unix(), rec.sourceSHA,
-		rec.opxVersion, dir, time.Now().Unix(), confirms, len(rec.points), rec.measured).Scan(&runRow)
+	err = tx.QueryRowContext(ctx, s.q(`INSERT INTO runs (run_id, attempt, origin, at, source_sha, opx_version, dir, added_at, confirms, cases, measured, tally)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`), rec.runID, rec.attempt, rec.origin, rec.at.Unix(), rec.sourceSHA,
+		rec.opxVersion, dir, time.Now().Unix(), confirms, len(rec.points), rec.measured, rec.tally()).Scan(&runRow)
 	if err != nil {
 		return fmt.Errorf("%s: recording the run: %v", s.Where, err)
 	}

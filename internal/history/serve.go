@@ -3,9 +3,12 @@ package history
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"html/template"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,60 +54,104 @@ type RunSummary struct {
 	Verdict    string        `json:"verdict"`
 	Line       string        `json:"line"`
 	GPUHours   float64       `json:"gpu_hours"`
-	judge      *verdict.Run  // its cases by backend, for the verdict
+}
+
+// runTally is a run's cases by backend, each [measured, unsupported, error, missing],
+// and its GPU-milliseconds: what the runs page shows of it, counted once when it is added.
+type runTally struct {
+	Backends map[string][4]int64 `json:"backends"`
+	GPUms    int64               `json:"gpu_ms"`
+}
+
+func (t *runTally) add(backend string, o verdict.Outcome, n, ms int64) {
+	if t.Backends == nil {
+		t.Backends = map[string][4]int64{}
+	}
+	c := t.Backends[backend]
+	if i := map[verdict.Outcome]int{verdict.Measured: 0, verdict.Unsupported: 1, verdict.Error: 2, verdict.Missing: 3}[o]; i >= 0 {
+		c[i] += n
+	}
+	t.Backends[backend] = c
+	t.GPUms += ms
+}
+
+// tally is the run's runTally as the runs table keeps it (JSON).
+func (rec *recorded) tally() string {
+	var t runTally
+	for _, p := range rec.points {
+		t.add(p.backend, p.outcome, 1, int64(math.Round(p.gpuSeconds*1000)))
+	}
+	b, _ := json.Marshal(t)
+	return string(b)
 }
 
 // RunList is every stored run, newest first, with its cases by outcome, its verdict (the
-// one definition, over its stored cases) and its GPU-hours.
+// one definition, over its stored cases) and its GPU-hours — from the tally each run got
+// when it was added, or, for a run added before runs had one, counted from its points.
 func (s *Store) RunList(ctx context.Context) ([]RunSummary, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT id, run_id, attempt, at, source_sha, opx_version, confirms IS NOT NULL FROM runs ORDER BY at DESC, id DESC")
+	rows, err := s.db.QueryContext(ctx, "SELECT id, run_id, attempt, at, source_sha, opx_version, confirms IS NOT NULL, tally FROM runs ORDER BY at DESC, id DESC")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", s.Where, err)
 	}
 	var out []RunSummary
-	index := map[int64]int{}
+	tallies := map[int64]*runTally{}
+	var untallied []int64
 	for rows.Next() {
 		var r RunSummary
 		var at int64
-		if err := rows.Scan(&r.ID, &r.RunID, &r.Attempt, &at, &r.SourceSHA, &r.OpxVersion, &r.Confirms); err != nil {
+		var tally sql.NullString
+		if err := rows.Scan(&r.ID, &r.RunID, &r.Attempt, &at, &r.SourceSHA, &r.OpxVersion, &r.Confirms, &tally); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		r.At, r.judge = time.Unix(at, 0).UTC(), &verdict.Run{}
-		index[r.ID] = len(out)
+		r.At = time.Unix(at, 0).UTC()
+		t := &runTally{}
+		if !tally.Valid || json.Unmarshal([]byte(tally.String), t) != nil {
+			untallied = append(untallied, r.ID)
+		}
+		tallies[r.ID] = t
 		out = append(out, r)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err
 	}
-	rows, err = s.db.QueryContext(ctx, `SELECT p.run, s.backend, p.outcome, COUNT(*), COALESCE(SUM(p.gpu_ms), 0)
-		FROM points p JOIN series s ON s.id = p.series GROUP BY p.run, s.backend, p.outcome`)
+	for _, id := range untallied { // one run's points a query (points_run: an index range)
+		if err := s.countRun(ctx, id, tallies[id]); err != nil {
+			return nil, err
+		}
+	}
+	for i := range out {
+		t := tallies[out[i].ID]
+		var judge verdict.Run
+		for _, b := range slices.Sorted(maps.Keys(t.Backends)) {
+			for o, n := range map[verdict.Outcome]int64{verdict.Measured: t.Backends[b][0], verdict.Unsupported: t.Backends[b][1], verdict.Error: t.Backends[b][2], verdict.Missing: t.Backends[b][3]} {
+				judge.Cases(b, o, int(n))
+			}
+		}
+		v := judge.Verdict()
+		out[i].Tally, out[i].Verdict, out[i].Line, out[i].GPUHours = v.Tally, v.Word(), v.Line(), float64(t.GPUms)/1000/3600
+	}
+	return out, nil
+}
+
+// countRun counts a run's points into t.
+func (s *Store) countRun(ctx context.Context, id int64, t *runTally) error {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT s.backend, p.outcome, COUNT(*), COALESCE(SUM(p.gpu_ms), 0)
+		FROM points p JOIN series s ON s.id = p.series WHERE p.run = ? GROUP BY s.backend, p.outcome`), id)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", s.Where, err)
+		return fmt.Errorf("%s: %v", s.Where, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var run, n, ms int64
 		var backend string
 		var outcome int
-		if err := rows.Scan(&run, &backend, &outcome, &n, &ms); err != nil {
-			return nil, err
+		var n, ms int64
+		if err := rows.Scan(&backend, &outcome, &n, &ms); err != nil {
+			return err
 		}
-		i, ok := index[run]
-		if !ok {
-			continue
-		}
-		r := &out[i]
-		for range n {
-			r.judge.Case(backend, verdict.Outcome(outcome))
-		}
-		r.GPUHours += float64(ms) / 1000 / 3600
+		t.add(backend, verdict.Outcome(outcome), n, ms)
 	}
-	for i := range out {
-		v := out[i].judge.Verdict()
-		out[i].Tally, out[i].Verdict, out[i].Line = v.Tally, v.Word(), v.Line()
-	}
-	return out, rows.Err()
+	return rows.Err()
 }
 
 // CasePoint is one case of a stored run.

@@ -33,7 +33,7 @@ import (
 )
 
 // Schema is the store's schema version this opx writes; a store of a newer one is refused.
-const Schema = 2
+const Schema = 3
 
 // Store is an open history store.
 type Store struct {
@@ -422,6 +422,10 @@ var migrations = [][]string{{
 	`CREATE INDEX triage_change ON triage (change_id, id)`,
 	// the same case on other clusters (opx serve's series page)
 	`CREATE INDEX series_case ON series (args, op, backend, world_size, metric, testlist)`,
+}, {
+	// 3: each run's cases by backend and outcome and its GPU time, counted when it is
+	// added (runTally; a run added before has none, and is counted from its points)
+	`ALTER TABLE runs ADD COLUMN tally TEXT`,
 }}
 
 // migrate brings the store to Schema. An empty database is created; one with tables but

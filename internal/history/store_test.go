@@ -47,7 +47,7 @@ func TestNewerAndForeignStores(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Close()
-		if _, err := Open(t.Context(), dsn, true, 0); err == nil || !strings.Contains(err.Error(), "newer opx (history schema 99; this opx knows up to 2)") {
+		if _, err := Open(t.Context(), dsn, true, 0); err == nil || !strings.Contains(err.Error(), "newer opx (history schema 99; this opx knows up to 3)") {
 			t.Errorf("a newer store: %v", err)
 		}
 	})
@@ -85,12 +85,13 @@ func TestConfirmRunID(t *testing.T) {
 	}
 }
 
-// A store of schema 1 (before triage) is migrated to 2 on open: the triage table is made,
-// what it held is kept.
+// A store of schema 1 (before triage and run tallies) is migrated on open: the triage
+// table is made, what it held is kept, and its runs, which have no tally, are counted from
+// their points as a run added now is counted when it is added.
 func TestMigrateToTriage(t *testing.T) {
 	eachStore(t, func(t *testing.T, dsn string) {
 		s := storeOf(t, dsn, genHistory(6, 2, 5))
-		for _, q := range []string{"DROP TABLE triage", "DROP INDEX series_case", "UPDATE opx_history SET value = '1' WHERE name = 'schema'"} {
+		for _, q := range []string{"DROP TABLE triage", "DROP INDEX series_case", "ALTER TABLE runs DROP COLUMN tally", "UPDATE opx_history SET value = '1' WHERE name = 'schema'"} {
 			if _, err := s.db.Exec(s.q(q)); err != nil {
 				t.Fatal(err)
 			}
@@ -105,11 +106,20 @@ func TestMigrateToTriage(t *testing.T) {
 		var runs int
 		s2.db.QueryRow(s2.q("SELECT value FROM opx_history WHERE name = 'schema'")).Scan(&v)
 		s2.db.QueryRow(s2.q("SELECT COUNT(*) FROM runs")).Scan(&runs)
-		if v != "2" || runs != 6 {
+		if v != "3" || runs != 6 {
 			t.Errorf("after migration: schema %q, %d runs", v, runs)
 		}
 		if _, err := s2.Triage(t.Context(), "cabc", TriageExpected, "me", "cli", "", "", true); err != nil {
 			t.Errorf("triage after migration: %v", err)
+		}
+		counted, err := s2.RunList(t.Context())
+		if err != nil || len(counted) != 6 || counted[0].Tally.Measured != 2 || counted[0].Verdict != "success" || counted[0].GPUHours <= 0 {
+			t.Errorf("runs counted from their points: %v %+v", err, counted)
+		}
+		s3 := storeOf(t, t.TempDir()+"/fresh.db", genHistory(6, 2, 5))
+		tallied, err := s3.RunList(t.Context())
+		if err != nil || len(tallied) != 6 || tallied[0].Tally != counted[0].Tally || tallied[0].GPUHours != counted[0].GPUHours {
+			t.Errorf("tallied when added %+v, counted from points %+v", tallied[0], counted[0])
 		}
 	})
 }

@@ -26,44 +26,101 @@ import (
 )
 
 // dash is the dashboard: the store, and the check and run list it worked out for the
-// store's current runs (history.Store.State), kept until a run is added.
+// store's runs as they were (history.Store.State), kept until a run is added. A check of
+// the largest stores takes tens of seconds: a page asked for while the store's new state
+// is being checked waits for it up to fresh, then shows the check before, said to be so.
 type dash struct {
 	s     *history.Store
 	where string
 	mu    sync.Mutex
-	state string
+	state string // what the kept check and runs are of
 	found *history.Found
 	runs  []history.RunSummary
+	// refreshing is the refresh in progress (nil when none): closed when it ends, with
+	// refreshErr its error
+	refreshing chan struct{}
+	refreshErr error
 }
+
+// fresh is how long a page waits for the check of a store that changed before showing
+// the check before it.
+const fresh = 2 * time.Second
 
 func newDash(s *history.Store, where string) *dash { return &dash{s: s, where: where} }
 
-// current is the check of the newest run and every run's summary, worked out again when
-// the store's runs changed since; triage is read fresh each time.
-func (d *dash) current(ctx context.Context) (*history.Found, []history.RunSummary, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+// warm starts the first check, so that the first page does not wait for all of it.
+func (d *dash) warm() {
+	if state, err := d.s.State(context.Background()); err == nil {
+		d.mu.Lock()
+		d.startRefresh(state)
+		d.mu.Unlock()
+	}
+}
+
+// startRefresh starts checking the store as it is in state, unless a check is running;
+// d.mu is held.
+func (d *dash) startRefresh(state string) chan struct{} {
+	if d.refreshing != nil {
+		return d.refreshing
+	}
+	done := make(chan struct{})
+	d.refreshing = done
+	go func() {
+		ctx := context.Background() // not a request's: its client may leave
+		found, err := d.s.Check(ctx, history.CheckOptions{Options: changes.Defaults})
+		var runs []history.RunSummary
+		if err == nil {
+			runs, err = d.s.RunList(ctx)
+		}
+		d.mu.Lock()
+		if err == nil {
+			d.state, d.found, d.runs = state, found, runs
+		}
+		d.refreshErr, d.refreshing = err, nil
+		close(done)
+		d.mu.Unlock()
+	}()
+	return done
+}
+
+// current is the check of the newest run and every run's summary — worked out again
+// when the store's runs changed — and whether it is the check of the store before a run
+// added since (stale); triage is read fresh each time.
+func (d *dash) current(ctx context.Context) (*history.Found, []history.RunSummary, bool, error) {
 	state, err := d.s.State(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	if state != d.state || d.found == nil {
-		found, err := d.s.Check(ctx, history.CheckOptions{Options: changes.Defaults})
-		if err != nil {
-			return nil, nil, err
+	d.mu.Lock()
+	if d.found == nil || state != d.state {
+		done, have := d.startRefresh(state), d.found != nil
+		d.mu.Unlock()
+		var timeout <-chan time.Time
+		if have {
+			timeout = time.After(fresh)
 		}
-		runs, err := d.s.RunList(ctx)
-		if err != nil {
-			return nil, nil, err
+		select {
+		case <-done:
+		case <-timeout:
+		case <-ctx.Done():
+			return nil, nil, false, ctx.Err()
 		}
-		d.state, d.found, d.runs = state, found, runs
+		d.mu.Lock()
+		if d.found == nil {
+			err := d.refreshErr
+			d.mu.Unlock()
+			return nil, nil, false, err
+		}
 	}
+	stale := d.state != state
 	f := *d.found
-	f.Changes = slices.Clone(d.found.Changes)
+	runs := d.runs
+	d.mu.Unlock()
+	f.Changes = slices.Clone(f.Changes)
 	if err := d.s.Triaged(ctx, f.Changes); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	return &f, d.runs, nil
+	return &f, runs, stale, nil
 }
 
 // page is what every page's template gets.
@@ -131,6 +188,8 @@ func (d *dash) healthz(w http.ResponseWriter, r *http.Request) {
 // changesData is the changes of the newest run, filtered, worst first, with what else
 // the check found.
 type changesData struct {
+	// Stale is whether a run was added since the check shown: it is being checked
+	Stale      bool              `json:"stale"`
 	Newest     string            `json:"newest_run"`
 	Series     int               `json:"series"`
 	Changes    []history.Change  `json:"changes"`
@@ -147,11 +206,11 @@ type changesData struct {
 var filterFields = []string{"cluster", "backend", "testlist", "op", "state"}
 
 func (d *dash) changes(r *http.Request) (*changesData, error) {
-	f, _, err := d.current(r.Context())
+	f, _, stale, err := d.current(r.Context())
 	if err != nil {
 		return nil, err
 	}
-	v := &changesData{Series: f.Series, Stopped: f.Stopped, Unmeasured: f.Unmeasured, OddNodes: f.OddNodes, Clusters: map[string]int{},
+	v := &changesData{Stale: stale, Series: f.Series, Stopped: f.Stopped, Unmeasured: f.Unmeasured, OddNodes: f.OddNodes, Clusters: map[string]int{},
 		Filter: map[string]string{}, States: history.TriageStates, Fields: filterFields[:4], Changes: []history.Change{}}
 	if f.Newest != nil {
 		v.Newest = f.Newest.Name()
@@ -227,7 +286,7 @@ func (d *dash) seriesAPI(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *dash) runsPage(w http.ResponseWriter, r *http.Request) {
-	_, runs, err := d.current(r.Context())
+	_, runs, _, err := d.current(r.Context())
 	if err != nil {
 		fail(w, http.StatusServiceUnavailable, err)
 		return
@@ -236,7 +295,7 @@ func (d *dash) runsPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *dash) runsAPI(w http.ResponseWriter, r *http.Request) {
-	_, runs, err := d.current(r.Context())
+	_, runs, _, err := d.current(r.Context())
 	if err != nil {
 		fail(w, http.StatusServiceUnavailable, err)
 		return
@@ -257,7 +316,7 @@ type runData struct {
 // pick is the stored run of run id id (and store id sid, when given): one, or the
 // choices when several share the id.
 func (d *dash) pick(ctx context.Context, id, sid string) (*history.RunSummary, []history.RunSummary, error) {
-	_, runs, err := d.current(ctx)
+	_, runs, _, err := d.current(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -404,7 +463,7 @@ func (d *dash) triage(w http.ResponseWriter, r *http.Request, name string) {
 		fail(w, http.StatusBadRequest, err)
 		return
 	}
-	f, _, err := d.current(r.Context())
+	f, _, _, err := d.current(r.Context())
 	if err != nil {
 		fail(w, http.StatusServiceUnavailable, err)
 		return

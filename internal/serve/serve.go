@@ -110,6 +110,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	d := newDash(o.Store, o.Where)
+	d.warm()
 	srv := &http.Server{Handler: d.handler(tokens, open), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}

@@ -206,6 +206,22 @@ func TestPagesAndAPI(t *testing.T) {
 		if code, body, _ = sv.get("/healthz", ""); code != 200 || body != "ok\n" {
 			t.Errorf("/healthz: %d %q", code, body)
 		}
+		// the store is read live: a run added while it serves is on the next page load
+		st, err := history.Open(t.Context(), dsn, false, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = st.Generate(t.Context(), history.Generated{Runs: 1, Cases: 60, Clusters: []string{"h200_dgxc_8x", "mi355x_amds_8x"}, Seed: 9,
+			From: time.Date(2026, 2, 1, 2, 0, 0, 0, time.UTC)})
+		st.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var after changesDoc
+		_, body, _ = sv.get("/api/changes", "")
+		if json.Unmarshal([]byte(body), &after); after.Newest != "nightly-1 of 2026-02-01T02:00Z" {
+			t.Errorf("after an add: newest %q", after.Newest)
+		}
 		if err := sv.stop(); err != nil {
 			t.Errorf("stopping: %v", err)
 		}

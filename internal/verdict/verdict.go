@@ -170,7 +170,10 @@ func (r *Run) Unkeyed(id, why string) {
 }
 
 // Case counts one case of backend.
-func (r *Run) Case(backend string, o Outcome) {
+func (r *Run) Case(backend string, o Outcome) { r.Cases(backend, o, 1) }
+
+// Cases counts n cases of backend, each of outcome o.
+func (r *Run) Cases(backend string, o Outcome, n int) {
 	if r.by == nil {
 		r.by = map[string]*Tally{}
 	}
@@ -180,7 +183,7 @@ func (r *Run) Case(backend string, o Outcome) {
 		r.by[backend] = t
 		r.backends = append(r.backends, backend)
 	}
-	t.Add(o, 1)
+	t.Add(o, n)
 }
 
 // Shard counts one shard of the given status.
