@@ -64,24 +64,11 @@ func run(opx, db string, runs, cases, clusters, clients int, d time.Duration) er
 		fmt.Printf("generated %d runs of %d cases on %d clusters (%d points) in %.1f s\n", runs, cases, len(names), runs*cases*len(names), time.Since(t0).Seconds())
 	}
 	s.Close()
-	cmd := exec.Command(opx, "serve", "--db", db, "--listen", "127.0.0.1:0")
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
+	cmd, base, err := startServe(opx, db)
+	if err != nil {
 		return err
 	}
 	defer cmd.Process.Kill()
-	base := ""
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		if m := regexp.MustCompile(`http://[0-9.:]+`).FindString(sc.Text()); m != "" {
-			base = m
-			break
-		}
-	}
-	if base == "" {
-		return fmt.Errorf("opx serve said no address")
-	}
-	go io.Copy(io.Discard, stderr)
 	t0 := time.Now()
 	resp, err := http.Get(base + "/api/changes")
 	if err != nil {
@@ -98,6 +85,50 @@ func run(opx, db string, runs, cases, clusters, clients int, d time.Duration) er
 	}
 	fmt.Printf("first load of the changes (the check of the newest run): %.2f s, %d changes\n", first.Seconds(), len(doc.Changes))
 	pages := []string{"/", "/series?key=" + url.QueryEscape(doc.Changes[0].Key)}
+	lat, failed := load(base, pages, clients, d)
+	for i, p := range pages {
+		name := p
+		if i == 1 {
+			name = "/series"
+		}
+		l := lat[i]
+		slices.Sort(l)
+		q := func(f float64) float64 { return l[min(len(l)-1, int(f*float64(len(l))))].Seconds() * 1000 }
+		fmt.Printf("%-8s %6d loads, %d clients: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms\n", name, len(l), clients, q(0.5), q(0.95), q(0.99))
+	}
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			fmt.Printf("opx serve peak RSS: %s\n", strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:")))
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d loads failed", failed)
+	}
+	return nil
+}
+
+// startServe starts opx serve over db on a free port, and reads the address it says.
+func startServe(opx, db string) (*exec.Cmd, string, error) {
+	cmd := exec.Command(opx, "serve", "--db", db, "--listen", "127.0.0.1:0")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if m := regexp.MustCompile(`http://[0-9.:]+`).FindString(sc.Text()); m != "" {
+			go io.Copy(io.Discard, stderr)
+			return cmd, m, nil
+		}
+	}
+	cmd.Process.Kill()
+	return nil, "", fmt.Errorf("opx serve said no address")
+}
+
+// load has clients clients load pages in turn for d: each page's latencies, and how many
+// loads failed.
+func load(base string, pages []string, clients int, d time.Duration) ([][]time.Duration, int) {
 	lat := make([][]time.Duration, len(pages))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -125,24 +156,5 @@ func run(opx, db string, runs, cases, clusters, clients int, d time.Duration) er
 		})
 	}
 	wg.Wait()
-	for i, p := range pages {
-		name := p
-		if i == 1 {
-			name = "/series"
-		}
-		l := lat[i]
-		slices.Sort(l)
-		q := func(f float64) float64 { return l[min(len(l)-1, int(f*float64(len(l))))].Seconds() * 1000 }
-		fmt.Printf("%-8s %6d loads, %d clients: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms\n", name, len(l), clients, q(0.5), q(0.95), q(0.99))
-	}
-	b, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status")
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			fmt.Printf("opx serve peak RSS: %s\n", strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:")))
-		}
-	}
-	if failed > 0 {
-		return fmt.Errorf("%d loads failed", failed)
-	}
-	return nil
+	return lat, failed
 }
