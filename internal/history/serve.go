@@ -387,3 +387,12 @@ func (s *Store) others(ctx context.Context, se *seriesRow) ([]CasePoint, error) 
 	}
 	return out, nil
 }
+
+// Readers lets n queries run at once on a SQLite store (WAL mode: readers never wait for
+// one another or for the writer), for a process that reads on many goroutines: opx serve.
+// A PostgreSQL store keeps its pool.
+func (s *Store) Readers(n int) {
+	if !s.pg {
+		s.db.SetMaxOpenConns(n)
+	}
+}

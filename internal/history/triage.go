@@ -162,3 +162,12 @@ func (s *Store) triaged(ctx context.Context, chs []Change) error {
 }
 
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+// TriageVersion changes whenever a triage event is recorded: the newest event's id.
+func (s *Store) TriageVersion(ctx context.Context) (int64, error) {
+	var v int64
+	if err := s.db.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM triage").Scan(&v); err != nil {
+		return 0, fmt.Errorf("%s: %v", s.Where, err)
+	}
+	return v, nil
+}

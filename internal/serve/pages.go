@@ -40,6 +40,12 @@ type dash struct {
 	// refreshErr its error
 	refreshing chan struct{}
 	refreshErr error
+	// triaged is the kept check's changes with their triage as of triage version
+	// triagedAt (history.Store.TriageVersion), of the check of triagedOf
+	triaged              []history.Change
+	triagedAt, triagedOf int64
+	checks               int64 // how many checks were kept, for triagedOf
+	cache                pageCache
 }
 
 // fresh is how long a page waits for the check of a store that changed before showing
@@ -75,6 +81,7 @@ func (d *dash) startRefresh(state string) chan struct{} {
 		d.mu.Lock()
 		if err == nil {
 			d.state, d.found, d.runs = state, found, runs
+			d.checks++
 		}
 		d.refreshErr, d.refreshing = err, nil
 		close(done)
@@ -87,9 +94,16 @@ func (d *dash) startRefresh(state string) chan struct{} {
 // when the store's runs changed — and whether it is the check of the store before a run
 // added since (stale); triage is read fresh each time.
 func (d *dash) current(ctx context.Context) (*history.Found, []history.RunSummary, bool, error) {
+	f, runs, stale, _, err := d.currentVersion(ctx)
+	return f, runs, stale, err
+}
+
+// currentVersion is current, and a version of what it returned: the same while neither
+// the check kept nor the triage changed.
+func (d *dash) currentVersion(ctx context.Context) (*history.Found, []history.RunSummary, bool, string, error) {
 	state, err := d.s.State(ctx)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, false, "", err
 	}
 	d.mu.Lock()
 	if d.found == nil || state != d.state {
@@ -103,24 +117,38 @@ func (d *dash) current(ctx context.Context) (*history.Found, []history.RunSummar
 		case <-done:
 		case <-timeout:
 		case <-ctx.Done():
-			return nil, nil, false, ctx.Err()
+			return nil, nil, false, "", ctx.Err()
 		}
 		d.mu.Lock()
 		if d.found == nil {
 			err := d.refreshErr
 			d.mu.Unlock()
-			return nil, nil, false, err
+			return nil, nil, false, "", err
 		}
 	}
 	stale := d.state != state
 	f := *d.found
-	runs := d.runs
+	runs, checks := d.runs, d.checks
+	triaged, at, of := d.triaged, d.triagedAt, d.triagedOf
 	d.mu.Unlock()
-	f.Changes = slices.Clone(f.Changes)
-	if err := d.s.Triaged(ctx, f.Changes); err != nil {
-		return nil, nil, false, err
+	// the changes' triage, read again only when an event was recorded since
+	version, err := d.s.TriageVersion(ctx)
+	if err != nil {
+		return nil, nil, false, "", err
 	}
-	return &f, runs, stale, nil
+	if triaged == nil || at != version || of != checks {
+		triaged = slices.Clone(f.Changes)
+		if err := d.s.Triaged(ctx, triaged); err != nil {
+			return nil, nil, false, "", err
+		}
+		d.mu.Lock()
+		if d.checks == checks {
+			d.triaged, d.triagedAt, d.triagedOf = triaged, version, checks
+		}
+		d.mu.Unlock()
+	}
+	f.Changes = triaged // shared: read, never written
+	return &f, runs, stale, fmt.Sprintf("%d/%d/%t", checks, version, stale), nil
 }
 
 // page is what every page's template gets.
@@ -152,13 +180,46 @@ var tmpl = template.Must(template.New("pages").Funcs(template.FuncMap{
 
 // render writes the page named name (a template of pages.html) with body.
 func (d *dash) render(w http.ResponseWriter, name, title string, body any) {
-	var b bytes.Buffer
-	if err := tmpl.ExecuteTemplate(&b, name, page{Title: title, Store: d.where, Generator: "opx " + version.Version, Body: body}); err != nil {
+	if b, err := d.page(name, title, body); err != nil {
 		http.Error(w, "rendering the page: "+err.Error(), http.StatusInternalServerError)
-		return
+	} else {
+		writeHTML(w, b)
 	}
+}
+
+func (d *dash) page(name, title string, body any) ([]byte, error) {
+	var b bytes.Buffer
+	err := tmpl.ExecuteTemplate(&b, name, page{Title: title, Store: d.where, Generator: "opx " + version.Version, Body: body})
+	return b.Bytes(), err
+}
+
+func writeHTML(w http.ResponseWriter, b []byte) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Write(b.Bytes())
+	w.Write(b)
+}
+
+// pageCache keeps the changes page as rendered, by its query and what it was made of
+// (currentVersion): the page every member of a team opens is made once per new run or
+// triage event, not once per load. It holds at most 64 pages.
+type pageCache struct {
+	mu    sync.Mutex
+	pages map[string][]byte
+}
+
+func (c *pageCache) get(key string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.pages[key]
+	return b, ok
+}
+
+func (c *pageCache) put(key string, b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pages == nil || len(c.pages) >= 64 {
+		c.pages = map[string][]byte{}
+	}
+	c.pages[key] = b
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -200,15 +261,16 @@ type changesData struct {
 	Filter     map[string]string `json:"filter"`
 	States     []string          `json:"-"`
 	Fields     []string          `json:"-"`
+	More       int               `json:"-"` // changes the page does not list
 }
 
 // filterFields are the query parameters / filters.
 var filterFields = []string{"cluster", "backend", "testlist", "op", "state"}
 
-func (d *dash) changes(r *http.Request) (*changesData, error) {
-	f, _, stale, err := d.current(r.Context())
+func (d *dash) changes(r *http.Request) (*changesData, string, error) {
+	f, _, stale, ver, err := d.currentVersion(r.Context())
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	v := &changesData{Stale: stale, Series: f.Series, Stopped: f.Stopped, Unmeasured: f.Unmeasured, OddNodes: f.OddNodes, Clusters: map[string]int{},
 		Filter: map[string]string{}, States: history.TriageStates, Fields: filterFields[:4], Changes: []history.Change{}}
@@ -231,20 +293,37 @@ func (d *dash) changes(r *http.Request) (*changesData, error) {
 			v.Changes = append(v.Changes, c)
 		}
 	}
-	return v, nil
+	return v, ver + "|" + r.URL.RawQuery, nil
 }
 
+// MostShown is how many changes the changes page lists (the worst first): a store of
+// thousands of changes still opens at once; a filter, or /api/changes, gives the rest.
+const MostShown = 200
+
 func (d *dash) changesPage(w http.ResponseWriter, r *http.Request) {
-	v, err := d.changes(r)
+	v, key, err := d.changes(r)
 	if err != nil {
 		fail(w, http.StatusServiceUnavailable, err)
 		return
 	}
-	d.render(w, "changes", "Changes", v)
+	if b, ok := d.cache.get("page|" + key); ok {
+		writeHTML(w, b)
+		return
+	}
+	if n := len(v.Changes); n > MostShown {
+		v.Changes, v.More = v.Changes[:MostShown], n-MostShown
+	}
+	b, err := d.page("changes", "Changes", v)
+	if err != nil {
+		http.Error(w, "rendering the page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	d.cache.put("page|"+key, b)
+	writeHTML(w, b)
 }
 
 func (d *dash) changesAPI(w http.ResponseWriter, r *http.Request) {
-	v, err := d.changes(r)
+	v, _, err := d.changes(r)
 	if err != nil {
 		fail(w, http.StatusServiceUnavailable, err)
 		return

@@ -18,6 +18,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"time"
 
@@ -109,6 +110,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	o.Store.Readers(2 * runtime.GOMAXPROCS(0))
 	d := newDash(o.Store, o.Where)
 	d.warm()
 	srv := &http.Server{Handler: d.handler(tokens, open), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
