@@ -75,7 +75,9 @@ the run under test (the same check as of the run before did not report it), howe
 back its first run lies, and the run under test measured the new level; when a case the
 run under test holds was not measured by it (error, missing); and when there is nothing
 to judge (no run, or a filter that matches no series). --window N also fails on slower
-changes that start within the newest N runs, reported before or not.
+changes that start within the newest N runs, reported before or not. A change the team
+marked expected or invalid (opx history triage, or opx serve) no longer fails it; one
+marked acknowledged still does. Each change has a stable id (in --json and the Markdown).
 
 --confirm-manifest FILE writes a manifest of the run under test's suspects (the cells
 that measured them, holding only those cases, with exclude_nodes naming where they were
