@@ -179,14 +179,7 @@ func read(ctx context.Context, dir, manifest string, outs ...*Run) error {
 				}
 			}
 		}
-		for i := range rows {
-			r := &rows[i]
-			_, j, ok := r.SOL()
-			r.Impossible = ok && j.Impossible
-			if ok {
-				r.SOLPct = j.SOL
-			}
-		}
+		placeAgainstLimits(rows)
 		made = slices.Grow(made[:0], len(rows))[:len(rows)]
 		clear(made)
 		for _, out := range outs {
@@ -338,11 +331,7 @@ func (s *Run) finish(run *results.Run) {
 	if !first.IsZero() {
 		s.At = first.UTC().Format(time.RFC3339)
 	}
-	for i := range s.rows {
-		if verdict.OfStatus(s.rows[i].status.String()) == verdict.Measured {
-			s.Measured++
-		}
-	}
+	s.countMeasured()
 	var nodes []fingerprint.Node
 	for _, sh := range run.Shards {
 		if f := sh.Before; f != nil {
@@ -405,6 +394,16 @@ func FromRows(side Side, key []string, rows []results.Row, base *Run) *Run {
 	if base != nil {
 		out.key, out.groups, out.keys = base.key, base.groups, base.keys
 	}
+	placeAgainstLimits(rows)
+	out.add(rows, make([]judged, len(rows)))
+	out.Side.Dir, out.Side.RunID, out.Side.SourceSHA, out.Side.At = side.Dir, side.RunID, side.SourceSHA, side.At
+	out.countMeasured()
+	return out
+}
+
+// placeAgainstLimits places each row against its hardware's limits (sol): impossible, and
+// its % of the roofline.
+func placeAgainstLimits(rows []results.Row) {
 	for i := range rows {
 		r := &rows[i]
 		_, j, ok := r.SOL()
@@ -413,12 +412,13 @@ func FromRows(side Side, key []string, rows []results.Row, base *Run) *Run {
 			r.SOLPct = j.SOL
 		}
 	}
-	out.add(rows, make([]judged, len(rows)))
-	out.Side.Dir, out.Side.RunID, out.Side.SourceSHA, out.Side.At = side.Dir, side.RunID, side.SourceSHA, side.At
-	for i := range out.rows {
-		if verdict.OfStatus(out.rows[i].status.String()) == verdict.Measured {
-			out.Measured++
+}
+
+// countMeasured counts the side's measured cases.
+func (s *Run) countMeasured() {
+	for i := range s.rows {
+		if verdict.OfStatus(s.rows[i].status.String()) == verdict.Measured {
+			s.Measured++
 		}
 	}
-	return out
 }

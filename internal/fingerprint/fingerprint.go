@@ -101,7 +101,8 @@ func Take(ctx context.Context, phase string, o Options) *Fingerprint {
 		f.Governor = strings.TrimSpace(string(b))
 	}
 	if b, err := os.ReadFile(filepath.Join(o.Root, "/proc/loadavg")); err == nil {
-		for _, field := range strings.Fields(string(b))[:min(3, len(strings.Fields(string(b))))] {
+		fields := strings.Fields(string(b))
+		for _, field := range fields[:min(3, len(fields))] {
 			if x, err := strconv.ParseFloat(field, 64); err == nil {
 				f.Load = append(f.Load, x)
 			}

@@ -63,10 +63,10 @@ func start(t *testing.T, dsn string, o serve.Options) *server {
 	return sv
 }
 
-// get is a GET with an optional bearer token: the status, the body, the headers.
-func (s *server) get(path, token string) (int, string, http.Header) {
+// do is a request with an optional bearer token: the status, the body, the headers.
+func (s *server) do(method, path, token string, body io.Reader) (int, string, http.Header) {
 	s.t.Helper()
-	req, _ := http.NewRequest("GET", s.base+path, nil)
+	req, _ := http.NewRequest(method, s.base+path, body)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -79,19 +79,15 @@ func (s *server) get(path, token string) (int, string, http.Header) {
 	return resp.StatusCode, string(b), resp.Header
 }
 
+func (s *server) get(path, token string) (int, string, http.Header) {
+	s.t.Helper()
+	return s.do("GET", path, token, nil)
+}
+
 func (s *server) triage(id, token, body string) (int, string) {
 	s.t.Helper()
-	req, _ := http.NewRequest("POST", s.base+"/api/changes/"+id+"/triage", strings.NewReader(body))
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	code, b, _ := s.do("POST", "/api/changes/"+id+"/triage", token, strings.NewReader(body))
+	return code, b
 }
 
 // generated is a store of 8 nightly runs of 60 GEMM cases on two clusters, four series

@@ -36,9 +36,9 @@ type progress struct {
 	stop        chan struct{}
 	stopped     chan struct{}
 	lineWritten bool
-	// every is how often the plain lines look at the running shards' rows (5 s), and
+	// period is how often the plain lines look at the running shards' rows (5 s), and
 	// quiet the most a running shard goes without a line (a minute)
-	every, quiet time.Duration
+	period, quiet time.Duration
 }
 
 type shardProgress struct {
@@ -57,20 +57,20 @@ var plainEvery, plainQuiet = 5 * time.Second, time.Minute
 func newProgress(ctx context.Context, w io.Writer, tty bool, shards, cases int) *progress {
 	p := &progress{ctx: ctx, w: w, tty: tty, start: time.Now(), shards: shards, cases: cases, phase: "plan",
 		running: map[string]*shardProgress{}, stop: make(chan struct{}), stopped: make(chan struct{}),
-		every: plainEvery, quiet: plainQuiet}
+		period: plainEvery, quiet: plainQuiet}
 	if tty {
-		go p.loop()
+		go p.tick(250*time.Millisecond, func() []string { p.draw(); return nil })
 	} else {
-		go p.plainLoop()
+		go p.tick(p.period, p.plainLines)
 	}
 	return p
 }
 
-// plainLoop writes, off a terminal, a line for each running shard that measured a tenth
-// of its cases since its last line, or was quiet for p.quiet.
-func (p *progress) plainLoop() {
+// tick calls fn under p.mu each period until the progress stops, and writes the lines it
+// returns once p.mu is let go.
+func (p *progress) tick(period time.Duration, fn func() []string) {
 	defer close(p.stopped)
-	t := time.NewTicker(p.every)
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
@@ -78,24 +78,8 @@ func (p *progress) plainLoop() {
 			return
 		case <-t.C:
 			p.mu.Lock()
-			var lines []string
-			now := time.Now()
-			for id, s := range p.running {
-				if s.stage == "" {
-					s.stage = p.stageOf(s.out)
-				}
-				rows := 0
-				if s.stage != "" {
-					rows = min(s.cases, summary.RowsIn(p.ctx, filepath.Join(s.stage, "results")))
-				}
-				step := max(1, (s.cases+9)/10)
-				if rows >= s.said+step || now.Sub(s.saidAt) >= p.quiet {
-					s.said, s.saidAt = rows, now
-					lines = append(lines, fmt.Sprintf("shard %d/%d %s: case %d/%d measured, %s in", s.index, p.shards, id, rows, s.cases, elapsed(now.Sub(s.began))))
-				}
-			}
+			lines := fn()
 			p.mu.Unlock()
-			slices.Sort(lines)
 			for _, l := range lines {
 				p.logf("%s", l)
 			}
@@ -103,20 +87,33 @@ func (p *progress) plainLoop() {
 	}
 }
 
-func (p *progress) loop() {
-	defer close(p.stopped)
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
-			p.mu.Lock()
-			p.draw()
-			p.mu.Unlock()
+// plainLines are, off a terminal, a line for each running shard that measured a tenth of
+// its cases since its last line, or was quiet for p.quiet; p.mu is held.
+func (p *progress) plainLines() []string {
+	var lines []string
+	now := time.Now()
+	for id, s := range p.running {
+		rows := p.measured(s)
+		step := max(1, (s.cases+9)/10)
+		if rows >= s.said+step || now.Sub(s.saidAt) >= p.quiet {
+			s.said, s.saidAt = rows, now
+			lines = append(lines, fmt.Sprintf("shard %d/%d %s: case %d/%d measured, %s in", s.index, p.shards, id, rows, s.cases, elapsed(now.Sub(s.began))))
 		}
 	}
+	slices.Sort(lines)
+	return lines
+}
+
+// measured is how many of a running shard's cases its rank 0 has checkpointed into its
+// stage; p.mu is held.
+func (p *progress) measured(s *shardProgress) int {
+	if s.stage == "" {
+		s.stage = p.stageOf(s.out)
+	}
+	if s.stage == "" {
+		return 0
+	}
+	return min(s.cases, summary.RowsIn(p.ctx, filepath.Join(s.stage, "results")))
 }
 
 // draw writes the status line; p.mu is held.
@@ -126,12 +123,7 @@ func (p *progress) draw() {
 	}
 	casesNow := p.doneCases
 	for _, s := range p.running {
-		if s.stage == "" {
-			s.stage = p.stageOf(s.out)
-		}
-		if s.stage != "" {
-			casesNow += min(s.cases, summary.RowsIn(p.ctx, filepath.Join(s.stage, "results")))
-		}
+		casesNow += p.measured(s)
 	}
 	line := fmt.Sprintf("opx run: [%s] shard %d/%d", p.phase, min(p.done+len(p.running), p.shards), p.shards)
 	if len(p.running) > 1 {
