@@ -46,9 +46,18 @@ const MaxBody = 16 << 10
 type token struct{ name, secret string }
 
 // ReadTokens reads a token file: one token a line, "name:token" to name it; blank lines
-// and # comments are ignored. A token shorter than 16 characters is refused (guessable).
+// and # comments are ignored. A token shorter than 16 characters is refused (guessable),
+// and so is a file other users may read (its secrets are theirs too).
 func ReadTokens(path string) ([]token, error) {
-	b, err := files.ReadRegular(context.Background(), path, 1<<20)
+	f, fi, err := files.OpenRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s: other users may read it (mode %04o): chmod 600 it", path, fi.Mode().Perm())
+	}
+	b, err := files.ReadOpenedInto(context.Background(), f, fi, 1<<20, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -319,6 +319,17 @@ func TestSafeByDefault(t *testing.T) {
 	if err := serve.Run(t.Context(), serve.Options{Store: s, Where: dsn, TokenFile: short}); err == nil || !strings.Contains(err.Error(), "too easy to guess") {
 		t.Errorf("a short token: %v", err)
 	}
+	// a token file others may read, or one that is not a file (a link to one others may
+	// read is the file it names), is refused
+	open := filepath.Join(t.TempDir(), "open")
+	os.WriteFile(open, []byte("0123456789abcdef0123\n"), 0o644)
+	linked := filepath.Join(t.TempDir(), "linked")
+	os.Symlink("/etc/passwd", linked)
+	for path, want := range map[string]string{open: "chmod 600 it", linked: "chmod 600 it", t.TempDir(): "not a regular file"} {
+		if err := serve.Run(t.Context(), serve.Options{Store: s, Where: dsn, TokenFile: path}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("token file %s: %v, want %q", path, err, want)
+		}
+	}
 	tf := tokens(t)
 	sv := start(t, dsn, serve.Options{Listen: "0.0.0.0:0", TokenFile: tf})
 	for _, path := range []string{"/", "/api/changes", "/runs", "/api/runs", "/series?key=x", "/compare?base=a&new=b"} {
