@@ -584,6 +584,9 @@ func TestOutputThatIsAnInputIsRefused(t *testing.T) {
 		{[]string{"export", dir, "--out", filepath.Join(dir, "shards", "s1", "status.json")}, "is a file of the run in " + dir + ", an input"},
 		{[]string{"report", dir, "--out", filepath.Join(dir, "shards", "s1", "results", "cpu", "local", "r.json")}, "is a file of the run in " + dir},
 		{[]string{"compare", dir, dir, "--json", m}, "--json " + m + " is the run's manifest"},
+		// opx run's ledger and record, which resume, --estimate-from and history add read
+		{[]string{"compare", dir, dir, "--junit", filepath.Join(dir, "cases.json")}, "--junit " + filepath.Join(dir, "cases.json") + " is a file of the run in"},
+		{[]string{"export", dir, "--out", filepath.Join(dir, "run.json")}, "is a file of the run in " + dir},
 	} {
 		r := runOpx(t, c.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {

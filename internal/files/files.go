@@ -120,7 +120,8 @@ func WriteAtomicFunc(path string, perm os.FileMode, write func(io.Writer) error)
 // run's manifest (the same file, through any link), or, inside one of the run directories
 // it reads, a file the reader of a run opens — an execution.json, status.json,
 // accounting.json, fingerprint-*.json or operatorx-manifest.json, or anything under a
-// results/ directory. flag names the output in the message. It is checked before anything
+// results/ directory — or one of opx run's records that other commands read: its case
+// ledger cases.json (resume, --estimate-from) and run.json (history add). flag names the output in the message. It is checked before anything
 // is read or written.
 func NotAnInput(flag, out, manifest string, dirs ...string) error {
 	if out == "" || out == "-" {
@@ -138,7 +139,7 @@ func NotAnInput(flag, out, manifest string, dirs ...string) error {
 		parts := strings.Split(filepath.ToSlash(rel), "/")
 		base := parts[len(parts)-1]
 		read := slices.Contains(parts[:len(parts)-1], "results") ||
-			slices.Contains([]string{"execution.json", "status.json", "accounting.json", "operatorx-manifest.json"}, base) ||
+			slices.Contains([]string{"execution.json", "status.json", "accounting.json", "operatorx-manifest.json", "cases.json", "run.json"}, base) ||
 			(strings.HasPrefix(base, "fingerprint-") && strings.HasSuffix(base, ".json"))
 		if read {
 			return fmt.Errorf("%s %s is a file of the run in %s, an input: write elsewhere", flag, out, d)
