@@ -449,3 +449,49 @@ func TestConcurrentLoad(t *testing.T) {
 		t.Errorf("the last triage is not shown")
 	}
 }
+
+// Stores of another shape than the generator's: an empty one (no run yet) and a young one
+// (one run: no series can be judged) serve every page; a series of one point is drawn.
+func TestEmptyAndYoungStores(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty.db")
+	s, err := history.Open(t.Context(), empty, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	sv := start(t, empty, serve.Options{})
+	for _, p := range []string{"/", "/api/changes", "/runs", "/api/runs", "/healthz"} {
+		if code, body, _ := sv.get(p, ""); code != 200 {
+			t.Errorf("empty store %s: %d %.200s", p, code, body)
+		}
+	}
+	if _, body, _ := sv.get("/", ""); !strings.Contains(body, `id="none"`) {
+		t.Errorf("an empty store's changes page does not say there is none")
+	}
+	young := filepath.Join(t.TempDir(), "young.db")
+	ys, err := history.Open(t.Context(), young, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ys.Generate(t.Context(), history.Generated{Runs: 1, Cases: 3, Clusters: []string{"h100_dsxe_8x"}, Seed: 1})
+	ys.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	yv := start(t, young, serve.Options{})
+	_, body, _ := yv.get("/api/runs", "")
+	var runs struct{ Runs []history.RunSummary }
+	if json.Unmarshal([]byte(body), &runs); len(runs.Runs) != 1 {
+		t.Fatalf("young store runs: %s", body)
+	}
+	_, body, _ = yv.get("/runs/"+runs.Runs[0].RunID, "")
+	i := strings.Index(body, `href="/series?key=`)
+	if i < 0 {
+		t.Fatalf("a run's page links no series: %.300s", body)
+	}
+	link := body[i+len(`href="`):]
+	link = strings.ReplaceAll(link[:strings.Index(link, `"`)], "&amp;", "&")
+	if code, page, _ := yv.get(link, ""); code != 200 || !strings.Contains(page, "<circle") {
+		t.Errorf("a series of one point: %d %.300s", code, page)
+	}
+}
