@@ -25,7 +25,7 @@ command_of() {
     seed-summarize) echo env PYTHONPATH="$work/seed" python3 -m operatorx.ci summarize "${m[@]}" --artifacts "$work/artifacts" --out "$work/seed.json" ;;
     summarize) echo "$work/opx" summarize "${m[@]}" --artifacts "$work/artifacts" --out "$work/summary.json" ;;
     report) echo "$work/opx" report "$work/artifacts" "${m[@]}" --out "$work/report.html" ;;
-    compare) echo "$work/opx" compare "$work/artifacts" "$work/artifacts" --base-manifest "$work/manifest.json" --new-manifest "$work/manifest.json" --json "$work/compare.json" ;;
+    compare) echo "$work/opx" compare "$work/artifacts" "$work/artifacts" --allow-same --base-manifest "$work/manifest.json" --new-manifest "$work/manifest.json" --json "$work/compare.json" ;;
     export-csv) echo "$work/opx" export "$work/artifacts" "${m[@]}" --format csv --out "$work/cases.csv" ;;
     export-jsonl) echo "$work/opx" export "$work/artifacts" "${m[@]}" --format jsonl --out "$work/cases.jsonl" ;;
   esac

@@ -21,7 +21,7 @@ type compareOptions struct {
 	baseManifest, newManifest, jsonOut, junit string
 	failPct, same, noSpread                   float64
 	key, baseFilter, newFilter                string
-	allowMissing                              bool
+	allowMissing, allowSame                   bool
 }
 
 const compareLong = `Join two runs' result rows on a stable case key — testlist, op type and args, backend,
@@ -55,7 +55,11 @@ headline metric is missing, not finite or not positive is an error (broken, if i
 in the base); a recorded spread that is inverted, below zero or does not contain its
 value is ignored with a warning, and its case judged as one without a spread.
 
-BASE and NEW are run directories ('opx run --out', or downloaded artifacts).`
+BASE and NEW are run directories ('opx run --out', or downloaded artifacts). One run is
+never its own baseline: two sides that are the same run directory (through links, such as
+.opx-run/latest) with the same rows picked, or two copies of one run (the same run id and
+first allocation), are refused (exit 2) unless --allow-same: a gate that compares a run
+with itself always passes.`
 
 func newCompareCmd(env Env) *cobra.Command {
 	o := &compareOptions{}
@@ -78,6 +82,7 @@ func newCompareCmd(env Env) *cobra.Command {
 	f.StringVar(&o.junit, "junit", "", "write JUnit XML here for CI test reporters: a testcase per case, a failure per regression")
 	f.Float64Var(&o.failPct, "fail-on-regression", 0, "exit 1 when a case is slower by a factor of 1 + PCT/100 or more, broke, or is missing from NEW")
 	f.BoolVar(&o.allowMissing, "allow-missing", false, "with --fail-on-regression: cases missing from NEW do not fail the gate")
+	f.BoolVar(&o.allowSame, "allow-same", false, "compare a run with itself (the same directory or a copy of one run): refused otherwise")
 	f.Float64Var(&o.same, "same", 100*compare.DefaultOptions.Same, "changes below this percentage are 'same'")
 	f.Float64Var(&o.noSpread, "no-spread", 100*compare.DefaultOptions.NoSpread, "without a spread, changes of this percentage or more are called")
 	f.StringVar(&o.key, "key", strings.Join(results.KeyFields, ","), "case-key fields the runs are joined on")
@@ -120,7 +125,11 @@ func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, 
 		manifests[i] = m
 	}
 	var base, nw *compare.Run
-	if files.Same(args[0], args[1]) && files.Same(manifests[0], manifests[1]) { // one run: read once
+	sameDir := files.Same(args[0], args[1]) && files.Same(manifests[0], manifests[1])
+	if sameDir && o.baseFilter == o.newFilter && !o.allowSame {
+		return &UsageError{fmt.Errorf("BASE and NEW are the same run (%s): a run compared with itself always passes; give an earlier run as BASE, pick other rows with --base-filter/--new-filter, or pass --allow-same", safe.Text(args[1]))}
+	}
+	if sameDir { // one run: read once
 		if base, nw, err = compare.ReadSame(ctx, args[0], manifests[0], opt.Key, opt.Base, opt.New); err != nil {
 			return fmt.Errorf("base: %w", err)
 		}
@@ -131,6 +140,10 @@ func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, 
 		if nw, err = compare.ReadNew(ctx, base, args[1], manifests[1], opt.New); err != nil {
 			return fmt.Errorf("new: %w", err)
 		}
+	}
+	if !sameDir && !o.allowSame && base.Side.RunID == nw.Side.RunID && base.Side.At != "" && base.Side.At == nw.Side.At {
+		return &UsageError{fmt.Errorf("BASE (%s) and NEW (%s) are copies of one run (run %s, first allocation %s): a run compared with itself always passes; give another run as BASE, or pass --allow-same",
+			safe.Text(args[0]), safe.Text(args[1]), safe.Text(base.Side.RunID), base.Side.At)}
 	}
 	res := compare.Join(base, nw, opt)
 	if o.jsonOut != "" {

@@ -46,7 +46,7 @@ type historyCheck struct {
 	dbTimeout                              time.Duration
 	failPct                                float64
 	window                                 int
-	all                                    bool
+	all, newOnly                           bool
 	o                                      history.CheckOptions
 }
 
@@ -70,14 +70,21 @@ Markdown for $GITHUB_STEP_SUMMARY goes to stdout, worst first; --json writes eve
 --junit writes JUnit XML for CI test reporters (a testcase per change and per case the run
 under test did not measure, a failure for each the gate fails on).
 
---fail-on-regression PCT exits 1 when a slower change of at least PCT percent is new at
-the run under test (the same check as of the run before did not report it), however far
-back its first run lies, and the run under test measured the new level; when a case the
-run under test holds was not measured by it (error, missing); and when there is nothing
-to judge (no run, or a filter that matches no series). --window N also fails on slower
-changes that start within the newest N runs, reported before or not. A change the team
-marked expected or invalid (opx history triage, or opx serve) no longer fails it; one
-marked acknowledged still does. Each change has a stable id (in --json and the Markdown).
+--fail-on-regression PCT exits 1 while a slower change stands and nobody has decided: on
+every change that the run under test still measures at its new level and that is slower
+by at least PCT percent now (a drift is judged at its size tonight, not its first night's),
+every night until its series recovers or the team marks it expected or invalid (opx
+history triage ID --state expected, or opx serve); open and acknowledged changes fail. A
+later, larger step on the same series is a change of its own and fails again. The gate
+also fails on a case the run under test did not measure (error, missing) or no longer
+measures (measured before, unsupported now), on a run that measured nothing, and when
+there is nothing to judge (no run, or a filter that matches no series). It judges every
+run added since the last gate (recorded in the store, per --filter): a night whose check
+did not run, or two sweeps sharing a store, never slip a regression past it.
+--new-only fails only on the night a change is new (its size then). --window N also fails
+on standing slower changes that start within the newest N runs. Each change has a stable
+id (in --json and the Markdown); a later check that dates it a run apart keeps its id and
+triage.
 
 --confirm-manifest FILE writes a manifest of the run under test's suspects (the cells
 that measured them, holding only those cases, with exclude_nodes naming where they were
@@ -105,6 +112,7 @@ func newHistoryCheckCmd(env Env) *cobra.Command {
 	c.Flags().StringVar(&h.confirm, "confirm-manifest", "", "write a manifest of the run under test's suspects here, each cell excluding the nodes that measured them")
 	c.Flags().Float64Var(&h.failPct, "fail-on-regression", 0, "exit 1 on a slower change of at least PCT percent new at the run under test, a case it did not measure, or nothing to judge")
 	c.Flags().IntVar(&h.window, "window", 1, "--fail-on-regression also fails on slower changes starting within the newest N runs")
+	c.Flags().BoolVar(&h.newOnly, "new-only", false, "--fail-on-regression fails only on the night a change is new, not every night it stands")
 	c.Flags().StringVar(&h.o.Run, "run", "", "the run under test, by run id (default: the run added last)")
 	c.Flags().IntVar(&h.o.Lookback, "lookback", history.DefaultLookback, "how many newest runs of each series are read")
 	c.Flags().BoolVar(&h.all, "all", false, "check every series, not only those the run under test touched")
@@ -141,7 +149,11 @@ func runHistoryCheck(env Env, c *cobra.Command, h *historyCheck) error {
 			return err
 		}
 	}
-	s, found, err := checkHistory(c.Context(), h.db, h.dbTimeout, h.o)
+	var g *history.Gate
+	if gate {
+		g = &history.Gate{Pct: h.failPct, Window: h.window, NewOnly: h.newOnly}
+	}
+	s, found, err := checkHistory(c.Context(), h.db, h.dbTimeout, h.o, g)
 	if err != nil {
 		return err
 	}
@@ -151,7 +163,7 @@ func runHistoryCheck(env Env, c *cobra.Command, h *historyCheck) error {
 			return err
 		}
 	}
-	found.ServeURL = env.getenv("OPX_SERVE_URL")
+	found.ServeURL, found.Gate = env.getenv("OPX_SERVE_URL"), g
 	found.Markdown(env.Stdout)
 	if h.confirm != "" {
 		n, err := s.ConfirmManifest(c.Context(), found, h.confirm)
@@ -166,10 +178,16 @@ func runHistoryCheck(env Env, c *cobra.Command, h *historyCheck) error {
 	}
 	why := ""
 	if gate {
-		why = historyGate(found, s.Where, h.o, h.failPct, h.window)
+		why = historyGate(found, s.Where, h.o, *g)
+		if found.Newest != nil && h.o.Run == "" {
+			// the next gate judges every run added after this one
+			if err := s.MarkGated(c.Context(), h.o.Filter, found.Newest); err != nil {
+				return err
+			}
+		}
 	}
 	if h.junitOut != "" {
-		if err := junit.Write(h.junitOut, "opx history check", found.JUnit(gate, h.failPct, h.window, why), found.At()); err != nil {
+		if err := junit.Write(h.junitOut, "opx history check", found.JUnit(g, why), found.At()); err != nil {
 			return err
 		}
 	}
@@ -182,7 +200,7 @@ func runHistoryCheck(env Env, c *cobra.Command, h *historyCheck) error {
 
 // historyGate is why check's gate fails ("" when it passes): nothing to judge, cases the
 // run under test did not measure, or regressions new at it.
-func historyGate(f *history.Found, where string, o history.CheckOptions, pct float64, window int) string {
+func historyGate(f *history.Found, where string, o history.CheckOptions, g history.Gate) string {
 	switch {
 	case f.Newest == nil:
 		return fmt.Sprintf("%s holds no run: nothing to judge, the gate fails", where)
@@ -202,23 +220,40 @@ func historyGate(f *history.Found, where string, o history.CheckOptions, pct flo
 	}
 	if n := len(f.Unmeasured); n > 0 {
 		u := f.Unmeasured[0]
-		return fmt.Sprintf("%d case(s) of run %s were not measured (error or missing); first: %s (%s)", n, safe.Text(f.Newest.Name()), safe.Text(u.Key), u.Outcome)
+		return fmt.Sprintf("%d case(s) of run %s were not measured (error or missing); first: %s (%s)", n, safe.Text(u.RunID), safe.Text(u.Key), u.Outcome)
 	}
-	if bad := f.Regressions(pct, window); len(bad) > 0 {
-		return fmt.Sprintf("%d slower change(s) of at least %g%% new at run %s; worst: %s %s from run %s",
-			len(bad), pct, safe.Text(f.Newest.Name()), safe.Text(bad[0].Key), compare.Words(bad[0].Speedup), safe.Text(bad[0].RunName()))
+	if st := f.NoLongerMeasured(); len(st) > 0 {
+		return fmt.Sprintf("%d case(s) measured before are no longer measured by run %s (%s now); first: %s", len(st), safe.Text(st[0].RunID), st[0].Outcome, safe.Text(st[0].Key))
+	}
+	if f.MeasuredAtTest == 0 && len(f.Young) == 0 {
+		return fmt.Sprintf("run %s measured none of its %d case(s): nothing measured, the gate fails", safe.Text(f.Newest.Name()), f.Series)
+	}
+	if bad := f.Regressions(g); len(bad) > 0 {
+		b := bad[0]
+		standing := "standing"
+		if g.NewOnly {
+			standing = "new"
+		}
+		return fmt.Sprintf("%d slower change(s) of at least %g%% %s at run %s; worst: %s %s now, since run %s (%s): release it with opx history triage %s --state expected",
+			len(bad), g.Pct, standing, safe.Text(f.Newest.Name()), safe.Text(b.Key), compare.Words(b.SpeedupNow), safe.Text(b.RunName()), b.Triage, b.ID)
 	}
 	return ""
 }
 
 // checkHistory opens the store (never creating one) and checks it; the caller closes it.
-func checkHistory(ctx context.Context, db string, timeout time.Duration, o history.CheckOptions) (*history.Store, *history.Found, error) {
+func checkHistory(ctx context.Context, db string, timeout time.Duration, o history.CheckOptions, g *history.Gate) (*history.Store, *history.Found, error) {
 	if _, needs := changes.Young(0); o.Lookback < needs {
 		return nil, nil, &UsageError{fmt.Errorf("--lookback %d: read at least %d runs of each series (a series needs %d to be judged)", o.Lookback, needs, needs)}
 	}
 	s, err := openStore(ctx, db, false, timeout)
 	if err != nil {
 		return nil, nil, err
+	}
+	if g != nil && o.Run == "" {
+		if o.Since, err = s.Gated(ctx, o.Filter); err != nil {
+			s.Close()
+			return nil, nil, err
+		}
 	}
 	found, err := s.Check(ctx, o)
 	if err != nil {
@@ -375,7 +410,7 @@ rest counted) so that it opens at once at any history size.`,
 			if err := notTheStore("--out", out, db); err != nil {
 				return err
 			}
-			s, found, err := checkHistory(c.Context(), db, dbTimeout, o)
+			s, found, err := checkHistory(c.Context(), db, dbTimeout, o, nil)
 			if err != nil {
 				return err
 			}

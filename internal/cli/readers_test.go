@@ -66,7 +66,7 @@ func TestReadersRefuseFIFOsDevicesAndHugeFiles(t *testing.T) {
 			for _, args := range [][]string{
 				{"summarize", "--manifest", filepath.Join(run, "operatorx-manifest.json"), "--artifacts", run, "--out", filepath.Join(t.TempDir(), "s.json")},
 				{"report", run, "--out", filepath.Join(t.TempDir(), "r.html")},
-				{"compare", run, run},
+				{"compare", run, run, "--allow-same"},
 			} {
 				r := runWithin(t, 20*time.Second, args...)
 				if r.code != 1 || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {
@@ -99,7 +99,7 @@ func TestReadersShareOneGrammar(t *testing.T) {
 			for _, args := range [][]string{
 				{"summarize", "--manifest", filepath.Join(run, "operatorx-manifest.json"), "--artifacts", run, "--out", filepath.Join(t.TempDir(), "s.json")},
 				{"report", run, "--out", filepath.Join(t.TempDir(), "r.html")},
-				{"compare", run, run},
+				{"compare", run, run, "--allow-same"},
 			} {
 				r := runOpx(t, args...)
 				codes = append(codes, r.code)

@@ -78,7 +78,7 @@ func TestEveryReaderAgainstEverySpecialFile(t *testing.T) {
 					{[]string{"summarize", "--manifest", filepath.Join(run, "operatorx-manifest.json"), "--artifacts", run, "--out", filepath.Join(out, "s.json")}, filepath.Join(out, "s.json")},
 					{[]string{"report", run, "--out", filepath.Join(out, "r.html")}, filepath.Join(out, "r.html")},
 					{[]string{"export", run, "--out", filepath.Join(out, "e.csv")}, filepath.Join(out, "e.csv")},
-					{[]string{"compare", run, run}, ""},
+					{[]string{"compare", run, run, "--allow-same"}, ""},
 					{[]string{"history", "add", "--db", filepath.Join(out, "h.db"), "--at", "2026-12-01T00:00:00Z", run}, ""},
 				}
 				// evidence set aside leaves each command's answer as it is without the file

@@ -33,6 +33,10 @@ type CheckOptions struct {
 	// at it is what the gate judges. "" is the run added last (not the one dated last: a
 	// run's claimed time never makes it the run under test).
 	Run string
+	// Since is, for the gate, the newest run (its store id) an earlier gate judged: every
+	// run added after it, up to the run under test, is judged too (a night whose check did
+	// not run, two sweeps sharing a store). 0: the run under test alone.
+	Since int64
 }
 
 // DefaultLookback is how many runs of each series check reads by default.
@@ -49,6 +53,9 @@ type Found struct {
 	// Unmeasured are the series the run under test holds but did not measure (error,
 	// missing): the gate fails on them, as compare does.
 	Unmeasured []Stopped `json:"unmeasured"`
+	// MeasuredAtTest counts the series a judged run measured (their newest point): none,
+	// with series to judge, is a run that measured nothing, and the gate fails.
+	MeasuredAtTest int `json:"measured_at_test"`
 	// Young are the series the run under test touched that have too few measured runs
 	// to be judged yet.
 	Young []YoungSeries `json:"young"`
@@ -63,10 +70,16 @@ type Found struct {
 	OddNodes map[string]int `json:"odd_nodes"`
 	// ServeURL is the team's opx serve (OPX_SERVE_URL): the Markdown links each change to
 	// its page there.
-	ServeURL string       `json:"-"`
-	runs     []RunRef     // every run, newest first
-	series   []*seriesRow // what was read, for the page
-	byID     map[int64]RunRef
+	ServeURL string `json:"-"`
+	// Gate is the gate's rule when one was asked for: the Markdown lists what fails it.
+	Gate *Gate `json:"-"`
+	// Judged are the runs the check judged: the run under test and every run added since
+	// the last gate (CheckOptions.Since), newest first.
+	Judged []RunRef `json:"judged_runs"`
+	runs   []RunRef // every run, newest first
+	gated  map[int64]bool
+	series []*seriesRow // what was read, for the page
+	byID   map[int64]RunRef
 }
 
 // YoungSeries is a series that cannot be judged yet: it has Runs measured runs and
@@ -124,6 +137,10 @@ type Change struct {
 	// Holds is whether the run under test measured the new level (nearer it than the
 	// old one).
 	Holds bool `json:"holds"`
+	// RatioNow is the change's size now: the series' newest level over the old level (a
+	// drift keeps growing after its first night); SpeedupNow says it as compare does.
+	RatioNow   float64 `json:"ratio_now"`
+	SpeedupNow float64 `json:"speedup_now"`
 	// Triage is the change's latest triage state (open when none was recorded), its
 	// events oldest first.
 	Triage       string        `json:"triage"`
@@ -134,6 +151,9 @@ type Change struct {
 	run          int64
 	series, cell int64
 	measuredOn   []string // the nodes that measured the new level
+	judged       changes.Judged
+	lower        bool
+	aliases      []string // the ids of the same change dated a run or two apart (triage follows it)
 }
 
 // RunName is how the change's first run is shown: its id and time, and for a local
@@ -214,7 +234,15 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 		return nil, err
 	}
 	f.Newest = &test
-	series, err := s.seriesToCheck(ctx, o, test.id)
+	f.gated = map[int64]bool{test.id: true}
+	f.Judged = []RunRef{test}
+	for _, r := range runs {
+		if o.Since > 0 && r.id > o.Since && r.id < test.id {
+			f.gated[r.id] = true
+			f.Judged = append(f.Judged, r)
+		}
+	}
+	series, err := s.seriesToCheck(ctx, o, f.gated)
 	if err != nil {
 		return nil, err
 	}
@@ -246,11 +274,11 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 			if err := se.load(ctxs, byID, s.Where); err != nil {
 				return nil, err
 			}
-			return se.judge(test, o.Options), nil
+			return se.judge(f.gated, o.Options), nil
 		}, func(i int, found []changes.Judged) error {
 			se := part[i]
 			f.Points += len(se.points)
-			se.atTest(f, test)
+			se.atTest(f, byID)
 			se.summarize()
 			if len(found) == 0 {
 				se.points, se.obs, se.measured = nil, nil, nil
@@ -297,15 +325,20 @@ func underTest(runs []RunRef, runID, where string) (RunRef, error) {
 	return *best, nil
 }
 
-// atTest notes what the run under test says of the series: not measured by it (an error
-// or missing: the gate fails), no longer measured (measured by the run before), or too
-// young to judge.
-func (se *seriesRow) atTest(f *Found, test RunRef) {
+// atTest notes what the judged run that measured the series last (the run under test, or
+// one added since the last gate) says of it: not measured by it (an error or missing: the
+// gate fails), no longer measured (measured by the run before: unsupported now fails the
+// gate too), or too young to judge.
+func (se *seriesRow) atTest(f *Found, byID map[int64]RunRef) {
 	n := len(se.points)
-	if n == 0 || se.points[n-1].run != test.id {
+	if n == 0 || !f.gated[se.points[n-1].run] {
 		return
 	}
+	test := byID[se.points[n-1].run]
 	last := se.points[n-1].outcome
+	if last == verdict.Measured {
+		f.MeasuredAtTest++
+	}
 	if last == verdict.Error || last == verdict.Missing {
 		f.Unmeasured = append(f.Unmeasured, Stopped{Key: se.key, RunID: test.RunID, Outcome: last.String()})
 	}
@@ -317,11 +350,12 @@ func (se *seriesRow) atTest(f *Found, test RunRef) {
 	}
 }
 
-// judge is the series' changes, judged at the run under test (changes.AtNewest) when
-// that run measured it, else only found (nothing of it is new at that run).
-func (se *seriesRow) judge(test RunRef, o changes.Options) []changes.Judged {
+// judge is the series' changes, judged at its newest run (changes.AtNewest) when a judged
+// run (the run under test, or one added since the last gate) measured it last, else only
+// found (nothing of it is new, or holds, at a judged run).
+func (se *seriesRow) judge(gated map[int64]bool, o changes.Options) []changes.Judged {
 	n := len(se.measured)
-	if n > 0 && se.points[se.measured[n-1]].run == test.id {
+	if n > 0 && gated[se.points[se.measured[n-1]].run] {
 		return changes.AtNewest(se.obs, o)
 	}
 	var out []changes.Judged
@@ -423,8 +457,22 @@ func (se *seriesRow) changesOf(found []changes.Judged, byID map[int64]RunRef, ct
 		for _, q := range se.measured[c.At:] {
 			ch.measuredOn = appendNew(ch.measuredOn, ctxs[se.points[q].ctx].Node)
 		}
-		ch.New, ch.Holds = c.New, c.Holds
+		ch.New, ch.Holds, ch.judged, ch.lower = c.New, c.Holds, c, se.lower
+		if c.Now > 0 {
+			ch.RatioNow, ch.SpeedupNow = c.Now, 1/c.Now
+			if !se.lower {
+				ch.SpeedupNow = c.Now
+			}
+		}
 		ch.ID, ch.Triage = ChangeID(se.key, se.metric, r.RunID, r.origin), TriageOpen
+		// the same change dated a run or two apart by an earlier check: its id, so its
+		// triage carries over
+		for _, d := range []int{-1, 1, -2, 2} {
+			if j := c.At + d; j >= 0 && j < len(se.measured) {
+				q := byID[se.points[se.measured[j]].run]
+				ch.aliases = append(ch.aliases, ChangeID(se.key, se.metric, q.RunID, q.origin))
+			}
+		}
 		ch.Testlist, ch.Op, ch.Backend, ch.Cluster = se.testlist, se.op, se.backend, se.cluster
 		out = append(out, finding{se, ch})
 	}
@@ -437,34 +485,6 @@ func worse(a, b Change) bool {
 		return a.Direction == "slower"
 	}
 	return math.Abs(math.Log(a.Speedup)) > math.Abs(math.Log(b.Speedup))
-}
-
-// Regressions are the slower changes of at least pct percent that the gate fails on: new
-// at the run under test, however far back their first run lies, with the new level
-// still measured there; and, with window > 1, any that start within the newest window
-// runs (by time) up to the run under test.
-func (f *Found) Regressions(pct float64, window int) []Change {
-	recent := map[int64]bool{}
-	if f.Newest != nil {
-		recent[f.Newest.id] = true
-		k := 0
-		for _, r := range f.runs {
-			if k < window && !r.At.After(f.Newest.At) {
-				recent[r.id] = true
-				k++
-			}
-		}
-	}
-	var out []Change
-	for _, c := range f.Changes {
-		if c.Triage == TriageExpected || c.Triage == TriageInvalid {
-			continue // triaged as no regression: it no longer fails the gate
-		}
-		if c.Direction == "slower" && 1/c.Speedup-1 >= pct/100 && (c.New && c.Holds || recent[c.run]) {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // provenanceFields are the fields a change is tied to, in the order they are said.
@@ -574,12 +594,15 @@ func (s *Store) contexts(ctx context.Context) (map[int64]context_, error) {
 }
 
 // seriesToCheck are the series the newest run touched (or all), filtered.
-func (s *Store) seriesToCheck(ctx context.Context, o CheckOptions, newest int64) ([]*seriesRow, error) {
+func (s *Store) seriesToCheck(ctx context.Context, o CheckOptions, gated map[int64]bool) ([]*seriesRow, error) {
 	query := "SELECT id, key, testlist, op, args, backend, world_size, cluster, metric, lower_is_better FROM series"
 	var args []any
 	if !o.All {
-		query += " WHERE id IN (SELECT series FROM points WHERE run = ?)"
-		args = append(args, newest)
+		ids := slices.Sorted(maps.Keys(gated))
+		query += " WHERE id IN (SELECT series FROM points WHERE run IN (" + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + "))"
+		for _, id := range ids {
+			args = append(args, id)
+		}
 	}
 	rows, err := s.db.QueryContext(ctx, s.q(query+" ORDER BY id"), args...)
 	if err != nil {

@@ -128,8 +128,12 @@ func TestCheckFindsKnownChanges(t *testing.T) {
 		if f.Series != 8 || f.Points != 320 {
 			t.Errorf("series %d points %d, want 8 and 320", f.Series, f.Points)
 		}
-		if bad := f.Regressions(5, 1); len(bad) != 0 {
-			t.Errorf("the gate fails on changes older than the newest run: %+v", bad)
+		if bad := f.Regressions(Gate{Pct: 5, Window: 1, NewOnly: true}); len(bad) != 0 {
+			t.Errorf("--new-only fails on changes older than the newest run: %+v", bad)
+		}
+		// the standing rule: s1 is still 10% slower at the newest run, and nobody decided
+		if bad := f.Regressions(Gate{Pct: 5, Window: 1}); len(bad) == 0 || bad[0].Key != "s1" || slices.ContainsFunc(bad, func(c Change) bool { return c.Key == "s2" }) {
+			t.Errorf("the standing gate fails on %v, want s1 first and never the faster s2", keyed(bad))
 		}
 		var md bytes.Buffer
 		f.Markdown(&md)
@@ -152,7 +156,7 @@ func TestGateOnTheNewestRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(f.Changes) != 0 || len(f.Regressions(5, 1)) != 0 {
+		if len(f.Changes) != 0 || len(f.Regressions(Gate{Pct: 5, Window: 1})) != 0 {
 			t.Errorf("an A/A history: %+v", f.Changes)
 		}
 	})
@@ -164,7 +168,7 @@ func TestGateOnTheNewestRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bad := f.Regressions(5, 1)
+		bad := f.Regressions(Gate{Pct: 5, Window: 1})
 		if len(bad) != 1 || bad[0].Key != "s5" || bad[0].Status != "suspected" || bad[0].RunID != "nightly-29" {
 			t.Errorf("a 10%% step at the newest run: %+v (all: %+v)", bad, f.Changes)
 		}
@@ -233,7 +237,7 @@ func TestYoungStoreGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := f.Regressions(5, 1)
+	bad := f.Regressions(Gate{Pct: 5, Window: 1})
 	if got := keyed(bad); !slices.Equal(got, []string{"s0 nightly-06 slower", "s1 nightly-06 slower", "s2 nightly-06 slower", "s3 nightly-06 slower"}) {
 		t.Errorf("after the first slow night the gate fails on %v, want s0-s3 from nightly-06 (all: %+v)", got, f.Changes)
 	}
@@ -245,10 +249,13 @@ func TestYoungStoreGate(t *testing.T) {
 	if got := keyed(f.Changes); len(got) != 4 || got[0] != "s0 nightly-06 slower" {
 		t.Errorf("after the second slow night: %v, want the same four changes from nightly-06", got)
 	}
-	if bad := f.Regressions(5, 1); len(bad) != 0 {
-		t.Errorf("the second slow night fails the gate again on changes already reported: %v", keyed(bad))
+	if bad := f.Regressions(Gate{Pct: 5, Window: 1, NewOnly: true}); len(bad) != 0 {
+		t.Errorf("--new-only: the second slow night fails the gate again on changes already reported: %v", keyed(bad))
 	}
-	if bad := f.Regressions(5, 2); len(bad) != 4 {
+	if bad := f.Regressions(Gate{Pct: 5, Window: 1}); len(bad) != 4 {
+		t.Errorf("the second slow night: the standing changes fail the gate again: %v, want s0-s3", keyed(bad))
+	}
+	if bad := f.Regressions(Gate{Pct: 5, Window: 2}); len(bad) != 4 {
 		t.Errorf("--window 2 takes the changes of the newest two runs: %v", keyed(bad))
 	}
 	young := storeOf(t, filepath.Join(dir, "young.db"), hist[:3])
@@ -310,7 +317,8 @@ func TestSeriesIndependentOfStore(t *testing.T) {
 	}
 }
 
-// One 20x night, then six nights 10x slower: the gate fails on the first slow night.
+// One 20x night, then six nights 10x slower: the gate fails every slow night (at 10x, its
+// size now); --new-only on the first alone.
 func TestOutlierThenStepGate(t *testing.T) {
 	hist := genHistory(27, 3, 6)
 	hist[20].values["s1"] *= 20
@@ -323,12 +331,16 @@ func TestOutlierThenStepGate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bad := f.Regressions(5, 1)
+		bad := f.Regressions(Gate{Pct: 5, Window: 1})
+		if len(bad) != 1 || bad[0].Key != "s1" || math.Abs(bad[0].RatioNow-10) > 0.5 {
+			t.Errorf("night %d, 10x slower: the gate fails on %v, want s1 standing at 10x (all: %+v)", night, keyed(bad), f.Changes)
+		}
+		bad = f.Regressions(Gate{Pct: 5, Window: 1, NewOnly: true})
 		if night == 21 && (len(bad) != 1 || bad[0].Key != "s1") {
-			t.Errorf("the first 10x night: the gate fails on %v, want s1 (all: %+v)", keyed(bad), f.Changes)
+			t.Errorf("the first 10x night, --new-only: the gate fails on %v, want s1 (all: %+v)", keyed(bad), f.Changes)
 		}
 		if night > 21 && (len(bad) != 0 || len(f.Changes) == 0) {
-			t.Errorf("night %d: the gate fails on %v (changes %v): want the change reported, not new", night, keyed(bad), keyed(f.Changes))
+			t.Errorf("night %d, --new-only: the gate fails on %v (changes %v): want the change reported, not new", night, keyed(bad), keyed(f.Changes))
 		}
 	}
 }
@@ -439,7 +451,11 @@ func TestCheckJUnit(t *testing.T) {
 	}
 	for _, gate := range []bool{true, false} {
 		path := filepath.Join(t.TempDir(), "check.xml")
-		if err := junit.Write(path, "opx history check", f.JUnit(gate, 5, 1, ""), f.At()); err != nil {
+		var g *Gate
+		if gate {
+			g = &Gate{Pct: 5, Window: 1}
+		}
+		if err := junit.Write(path, "opx history check", f.JUnit(g, ""), f.At()); err != nil {
 			t.Fatal(err)
 		}
 		r := testenv.ValidJUnit(t, path)
@@ -469,7 +485,7 @@ func TestCheckJUnit(t *testing.T) {
 	// nothing to judge: the check's own testcase fails with the gate's words
 	empty := &Found{}
 	path := filepath.Join(t.TempDir(), "empty.xml")
-	if err := junit.Write(path, "opx history check", empty.JUnit(true, 5, 1, "h.db holds no run: nothing to judge, the gate fails"), empty.At()); err != nil {
+	if err := junit.Write(path, "opx history check", empty.JUnit(&Gate{Pct: 5, Window: 1}, "h.db holds no run: nothing to judge, the gate fails"), empty.At()); err != nil {
 		t.Fatal(err)
 	}
 	if r := testenv.ValidJUnit(t, path); r.Failures != 1 || r.Suites[0].Cases[0].Failure.Message != "h.db holds no run: nothing to judge, the gate fails" {

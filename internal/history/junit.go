@@ -9,13 +9,13 @@ import (
 )
 
 // JUnit is a check as a JUnit suite (history check --junit): a testcase per change found,
-// a failure for each the gate fails on (gate: --fail-on-regression pct with --window,
-// Regressions; without the gate, a slower change new at the run under test that it
-// measured); a testcase per case the run under test did not measure, a failure under the
+// a failure for each the gate fails on (gate: --fail-on-regression's Gate, Regressions;
+// without one, a slower change new at the run under test that it measured); a testcase per case the run under test did not measure, a failure under the
 // gate and skipped without it; and a testcase for the check itself, failed with why when
 // the gate fails on the store (nothing to judge: why is the gate's words, "" when it
 // passes), its counts in system-out.
-func (f *Found) JUnit(gate bool, pct float64, window int, why string) junit.Suite {
+func (f *Found) JUnit(g *Gate, why string) junit.Suite {
+	gate := g != nil
 	name := "opx history check"
 	if f.Newest != nil {
 		name += " of run " + f.Newest.Name()
@@ -23,7 +23,7 @@ func (f *Found) JUnit(gate bool, pct float64, window int, why string) junit.Suit
 	s := junit.Suite{Name: name}
 	failing := map[int]bool{}
 	if gate {
-		bad := f.Regressions(pct, window)
+		bad := f.Regressions(*g)
 		for i := range f.Changes {
 			for _, b := range bad {
 				if b.Key == f.Changes[i].Key && b.Metric == f.Changes[i].Metric && b.run == f.Changes[i].run {
@@ -42,7 +42,7 @@ func (f *Found) JUnit(gate bool, pct float64, window int, why string) junit.Suit
 		}
 		s.Cases = append(s.Cases, tc)
 	}
-	for _, u := range f.Unmeasured {
+	for _, u := range f.notMeasured() {
 		tc := junit.Case{Classname: "history.unmeasured", Name: u.Key}
 		msg := fmt.Sprintf("not measured by run %s (%s)", u.RunID, u.Outcome)
 		if gate {

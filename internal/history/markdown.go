@@ -65,6 +65,14 @@ func (f *Found) Markdown(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	if f.Gate != nil {
+		bad := f.Regressions(*f.Gate)
+		bullets(w, fmt.Sprintf("**Fails the gate** (slower by at least %g%% and standing; nobody has decided):", f.Gate.Pct), len(bad), func(i int) string {
+			c := bad[i]
+			return fmt.Sprintf("%s: %s now, since run %s (%s): release it with `opx history triage %s --state expected` (or `invalid`)",
+				cell(c.Key), compare.Words(c.SpeedupNow), cell(c.RunName()), c.Triage, c.ID)
+		})
+	}
 	bullets(w, "**Cleared by a confirmation run** (measured again elsewhere, at the old level):", len(f.Cleared), func(i int) string {
 		c := f.Cleared[i]
 		why := "noise"

@@ -311,7 +311,7 @@ func (s *Store) Series(ctx context.Context, key string, lookback int) (*SeriesVi
 	if len(runs) > 0 && len(se.points) > 0 {
 		test := byID[se.points[len(se.points)-1].run]
 		o := CheckOptions{Options: changes.Defaults}
-		for _, f := range se.changesOf(se.judge(test, o.Options), byID, ctxs, meta, o) {
+		for _, f := range se.changesOf(se.judge(map[int64]bool{test.id: true}, o.Options), byID, ctxs, meta, o) {
 			v.Changes = append(v.Changes, f.ch)
 		}
 		se.changes = v.Changes

@@ -145,16 +145,33 @@ func (s *Store) triaged(ctx context.Context, chs []Change) error {
 	if len(chs) == 0 {
 		return nil
 	}
-	ids := make([]string, len(chs))
+	var ids []string
+	own := map[string]bool{}
 	for i := range chs {
-		ids[i] = chs[i].ID
+		ids = append(ids, chs[i].ID)
+		ids = append(ids, chs[i].aliases...)
+		own[chs[i].ID] = true
 	}
 	evs, err := s.TriageOf(ctx, ids)
 	if err != nil {
 		return err
 	}
 	for i := range chs {
-		if e := evs[chs[i].ID]; len(e) > 0 {
+		e := evs[chs[i].ID]
+		// a later check may date the same change a run or two apart: the triage recorded
+		// under the id it had then, and that id, carry over (never one another change found
+		// now has)
+		for _, a := range chs[i].aliases {
+			if len(e) > 0 {
+				break
+			}
+			if e = evs[a]; len(e) > 0 && !own[a] {
+				chs[i].ID = a
+			} else {
+				e = nil
+			}
+		}
+		if len(e) > 0 {
 			chs[i].Triage, chs[i].TriageEvents = e[len(e)-1].To, e
 		}
 	}

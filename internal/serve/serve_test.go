@@ -291,7 +291,7 @@ func TestTriage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bad := f.Regressions(5, 1)
+		bad := f.Regressions(history.Gate{Pct: 5, Window: 1})
 		if len(bad) != 3 {
 			t.Errorf("the gate fails on %d changes, want the 3 not marked expected", len(bad))
 		}

@@ -69,35 +69,77 @@ type Judged struct {
 	New bool
 	// Holds is whether the newest run lies nearer the new level than the old one.
 	Holds bool
+	// Now is the change's size now: the series' newest level (the median of its newest
+	// runs, none before the latest change) over the change's old level. A change first
+	// found small that keeps growing (a drift) is judged at this size, not its first.
+	Now float64
 }
 
 // AtNewest is the series' changes (Detect) as the gate judges them at its newest point:
-// each new or not, and holding there or not. It is what opx history check's gate decides
-// on, and what scripts/history-bench measures.
+// each new or not, holding there or not, and its size now. It is what opx history check's
+// gate decides on (Fails), and what scripts/history-bench measures.
 func AtNewest(s []Obs, o Options) []Judged {
-	cur := Detect(s, o)
+	ys := logsOf(s)
+	pre := prefixes{}
+	cur := detect(s, ys, o, pre)
 	if len(cur) == 0 {
 		return nil
 	}
-	prev := Detect(s[:len(s)-1], o)
-	y := math.Log(s[len(s)-1].V)
+	prev := detect(s[:len(s)-1], ys[:len(s)-1], o, pre)
+	n := len(s)
+	y := math.Log(s[n-1].V)
+	last := 0 // the first run of the newest level: no level before it is "now"
+	for _, c := range cur {
+		if c.Node == "" {
+			last = max(last, c.At)
+		}
+	}
 	out := make([]Judged, len(cur))
 	for i, c := range cur {
 		old := c.Level - math.Log(c.Ratio)
+		now := Level(s, max(last, n-3), n)
+		if c.Node != "" {
+			now = nodeNow(s, c.Node, max(last, c.At))
+		}
 		out[i] = Judged{Change: c, New: !slices.ContainsFunc(prev, func(d Change) bool { return Same(c, d) }),
-			Holds: math.Abs(y-c.Level) < math.Abs(y-old)}
+			Holds: math.Abs(y-c.Level) < math.Abs(y-old), Now: math.Exp(now - old)}
 	}
 	return out
 }
 
-// Fires is whether a judged change fails a gate of pct percent: new, holding, and slower
-// by at least pct (slower is up for a metric where lower is better).
-func (j Judged) Fires(pct float64, lowerIsBetter bool) bool {
-	r := j.Ratio
-	if !lowerIsBetter {
-		r = 1 / r
+// nodeNow is the log median of the node's newest 3 points from index from on.
+func nodeNow(s []Obs, node string, from int) float64 {
+	var v []Obs
+	for i := len(s) - 1; i >= from && len(v) < 3; i-- {
+		if s[i].Node == node {
+			v = append(v, s[i])
+		}
 	}
-	return j.New && j.Holds && r-1 >= pct/100
+	return Level(v, 0, len(v))
+}
+
+// Slower is by how much a ratio (new over old, of the metric) is slower, as a fraction:
+// 0.1 is 10% slower; a faster ratio is negative.
+func Slower(ratio float64, lowerIsBetter bool) float64 {
+	if !lowerIsBetter {
+		ratio = 1 / ratio
+	}
+	return ratio - 1
+}
+
+// Fails is the gate's rule for one change, the one every gate of opx calls (opx history
+// check, opx serve, scripts/history-bench): it fails a gate of pct percent while it holds
+// at the series' newest run and is slower by at least pct now (Now) — every night it
+// stands, not only the first; with newOnly, only on the night it is new (at its size
+// then). Triage (expected, invalid) is the caller's: it releases a change.
+func (j Judged) Fails(pct float64, lowerIsBetter, newOnly bool) bool {
+	if !j.Holds {
+		return false
+	}
+	if newOnly {
+		return j.New && Slower(j.Ratio, lowerIsBetter) >= pct/100
+	}
+	return Slower(j.Now, lowerIsBetter) >= pct/100
 }
 
 // Same is whether c and d (found by two checks of one series, one run apart) are the same
@@ -125,17 +167,67 @@ func Young(n int) (bool, int) { return n < MinRef+1, MinRef + 1 }
 
 // Detect is the series' changes, oldest first.
 func Detect(s []Obs, o Options) []Change {
+	return detect(s, logsOf(s), o, prefixes{})
+}
+
+// prefixes keeps the rank test's changes of a series' first m points (segment over
+// [0, m)), by m: one check asks for the same prefixes many times (each newest-runs tail,
+// the run before's check).
+type prefixes map[int]*prefix
+
+type prefix struct {
+	seg             []Change
+	segDone, tailed bool
+	tail            Change
+	tailOK          bool
+}
+
+func (p prefixes) at(m int) *prefix {
+	if p[m] == nil {
+		p[m] = &prefix{}
+	}
+	return p[m]
+}
+
+func (p prefixes) segment(s []Obs, y []float64, m int, o Options) []Change {
+	q := p.at(m)
+	if !q.segDone {
+		q.seg, q.segDone = segment(s, y, 0, m, o.Alpha/4, o), true
+	}
+	return q.seg
+}
+
+// newest is the newest runs' test of the first m points, without looking for a step
+// before their own tails (newest's inner call), kept by m.
+func (p prefixes) newest(s []Obs, y []float64, m int, o Options) (Change, bool) {
+	q := p.at(m)
+	if !q.tailed {
+		q.tail, q.tailOK = newest(s[:m], y[:m], o, p, false)
+		q.tailed = true
+	}
+	return q.tail, q.tailOK
+}
+
+func detect(s []Obs, y []float64, o Options, pre prefixes) []Change {
 	n := len(s)
 	if young, _ := Young(n); young {
 		return nil
 	}
-	y := logsOf(s)
 	var out []Change
 	end := n
-	if ch, ok := newest(s, y, o); ok {
+	if ch, ok := newest(s, y, o, pre, true); ok {
 		out, end = append(out, ch), ch.At
+		// a step found by the newest runs' test just before this one, too young for the
+		// rank test to split: a change of its own, kept
+		if prev, ok := pre.newest(s, y, end, o); ok && end-prev.At >= MinRef {
+			seg := pre.segment(s, y, end, o)
+			if !slices.ContainsFunc(seg, func(d Change) bool { return abs(d.At-prev.At) <= 2 }) {
+				prev.Level = median(y[prev.At:end])
+				out, end = append([]Change{prev}, out...), prev.At
+			}
+		}
 	}
-	out = append(segment(s, y, 0, end, o.Alpha/4, o), out...)
+	out = append(slices.Clone(pre.segment(s, y, end, o)), out...)
 	// a shift in one node's points, where the series pooled over its nodes shows none
 	// near it: that node's alone
 	var tested []string
@@ -188,7 +280,7 @@ func logsOf(s []Obs) []float64 {
 // level after it are not one level) and it is large enough. The longest such tail is
 // taken (more runs at a new level say more), dated at its first run: the runs just before
 // the newest k that lie nearer the new level join it.
-func newest(s []Obs, y []float64, o Options) (Change, bool) {
+func newest(s []Obs, y []float64, o Options, pre prefixes, outer bool) (Change, bool) {
 	n := len(y)
 	alpha := o.Alpha / 2 / float64(len(Tails))
 	for i := len(Tails) - 1; i >= 0; i-- {
@@ -197,8 +289,16 @@ func newest(s []Obs, y []float64, o Options) (Change, bool) {
 			continue
 		}
 		from := 0
-		if pre := segment(s, y, 0, n-k, o.Alpha/4, o); len(pre) > 0 {
-			from = pre[len(pre)-1].At
+		if seg := pre.segment(s, y, n-k, o); len(seg) > 0 {
+			from = seg[len(seg)-1].At
+		}
+		// a step the newest runs' test found before these runs (too young for the rank
+		// test to split): its level is the reference, not the levels on both sides of it
+		// (a later, larger step after one is a change of its own)
+		if outer {
+			if ch, ok := pre.newest(s, y, n-k, o); ok && n-k-ch.At >= MinRef {
+				from = max(from, ch.At)
+			}
 		}
 		if n-k-from < MinRef {
 			continue

@@ -250,7 +250,7 @@ func measureOne(sc Scenario, l Labelled, o changes.Options) Tally {
 	for night := changes.MinRef + 1; night <= len(l.Obs); night++ {
 		t.Nights++
 		for _, j := range changes.AtNewest(l.Obs[:night], o) {
-			if !j.Fires(5, true) {
+			if !j.Fails(5, true, true) { // the first night's rule (--new-only): a standing change is not counted again
 				continue
 			}
 			hit := false

@@ -1,0 +1,197 @@
+package history_test
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/semianalysis/opx/internal/history"
+	"github.com/semianalysis/opx/internal/testenv"
+)
+
+// nightlyRuns are n real runs of the README's nightly example (opx run in dir), each
+// started in a second of its own; the measured rows of night i are rewritten to a level
+// of their own with 1% of deterministic noise, and the 512×512×512 fp64 gemm's times
+// multiplied by slow[i], so the gate's answers depend on the rule alone, never on this
+// machine's noise.
+func nightlyRuns(t *testing.T, dir string, slow []float64) []string {
+	t.Helper()
+	var runs []string
+	for i, factor := range slow {
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+		c := exec.Command(opxBin, "run")
+		c.Dir = dir
+		if o := testenv.Run(c); o.Code != 0 {
+			t.Fatalf("night %d: opx run: exit %d %s", i, o.Code, o.Stderr)
+		}
+		link, err := os.Readlink(filepath.Join(dir, ".opx-run", "latest"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := filepath.Join(dir, ".opx-run", link)
+		editRows(t, run, func(rows []any) []any {
+			for j, r := range rows {
+				row := r.(map[string]any)
+				m, _ := row["metrics"].(map[string]any)
+				if row["status"] != "ok" || m == nil {
+					continue
+				}
+				args := row["op"].(map[string]any)["args"].(map[string]any)
+				level := 1000 * float64(j+1) * (1 + 0.01*math.Sin(float64(7*i+3*j)))
+				if args["m"] == 512.0 && args["k"] == 512.0 {
+					level *= factor
+				}
+				for k := range m {
+					if strings.HasPrefix(k, "latency") && strings.HasSuffix(k, "_us") {
+						m[k] = level
+					}
+				}
+			}
+			return rows
+		})
+		runs = append(runs, run)
+	}
+	return runs
+}
+
+// The gate is red while a slower change stands and nobody has decided — the README's
+// nightly example (opx run; opx history add .opx-run/latest; opx history check
+// --fail-on-regression 5), night after night, on SQLite and PostgreSQL: a 24x slowdown
+// fails on each of its first three nights (open), fails acknowledged, passes once marked
+// expected; a later, larger step on the same series fails again; the series' recovery
+// passes. --new-only keeps the first night's rule.
+func TestGateStandsUntilSomeoneDecides(t *testing.T) {
+	dir := t.TempDir()
+	slow := []float64{1, 1, 1, 1, 1, 1, 24, 24, 24, 24, 24, 72, 72, 1}
+	runs := nightlyRuns(t, dir, slow)
+	const (
+		open = iota
+		acknowledge
+		expect
+	)
+	type night struct {
+		before int // a triage before the night's check: of the change the gate failed on last
+		code   int
+		says   string
+	}
+	plan := map[int]night{
+		6:  {code: 1, says: "standing at run local"},
+		7:  {code: 1, says: "(open): release it with opx history triage"},
+		8:  {code: 1, says: "x slower now, since run"},
+		9:  {before: acknowledge, code: 1, says: "(acknowledged)"},
+		10: {before: expect, code: 0},
+		11: {code: 1, says: "3.0"}, // a later, larger step: a change of its own
+		12: {code: 1},
+		13: {code: 0}, // recovered
+	}
+	for _, name := range []string{"SQLite", "PostgreSQL"} {
+		t.Run(name, func(t *testing.T) {
+			db := "" // the README's: opx-history.db in the working directory
+			if name == "PostgreSQL" {
+				db = testenv.Postgres(t)
+			}
+			work := t.TempDir()
+			os.Symlink(filepath.Join(dir, ".opx-run"), filepath.Join(work, ".opx-run"))
+			in := func(args ...string) testenv.Outcome {
+				if db != "" {
+					args = append(args, "--db", db)
+				}
+				c := exec.Command(opxBin, args...)
+				c.Dir = work
+				return testenv.Run(c)
+			}
+			js := filepath.Join(t.TempDir(), "c.json")
+			lastID := ""
+			for i, run := range runs {
+				latest := filepath.Join(dir, ".opx-run", "latest")
+				os.Remove(latest)
+				os.Symlink(filepath.Base(run), latest)
+				if o := in("history", "add", ".opx-run/latest"); o.Code != 0 {
+					t.Fatalf("night %d: add: exit %d %s", i, o.Code, o.Stderr)
+				}
+				want, ok := plan[i]
+				switch want.before {
+				case acknowledge, expect:
+					state := map[int]string{acknowledge: "acknowledged", expect: "expected"}[want.before]
+					if o := in("history", "triage", lastID, "--state", state); o.Code != 0 {
+						t.Fatalf("night %d: triage %s %s: exit %d %s", i, lastID, state, o.Code, o.Stderr)
+					}
+				}
+				o := in("history", "check", "--fail-on-regression", "5", "--json", js)
+				if !ok {
+					if o.Code != 0 {
+						t.Errorf("quiet night %d: exit %d %s%s", i, o.Code, o.Stdout, o.Stderr)
+					}
+					continue
+				}
+				if o.Code != want.code || !strings.Contains(o.Stderr, want.says) {
+					t.Errorf("night %d (%gx): exit %d %q, want exit %d saying %q", i, slow[i], o.Code, o.Stderr, want.code, want.says)
+				}
+				if want.code == 1 && !strings.Contains(o.Stdout, "**Fails the gate**") {
+					t.Errorf("night %d: the Markdown does not list what fails the gate:\n%s", i, o.Stdout)
+				}
+				if want.code == 1 {
+					var f struct{ Changes []history.Change }
+					b, _ := os.ReadFile(js)
+					json.Unmarshal(b, &f)
+					for _, c := range f.Changes {
+						if c.Direction == "slower" && c.Holds && (c.Triage == "open" || c.Triage == "acknowledged") {
+							lastID = c.ID
+						}
+					}
+				}
+				if i == 8 { // the first night's rule, kept behind --new-only
+					if o := in("history", "check", "--fail-on-regression", "5", "--new-only"); o.Code != 0 {
+						t.Errorf("night 8, --new-only: exit %d %s", o.Code, o.Stderr)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A night whose check did not run, and two sweeps' runs added before either check: the
+// gate judges every run added since the last gate, so the regression still fails the next
+// check.
+func TestGateJudgesEveryRunSinceTheLast(t *testing.T) {
+	dir := t.TempDir()
+	runs := nightlyRuns(t, dir, []float64{1, 1, 1, 1, 1, 1, 3, 1})
+	db := filepath.Join(t.TempDir(), "h.db")
+	for i, run := range runs[:6] {
+		if o := opx("history", "add", "--db", db, run); o.Code != 0 {
+			t.Fatalf("night %d: %s", i, o.Stderr)
+		}
+		if o := opx("history", "check", "--db", db, "--fail-on-regression", "5"); o.Code != 0 {
+			t.Fatalf("quiet night %d: exit %d %s", i, o.Code, o.Stderr)
+		}
+	}
+	// the 3x run is added; its check dies; another sweep's run (every case as before,
+	// the same series on another machine) is added after it
+	if o := opx("history", "add", "--db", db, runs[6]); o.Code != 0 {
+		t.Fatal(o.Stderr)
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	if err := os.CopyFS(other, os.DirFS(runs[7])); err != nil {
+		t.Fatal(err)
+	}
+	fps, _ := filepath.Glob(filepath.Join(other, "shards", "*", "fingerprint-*.json"))
+	for _, fp := range fps {
+		b, _ := os.ReadFile(fp)
+		var v map[string]any
+		json.Unmarshal(b, &v)
+		host, _ := v["node"].(string)
+		os.WriteFile(fp, []byte(strings.ReplaceAll(string(b), `"node": "`+host+`"`, `"node": "other-sweep"`)), 0o644)
+	}
+	if o := opx("history", "add", "--db", db, other); o.Code != 0 {
+		t.Fatal(o.Stderr)
+	}
+	o := opx("history", "check", "--db", db, "--fail-on-regression", "5")
+	if o.Code != 1 || !strings.Contains(o.Stderr, "x slower now") {
+		t.Errorf("the next check after a check that did not run: exit %d %s", o.Code, o.Stderr)
+	}
+}
