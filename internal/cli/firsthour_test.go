@@ -106,7 +106,7 @@ func TestPlanAndDoctorRefuseSitePeaksExecuteWould(t *testing.T) {
 
 // --estimate-from prices a plan without writing over anything (issue 32): no --out, no
 // manifest written here; --out that is the ledger, refused; another machine's ledger,
-// said to be so.
+// said to be so; a ledger that measured nothing, refused (exit 1).
 func TestEstimateFromNeverOverwritesAndSaysTheHardware(t *testing.T) {
 	dir := t.TempDir()
 	ledger := filepath.Join(dir, "cases.json")
@@ -136,6 +136,17 @@ func TestEstimateFromNeverOverwritesAndSaysTheHardware(t *testing.T) {
 			"--estimate-from", ledger, "--digest-timeout", "1s")
 		if r.code != 0 || !strings.Contains(r.stderr, want) {
 			t.Errorf("%s: exit %d %q, want %q", runner, r.code, r.stderr, want)
+		}
+	}
+	// nothing estimated from nothing: a ledger of a run that could not allocate (every case
+	// missing, no cost) or failed every case says it cannot estimate, exit 1
+	for _, cases := range []string{`{"key": "k", "op": "gemm", "cluster": "local", "status": "missing", "gpu_seconds": 0}`,
+		`{"key": "k", "op": "gemm", "cluster": "local", "status": "error", "gpu_seconds": 30}`} {
+		os.WriteFile(ledger, []byte(`{"schema": "opx-cases/1", "cases": [`+cases+`]}`), 0o644)
+		r = runOpx(t, "plan", "--runner", "cluster:h200-dgxc", "--backends", "vllm", "--testlists", "gemm_perf", "--world-sizes", "1",
+			"--estimate-from", ledger, "--digest-timeout", "1s")
+		if r.code != 1 || !strings.Contains(r.stderr, "cannot estimate: nothing to estimate from: none of its 1 case(s) was measured") || strings.Contains(r.stderr, "GPU-hours") {
+			t.Errorf("an estimate from a ledger that measured nothing: exit %d %q", r.code, r.stderr)
 		}
 	}
 	r = runOpx(t, "plan", "--runner", "local", "--backends", "cpu", "--testlists", "cpu_smoke", "--world-sizes", "1", "--estimate-from", ledger, "--out", ledger)

@@ -21,6 +21,7 @@ import (
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/resume"
+	"github.com/semianalysis/opx/internal/safe"
 )
 
 type planOptions = plan.Request
@@ -185,6 +186,9 @@ func printEstimate(ctx context.Context, env Env, manifestPath, ledger string, co
 		return err
 	}
 	e, err := results.EstimateCost(m, costs)
+	if errors.Is(err, results.ErrNothingToEstimate) {
+		return fmt.Errorf("--estimate-from %s: cannot estimate: %w", safe.Text(ledger), err)
+	}
 	if err != nil {
 		return err
 	}
@@ -194,8 +198,8 @@ func printEstimate(ctx context.Context, env Env, manifestPath, ledger string, co
 			unit = "GPU"
 		}
 	}
-	fmt.Fprintf(env.Stderr, "opx plan: estimate from %s: %s %s-hours for %d case(s) (%d at what they cost there, %d at their op's mean, %d at the mean of all)\n",
-		ledger, results.Hours(e.GPUSeconds), unit, e.Cases, e.Known, e.ByOp, e.ByAll)
+	fmt.Fprintf(env.Stderr, "opx plan: estimate from %s: %s %s-hours for %d case(s), priced from %d case(s) it finished, measured or unsupported (%d at what they cost there, %d at their op's mean, %d at the mean of all)\n",
+		ledger, results.Hours(e.GPUSeconds), unit, e.Cases, e.From, e.Known, e.ByOp, e.ByAll)
 	// the ledger's hardware against the plan's: another machine's costs are said to be so
 	measured := map[string]bool{}
 	for _, c := range costs {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -366,7 +367,14 @@ func CoverInto(ctx context.Context, manifest, artifacts string, w *LedgerFile) (
 type Estimate struct {
 	Cases, Known, ByOp, ByAll int
 	GPUSeconds                float64
+	// From is how many of the ledger's cases priced it: those measured or answered
+	// unsupported, with a cost recorded.
+	From int
 }
+
+// ErrNothingToEstimate is an estimate from a ledger none of whose cases was measured (or
+// answered) with a cost: a run that could not allocate, or that failed every case.
+var ErrNothingToEstimate = errors.New("nothing to estimate from")
 
 // EstimateCost prices every case of the manifest: a case the earlier ledger measured at
 // what it cost there, any other at the mean cost of that ledger's cases of the same op
@@ -397,8 +405,8 @@ func EstimateCost(m *manifest.Manifest, costs []CaseCost) (Estimate, error) {
 	var all cost
 	allN := 0
 	for _, c := range costs {
-		if c.GPUSeconds <= 0 {
-			continue
+		if c.GPUSeconds <= 0 || !c.Done {
+			continue // a case in error or missing cost what it did, not what the case costs
 		}
 		x := of(c)
 		byKey[c.Key] = x
@@ -409,6 +417,9 @@ func EstimateCost(m *manifest.Manifest, costs []CaseCost) (Estimate, error) {
 		allN++
 	}
 	var e Estimate
+	if e.From = allN; allN == 0 {
+		return e, fmt.Errorf("%w: none of its %d case(s) was measured or answered with a cost recorded (a run that could not allocate, or failed every case)", ErrNothingToEstimate, len(costs))
+	}
 	for _, cell := range m.Cells {
 		cases, err := CellCases(cell)
 		if err != nil {
