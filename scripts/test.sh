@@ -29,10 +29,11 @@ command -v go >/dev/null || { echo "test.sh: go is not installed (need go 1.26)"
 # Debian packages the tests use: python3 for the differential tests against the seed; a
 # real Slurm (slurmctld, slurmd, munge) for execute/finalize/recover; squashfs-tools;
 # headless Chromium, which opens opx report's page; shellcheck, which actionlint runs over
-# the workflow's scripts; xmllint, which validates the JUnit XML opx writes.
+# the workflow's scripts; xmllint, which validates the JUnit XML opx writes; jq, which the
+# workflow's history step runs (its test runs that step).
 declare -A pkg_of=([python3]=python3 [slurmctld]=slurmctld [slurmd]=slurmd [salloc]=slurm-client
                    [munged]=munge [mksquashfs]=squashfs-tools [chromium]=chromium [shellcheck]=shellcheck
-                   [xmllint]=libxml2-utils)
+                   [xmllint]=libxml2-utils [jq]=jq)
 # PostgreSQL, for the history store's tests (initdb and pg_ctl are not on PATH: looked up below)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing_dev+=(postgresql)
 # the real pyxis/enroot stack (scripts/real-stack.sh) builds enroot and pyxis from

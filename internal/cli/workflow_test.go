@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/semianalysis/opx/internal/platform"
 )
@@ -226,5 +230,112 @@ func TestWorkflowRunnerChoicesAreTheRegistry(t *testing.T) {
 	}
 	if strings.Join(choices, " ") != strings.Join(labels, " ") {
 		t.Errorf("the workflow's runner choices\n  %v\nare not the planner's cluster runners\n  %v", choices, labels)
+	}
+}
+
+// The history job keeps one history, whatever else runs: its fetch step, run in bash with
+// a recording stand-in gh (the documented "List artifacts for a repository" response,
+// testdata/gh), takes the newest store any earlier run uploaded — the failed nightly's,
+// after a pull-request run and a cancelled one that uploaded none — fails loudly when that
+// store cannot be downloaded, when the artifacts cannot be listed or when every store has
+// expired, warns when the store is old, and starts a store only when none ever existed.
+func TestWorkflowKeepsOneHistory(t *testing.T) {
+	script := runBlocks(t, workflowPath)["Fetch the store the previous run left"]
+	if script == "" {
+		t.Fatal("no fetch step in the history job")
+	}
+	var doc map[string]any
+	b, err := os.ReadFile("../../testdata/gh/list-artifacts.json")
+	if err != nil || json.Unmarshal(b, &doc) != nil {
+		t.Fatalf("testdata/gh/list-artifacts.json: %v", err)
+	}
+	example := doc["artifacts"].([]any)[0].(map[string]any)
+	artifact := func(run int, daysAgo int, expired bool) any {
+		a := maps.Clone(example)
+		wr := maps.Clone(a["workflow_run"].(map[string]any))
+		wr["id"] = run
+		a["workflow_run"], a["name"], a["expired"], a["id"] = wr, "opx-history", expired, run*10
+		a["created_at"] = time.Now().UTC().AddDate(0, 0, -daysAgo).Format(time.RFC3339)
+		return a
+	}
+	const this = 500 // 499: a pull-request run, 498: a cancelled one (no store); 497: a failed nightly; 496: an older success
+	for _, c := range []struct {
+		name      string
+		artifacts []any
+		listFails bool
+		badRun    int // its download fails
+		code      int
+		from      string // the run whose store is used ("" none)
+		says      string
+	}{
+		{"after a PR run and a cancelled one", []any{artifact(497, 1, false), artifact(496, 2, false)}, false, 0, 0, "497", "history store from run 497"},
+		{"the newest store cannot be downloaded", []any{artifact(496, 2, false), artifact(497, 1, false)}, false, 497, 1, "", "could not be downloaded: failing rather than start an empty store"},
+		{"the artifacts cannot be listed", nil, true, 0, 1, "", "cannot list this repository's opx-history artifacts"},
+		{"every store has expired", []any{artifact(300, 120, true)}, false, 0, 1, "", "every earlier history store has expired"},
+		{"an old store", []any{artifact(400, 75, false), artifact(350, 100, true)}, false, 0, 0, "400", "the history store is 75 days old"},
+		{"the first run", []any{}, false, 0, 0, "", "no history store from an earlier run: starting one"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			resp := filepath.Join(dir, "artifacts.json")
+			body, _ := json.Marshal(map[string]any{"total_count": len(c.artifacts), "artifacts": c.artifacts})
+			os.WriteFile(resp, body, 0o644)
+			stores := filepath.Join(dir, "stores")
+			for _, run := range []int{496, 497, 400} {
+				os.MkdirAll(filepath.Join(stores, strconv.Itoa(run)), 0o755)
+				os.WriteFile(filepath.Join(stores, strconv.Itoa(run), "opx-history.db"), []byte("store of "+strconv.Itoa(run)), 0o644)
+			}
+			rec := filepath.Join(dir, "gh-calls")
+			listFails := map[bool]string{true: "1", false: "0"}[c.listFails]
+			gh := `#!/bin/bash
+# a stand-in for gh: records each call; answers the artifacts listing with the documented
+# response shape and run download by copying the run's artifact into -D
+printf '%s\n' "$*" >> "` + rec + `"
+case "$1 $2" in
+"api repos/"*) [ "` + listFails + `" = 1 ] && { echo "HTTP 502" >&2; exit 1; }; cat "` + resp + `" ;;
+"run download")
+  run=$5 dest=$9
+  [ "$run" = "` + strconv.Itoa(c.badRun) + `" ] && { echo "error downloading opx-history" >&2; exit 1; }
+  cp "` + stores + `/$run/opx-history.db" "$dest/" ;;
+*) echo "unexpected gh call: $*" >&2; exit 3 ;;
+esac
+`
+			bin := filepath.Join(dir, "bin")
+			os.MkdirAll(bin, 0o755)
+			os.WriteFile(filepath.Join(bin, "gh"), []byte(gh), 0o755)
+			work := filepath.Join(dir, "work")
+			os.MkdirAll(work, 0o755)
+			env := filepath.Join(dir, "github-env")
+			cmd := exec.Command("bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script)
+			cmd.Dir = work
+			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "GITHUB_REPOSITORY=org/repo",
+				"GITHUB_RUN_ID="+strconv.Itoa(this), "GITHUB_ENV="+env, "OPX_HISTORY_START=")
+			out, err := cmd.CombinedOutput()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := os.ReadFile(filepath.Join(work, "opx-history.db"))
+			setEnv, _ := os.ReadFile(env)
+			if code != c.code || !strings.Contains(string(out), c.says) {
+				t.Errorf("exit %d, want %d, saying %q:\n%s", code, c.code, c.says, out)
+			}
+			switch {
+			case c.from != "" && string(got) != "store of "+c.from:
+				t.Errorf("the store used is %q, want run %s's", got, c.from)
+			case c.from == "" && len(got) > 0:
+				t.Errorf("a store was left although none should be used: %q", got)
+			case c.code != 0 && strings.Contains(string(setEnv), "OPX_HISTORY="):
+				t.Errorf("a failed fetch still pointed the job at a store: %s", setEnv)
+			case c.code == 0 && !strings.Contains(string(setEnv), "OPX_HISTORY="+work+"/opx-history.db"):
+				t.Errorf("GITHUB_ENV: %q", setEnv)
+			}
+			calls, _ := os.ReadFile(rec)
+			if !strings.Contains(string(calls), "api repos/org/repo/actions/artifacts?name=opx-history") || strings.Contains(string(calls), "run list") {
+				t.Errorf("gh calls: %s (want the artifacts by name, never the newest run)", calls)
+			}
+		})
 	}
 }
