@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -456,17 +457,27 @@ func (d *dash) comparison(w http.ResponseWriter, r *http.Request) (*compare.Resu
 		return nil, false
 	}
 	var sides [2]*compare.Run
+	var picked [2]int64
 	for i, side := range []string{"base", "new"} {
 		run, choices, err := d.pick(r.Context(), q.Get(side), q.Get(side+"_sid"))
-		if run == nil && len(choices) > 0 {
-			run = &choices[0] // the newest of the id
-		}
 		if errors.Is(err, errNotHeld) {
 			fail(w, http.StatusNotFound, fmt.Errorf("%s: %s holds no run %q", side, d.where, q.Get(side)))
 			return nil, false
 		}
 		if err != nil {
 			fail(w, http.StatusServiceUnavailable, err)
+			return nil, false
+		}
+		if run == nil { // an id stored as several runs: the user chooses, opx never guesses
+			var each []string
+			for _, c := range choices[:min(len(choices), 20)] {
+				each = append(each, fmt.Sprintf("%s_sid=%d (%s, attempt %d)", side, c.ID, c.At.UTC().Format("2006-01-02 15:04 UTC"), c.Attempt))
+			}
+			fail(w, http.StatusConflict, fmt.Errorf("%s: run id %q names %d stored runs: choose one with %s", side, q.Get(side), len(choices), strings.Join(each, "; ")))
+			return nil, false
+		}
+		if picked[i] = run.ID; i == 1 && picked[0] == picked[1] {
+			fail(w, http.StatusBadRequest, fmt.Errorf("base and new are the same stored run (%s, sid %d): a run compared with itself always passes; choose another", q.Get(side), run.ID))
 			return nil, false
 		}
 		cases, err := d.s.RunCases(r.Context(), run.ID)

@@ -199,6 +199,10 @@ func TestPagesAndAPI(t *testing.T) {
 		if code, body, _ = sv.get("/compare?base=nightly-1&new=nightly-8", ""); code != 200 || !strings.Contains(body, "1.30x slower") {
 			t.Errorf("/compare: %d", code)
 		}
+		// one stored run is never its own baseline
+		if code, body, _ = sv.get("/api/compare?base=nightly-8&new=nightly-8", ""); code != 400 || !strings.Contains(body, "the same stored run") {
+			t.Errorf("/api/compare of a run with itself: %d %.300s", code, body)
+		}
 		if code, body, _ = sv.get("/healthz", ""); code != 200 || body != "ok\n" {
 			t.Errorf("/healthz: %d %q", code, body)
 		}
