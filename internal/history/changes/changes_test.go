@@ -190,3 +190,34 @@ func BenchmarkAtNewest(b *testing.B) {
 		changes.AtNewest(s, changes.Defaults)
 	}
 }
+
+// A slow drift (1% a night for 16 nights, 17% in all, at 0.5% noise) fails a 10% gate
+// once it has grown past 10% — judged at its size now, not waved through as the change
+// first found smaller — and fails every night after; --new-only's rule may miss it.
+func TestDriftFailsAtItsSizeNow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	var s []changes.Obs
+	for range 20 {
+		s = append(s, changes.Obs{V: 100 * math.Exp(rng.NormFloat64()*0.005)})
+	}
+	failedFrom := -1
+	for night := 1; night <= 16; night++ {
+		s = append(s, changes.Obs{V: 100 * math.Pow(1.01, float64(night)) * math.Exp(rng.NormFloat64()*0.005)})
+		fails := false
+		for _, j := range changes.AtNewest(s, changes.Defaults) {
+			fails = fails || j.Fails(10, true, false)
+		}
+		switch {
+		case fails && failedFrom < 0:
+			failedFrom = night
+		case !fails && failedFrom >= 0:
+			t.Errorf("night %d (%.0f%% in all): the gate passes again after failing from night %d", night, (math.Pow(1.01, float64(night))-1)*100, failedFrom)
+		}
+		if fails && math.Pow(1.01, float64(night)) < 1.08 {
+			t.Errorf("night %d: fails a 10%% gate at %.1f%% in all", night, (math.Pow(1.01, float64(night))-1)*100)
+		}
+	}
+	if failedFrom < 0 || failedFrom > 14 {
+		t.Errorf("a 1%%-a-night drift never failed a 10%% gate by its 14th night (15%% in all): first failed night %d", failedFrom)
+	}
+}
