@@ -97,7 +97,7 @@ func newHistoryCheckCmd(env Env) *cobra.Command {
 	h := &historyCheck{o: history.CheckOptions{Options: changes.Defaults}}
 	c := &cobra.Command{
 		Use:   "check",
-		Short: "Find where each case's level shifted; gate on new regressions",
+		Short: "Find where each case's level shifted; gate on regressions that stand",
 		Long:  historyCheckLong,
 		Example: `  opx history check
   opx history check --fail-on-regression 5 --json changes.json >> "$GITHUB_STEP_SUMMARY"
@@ -110,7 +110,7 @@ func newHistoryCheckCmd(env Env) *cobra.Command {
 	c.Flags().StringVar(&h.jsonOut, "json", "", "write every change here (JSON)")
 	c.Flags().StringVar(&h.junitOut, "junit", "", "write JUnit XML here for CI test reporters: a testcase per change and unmeasured case, a failure per regression")
 	c.Flags().StringVar(&h.confirm, "confirm-manifest", "", "write a manifest of the run under test's suspects here, each cell excluding the nodes that measured them")
-	c.Flags().Float64Var(&h.failPct, "fail-on-regression", 0, "exit 1 on a slower change of at least PCT percent new at the run under test, a case it did not measure, or nothing to judge")
+	c.Flags().Float64Var(&h.failPct, "fail-on-regression", 0, "exit 1 while a slower change of at least PCT percent stands untriaged (open or acknowledged), on a case not measured, or nothing to judge")
 	c.Flags().IntVar(&h.window, "window", 1, "--fail-on-regression also fails on slower changes starting within the newest N runs")
 	c.Flags().BoolVar(&h.newOnly, "new-only", false, "--fail-on-regression fails only on the night a change is new, not every night it stands")
 	c.Flags().StringVar(&h.o.Run, "run", "", "the run under test, by run id (default: the run added last)")

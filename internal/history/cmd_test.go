@@ -336,18 +336,7 @@ func TestREADMEHistoryAndLinks(t *testing.T) {
 	}
 	os.Remove(planted)
 	// the same case run on another machine (the first run, its node renamed): its own series
-	other := filepath.Join(dir, "laptop")
-	if err := os.CopyFS(other, os.DirFS(filepath.Join(dir, ".opx-run", first))); err != nil {
-		t.Fatal(err)
-	}
-	fps, _ := filepath.Glob(filepath.Join(other, "shards", "*", "fingerprint-*.json"))
-	for _, fp := range fps {
-		b, _ := os.ReadFile(fp)
-		var v map[string]any
-		json.Unmarshal(b, &v)
-		host, _ := v["node"].(string)
-		os.WriteFile(fp, []byte(strings.ReplaceAll(string(b), `"node": "`+host+`"`, `"node": "laptop-7"`)), 0o644)
-	}
+	other := onAnotherNode(t, filepath.Join(dir, ".opx-run", first), filepath.Join(dir, "laptop"), "laptop-7")
 	db := filepath.Join(dir, "two.db")
 	for _, r := range []string{run, other} {
 		if o := in("history", "add", "--db", db, r); o.Code != 0 {
@@ -688,4 +677,22 @@ func TestServeCommand(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("opx serve after SIGTERM: %v (want exit 0)", err)
 	}
+}
+
+// onAnotherNode copies a run to dst with its fingerprints' node renamed: the same cases
+// measured on another machine (local@node, a series of its own).
+func onAnotherNode(t *testing.T, run, dst, node string) string {
+	t.Helper()
+	if err := os.CopyFS(dst, os.DirFS(run)); err != nil {
+		t.Fatal(err)
+	}
+	fps, _ := filepath.Glob(filepath.Join(dst, "shards", "*", "fingerprint-*.json"))
+	for _, fp := range fps {
+		b, _ := os.ReadFile(fp)
+		var v map[string]any
+		json.Unmarshal(b, &v)
+		host, _ := v["node"].(string)
+		os.WriteFile(fp, []byte(strings.ReplaceAll(string(b), `"node": "`+host+`"`, `"node": "`+node+`"`)), 0o644)
+	}
+	return dst
 }

@@ -175,18 +175,7 @@ func TestGateJudgesEveryRunSinceTheLast(t *testing.T) {
 	if o := opx("history", "add", "--db", db, runs[6]); o.Code != 0 {
 		t.Fatal(o.Stderr)
 	}
-	other := filepath.Join(t.TempDir(), "other")
-	if err := os.CopyFS(other, os.DirFS(runs[7])); err != nil {
-		t.Fatal(err)
-	}
-	fps, _ := filepath.Glob(filepath.Join(other, "shards", "*", "fingerprint-*.json"))
-	for _, fp := range fps {
-		b, _ := os.ReadFile(fp)
-		var v map[string]any
-		json.Unmarshal(b, &v)
-		host, _ := v["node"].(string)
-		os.WriteFile(fp, []byte(strings.ReplaceAll(string(b), `"node": "`+host+`"`, `"node": "other-sweep"`)), 0o644)
-	}
+	other := onAnotherNode(t, runs[7], filepath.Join(t.TempDir(), "other"), "other-sweep")
 	if o := opx("history", "add", "--db", db, other); o.Code != 0 {
 		t.Fatal(o.Stderr)
 	}
