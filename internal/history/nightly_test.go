@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +183,66 @@ func TestGateJudgesEveryRunSinceTheLast(t *testing.T) {
 	o := opx("history", "check", "--db", db, "--fail-on-regression", "5")
 	if o.Code != 1 || !strings.Contains(o.Stderr, "x slower now") {
 		t.Errorf("the next check after a check that did not run: exit %d %s", o.Code, o.Stderr)
+	}
+}
+
+// A team moving its store: opx history copy takes a SQLite store into PostgreSQL and back
+// with every run, point and triage event and the gate's place, counted on both sides; the
+// loop goes on in the copy as in the original (the same changes, ids and triage states,
+// the same gate), and a copy into a store that holds a history is refused, untouched.
+func TestCopyCarriesTheLoop(t *testing.T) {
+	dir := t.TempDir()
+	runs := nightlyRuns(t, dir, []float64{1, 1, 1, 1, 1, 1, 24, 24})
+	a := filepath.Join(t.TempDir(), "a.db")
+	for _, run := range runs[:7] {
+		if o := opx("history", "add", "--db", a, run); o.Code != 0 {
+			t.Fatal(o.Stderr)
+		}
+	}
+	js := filepath.Join(t.TempDir(), "c.json")
+	changed := func(db string) (int, []history.Change) {
+		t.Helper()
+		o := opx("history", "check", "--db", db, "--fail-on-regression", "5", "--json", js)
+		var f struct{ Changes []history.Change }
+		b, err := os.ReadFile(js)
+		if err != nil || json.Unmarshal(b, &f) != nil || len(f.Changes) == 0 {
+			t.Fatalf("check --db %s: exit %d %s: no changes in %s", db, o.Code, o.Stderr, b)
+		}
+		return o.Code, f.Changes
+	}
+	code, before := changed(a)
+	if code != 1 {
+		t.Fatalf("the 24x night passes the gate: exit %d", code)
+	}
+	if o := opx("history", "triage", "--db", a, before[0].ID, "--state", "acknowledged"); o.Code != 0 {
+		t.Fatal(o.Stderr)
+	}
+	_, before = changed(a)
+	pg := testenv.Postgres(t)
+	b := filepath.Join(t.TempDir(), "b.db")
+	for _, step := range [][2]string{{a, pg}, {pg, b}} {
+		o := opx("history", "copy", "--from", step[0], "--to", step[1])
+		if o.Code != 0 || !strings.Contains(o.Stderr, "7 runs, 6 series, 42 points, 0 confirmation points, 1 triage events") {
+			t.Fatalf("copy %s → %s: exit %d %s", step[0], step[1], o.Code, o.Stderr)
+		}
+	}
+	for _, db := range []string{pg, b} {
+		if _, got := changed(db); !reflect.DeepEqual(got, before) {
+			t.Errorf("the copy %s judges otherwise:\n got %+v\nwant %+v", db, got, before)
+		}
+		// the next night goes on where the original left off
+		if o := opx("history", "add", "--db", db, runs[7]); o.Code != 0 {
+			t.Fatal(o.Stderr)
+		}
+		if o := opx("history", "check", "--db", db, "--fail-on-regression", "5"); o.Code != 1 || !strings.Contains(o.Stderr, "(acknowledged)") {
+			t.Errorf("the next night on the copy %s: exit %d %s", db, o.Code, o.Stderr)
+		}
+	}
+	o := opx("history", "copy", "--from", a, "--to", pg)
+	if o.Code != 1 || !strings.Contains(o.Stderr, "already holds a history") {
+		t.Errorf("a copy into a store that holds a history: exit %d %s", o.Code, o.Stderr)
+	}
+	if _, got := changed(pg); len(got) != len(before) {
+		t.Errorf("the refused copy changed the store: %d changes, want %d", len(got), len(before))
 	}
 }
