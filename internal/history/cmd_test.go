@@ -65,6 +65,34 @@ func TestAddARealRun(t *testing.T) {
 			t.Errorf("a filter of nothing: exit %d\n%s", o.Code, o.Stderr)
 		}
 	}
+	// a local run's time is CPU time, on every page: as added, and as a store of before
+	// the unit was recorded holds it
+	for _, tally := range []string{"", `{"backends": {"cpu": [4, 2, 0, 0]}, "gpu_ms": 1000}`} {
+		if tally != "" {
+			db, err := sql.Open("sqlite", filepath.Join(dir, "h.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = db.Exec("UPDATE runs SET tally = ?", tally)
+			db.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, err := history.Open(t.Context(), filepath.Join(dir, "h.db"), false, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, err := s.RunList(t.Context())
+		var cases []history.CasePoint
+		if err == nil {
+			cases, err = s.RunCases(t.Context(), runs[0].ID)
+		}
+		s.Close()
+		if err != nil || len(runs) != 2 || runs[0].Unit != "CPU" || runs[1].Unit != "CPU" || len(cases) != 6 || cases[0].Unit != "CPU" {
+			t.Errorf("a local run's time (tally %q): %v %+v", tally, err, runs)
+		}
+	}
 	// the same run again with another --at: nothing written, and said at the time the
 	// store holds it
 	held := filepath.Join(dir, "held.db")

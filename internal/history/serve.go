@@ -53,7 +53,10 @@ type RunSummary struct {
 	Tally      verdict.Tally `json:"cases"`
 	Verdict    string        `json:"verdict"`
 	Line       string        `json:"line"`
-	GPUHours   float64       `json:"gpu_hours"`
+	// Hours is what the run's cases held, in Unit-hours: GPU, or CPU for a run of the
+	// local runner (processes on the machine's CPU), as the run's own report says.
+	Hours float64 `json:"hours"`
+	Unit  string  `json:"unit"`
 }
 
 // runTally is a run's cases by backend, each [measured, unsupported, error, missing],
@@ -61,6 +64,9 @@ type RunSummary struct {
 type runTally struct {
 	Backends map[string][4]int64 `json:"backends"`
 	GPUms    int64               `json:"gpu_ms"`
+	// CPU is whether every case ran on the local runner (its time is CPU time); nil in a
+	// tally recorded before it was kept
+	CPU *bool `json:"cpu,omitempty"`
 }
 
 func (t *runTally) add(backend string, o verdict.Outcome, n, ms int64) {
@@ -78,9 +84,12 @@ func (t *runTally) add(backend string, o verdict.Outcome, n, ms int64) {
 // tally is the run's runTally as the runs table keeps it (JSON).
 func (rec *recorded) tally() string {
 	var t runTally
+	cpu := len(rec.points) > 0
 	for _, p := range rec.points {
 		t.add(p.backend, p.outcome, 1, int64(math.Round(p.gpuSeconds*1000)))
+		cpu = cpu && IsLocal(p.cluster)
 	}
+	t.CPU = &cpu
 	b, _ := json.Marshal(t)
 	return string(b)
 }
@@ -120,6 +129,17 @@ func (s *Store) RunList(ctx context.Context) ([]RunSummary, error) {
 			return nil, err
 		}
 	}
+	for id, t := range tallies { // a tally of before the unit was kept: one point says it
+		if t.CPU == nil {
+			var cluster string
+			err := s.db.QueryRowContext(ctx, s.q("SELECT s.cluster FROM points p JOIN series s ON s.id = p.series WHERE p.run = ? LIMIT 1"), id).Scan(&cluster)
+			if err != nil && !isNoRows(err) {
+				return nil, fmt.Errorf("%s: %v", s.Where, err)
+			}
+			cpu := err == nil && IsLocal(cluster)
+			t.CPU = &cpu
+		}
+	}
 	for i := range out {
 		t := tallies[out[i].ID]
 		var judge verdict.Run
@@ -129,7 +149,8 @@ func (s *Store) RunList(ctx context.Context) ([]RunSummary, error) {
 			}
 		}
 		v := judge.Verdict()
-		out[i].Tally, out[i].Verdict, out[i].Line, out[i].GPUHours = v.Tally, v.Word(), v.Line(), float64(t.GPUms)/1000/3600
+		out[i].Tally, out[i].Verdict, out[i].Line, out[i].Hours = v.Tally, v.Word(), v.Line(), float64(t.GPUms)/1000/3600
+		out[i].Unit = unitOf(*t.CPU)
 	}
 	return out, nil
 }
@@ -171,8 +192,11 @@ type CasePoint struct {
 	Lo         *float64 `json:"lo,omitempty"`
 	Hi         *float64 `json:"hi,omitempty"`
 	Node       string   `json:"node"`
-	GPUSeconds float64  `json:"gpu_seconds"`
-	SOLPct     *float64 `json:"pct_of_roofline,omitempty"`
+	// Seconds is the case's share of its attempt's Unit time (GPU, or CPU on the local
+	// runner).
+	Seconds float64  `json:"seconds"`
+	Unit    string   `json:"unit"`
+	SOLPct  *float64 `json:"pct_of_roofline,omitempty"`
 }
 
 // RunCases is a stored run's cases (id: its store id), by case key.
@@ -194,7 +218,7 @@ func (s *Store) RunCases(ctx context.Context, id int64) ([]CasePoint, error) {
 			&outcome, &v, &lo, &hi, &c.Node, &ms); err != nil {
 			return nil, err
 		}
-		c.Lower, c.Outcome, c.GPUSeconds = lower != 0, verdict.Outcome(outcome).String(), float64(ms)/1000
+		c.Lower, c.Outcome, c.Seconds, c.Unit = lower != 0, verdict.Outcome(outcome).String(), float64(ms)/1000, unitOf(IsLocal(c.Cluster))
 		c.Value, c.Lo, c.Hi = ptr(v), ptr(lo), ptr(hi)
 		c.label()
 		out = append(out, c)
@@ -226,6 +250,19 @@ func (c *CasePoint) label() {
 		pct := j.SOL
 		c.SOLPct = &pct
 	}
+}
+
+// IsLocal is whether a series' cluster is a machine of the local runner (local@HOST).
+func IsLocal(cluster string) bool {
+	return cluster == LocalRunner || strings.HasPrefix(cluster, LocalRunner+"@")
+}
+
+// unitOf is what a run's or case's time is of: "CPU" on the local runner, else "GPU".
+func unitOf(cpu bool) string {
+	if cpu {
+		return "CPU"
+	}
+	return "GPU"
 }
 
 // RunnerOf is a runner label of a series' cluster's hardware family (h200_dgxc_8x:

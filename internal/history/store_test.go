@@ -113,12 +113,12 @@ func TestMigrateToTriage(t *testing.T) {
 			t.Errorf("triage after migration: %v", err)
 		}
 		counted, err := s2.RunList(t.Context())
-		if err != nil || len(counted) != 6 || counted[0].Tally.Measured != 2 || counted[0].Verdict != "success" || counted[0].GPUHours <= 0 {
+		if err != nil || len(counted) != 6 || counted[0].Tally.Measured != 2 || counted[0].Verdict != "success" || counted[0].Hours <= 0 || counted[0].Unit != "GPU" {
 			t.Errorf("runs counted from their points: %v %+v", err, counted)
 		}
 		s3 := storeOf(t, t.TempDir()+"/fresh.db", genHistory(6, 2, 5))
 		tallied, err := s3.RunList(t.Context())
-		if err != nil || len(tallied) != 6 || tallied[0].Tally != counted[0].Tally || tallied[0].GPUHours != counted[0].GPUHours {
+		if err != nil || len(tallied) != 6 || tallied[0].Tally != counted[0].Tally || tallied[0].Hours != counted[0].Hours || tallied[0].Unit != counted[0].Unit {
 			t.Errorf("tallied when added %+v, counted from points %+v", tallied[0], counted[0])
 		}
 	})

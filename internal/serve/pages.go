@@ -251,18 +251,24 @@ func (d *dash) healthz(w http.ResponseWriter, r *http.Request) {
 // the check found.
 type changesData struct {
 	// Stale is whether a run was added since the check shown: it is being checked
-	Stale      bool              `json:"stale"`
-	Newest     string            `json:"newest_run"`
-	Series     int               `json:"series"`
-	Changes    []history.Change  `json:"changes"`
-	Stopped    []history.Stopped `json:"stopped"`
-	Unmeasured []history.Stopped `json:"unmeasured"`
-	OddNodes   map[string]int    `json:"odd_nodes"`
-	Clusters   map[string]int    `json:"changes_per_cluster"`
-	Filter     map[string]string `json:"filter"`
-	States     []string          `json:"-"`
-	Fields     []string          `json:"-"`
-	More       int               `json:"-"` // changes the page does not list
+	Stale  bool   `json:"stale"`
+	Newest string `json:"newest_run"`
+	Series int    `json:"series"`
+	// Judged counts the series that could be judged; Young lists the rest: too few
+	// measured runs (history check's "too young to judge")
+	Judged     int                   `json:"judged"`
+	Young      []history.YoungSeries `json:"young"`
+	Needs      int                   `json:"young_needs_runs"`
+	Changes    []history.Change      `json:"changes"`
+	Stopped    []history.Stopped     `json:"stopped"`
+	Unmeasured []history.Stopped     `json:"unmeasured"`
+	OddNodes   map[string]int        `json:"odd_nodes"`
+	Clusters   map[string]int        `json:"changes_per_cluster"`
+	Filter     map[string]string     `json:"filter"`
+	States     []string              `json:"-"`
+	Fields     []string              `json:"-"`
+	More       int                   `json:"-"` // changes the page does not list
+	MoreYoung  int                   `json:"-"`
 }
 
 // filterFields are the query parameters / filters.
@@ -274,7 +280,11 @@ func (d *dash) changes(r *http.Request) (*changesData, string, error) {
 		return nil, "", err
 	}
 	v := &changesData{Stale: stale, Series: f.Series, Stopped: f.Stopped, Unmeasured: f.Unmeasured, OddNodes: f.OddNodes, Clusters: map[string]int{},
-		Filter: map[string]string{}, States: history.TriageStates, Fields: filterFields[:4], Changes: []history.Change{}}
+		Filter: map[string]string{}, States: history.TriageStates, Fields: filterFields[:4], Changes: []history.Change{},
+		Young: f.Young, Judged: f.Series - len(f.Young), Needs: changes.MinRef + 1}
+	if v.Young == nil {
+		v.Young = []history.YoungSeries{}
+	}
 	if f.Newest != nil {
 		v.Newest = f.Newest.Name()
 	}
@@ -313,6 +323,9 @@ func (d *dash) changesPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if n := len(v.Changes); n > MostShown {
 		v.Changes, v.More = v.Changes[:MostShown], n-MostShown
+	}
+	if n := len(v.Young); n > MostShown {
+		v.Young, v.MoreYoung = v.Young[:MostShown], n-MostShown
 	}
 	b, err := d.page("changes", "Changes", v)
 	if err != nil {
@@ -386,12 +399,24 @@ func (d *dash) runsAPI(w http.ResponseWriter, r *http.Request) {
 }
 
 // runData is a stored run and its cases; when several stored runs share the id asked
-// for, Choices lists them and Cases is empty.
+// for (one a cluster, or every local run of one id), Runs lists each, the newest
+// MostRunsShown with their cases, and More counts the rest (each one link away).
 type runData struct {
-	Run     *history.RunSummary  `json:"run,omitempty"`
-	Choices []history.RunSummary `json:"runs_of_this_id,omitempty"`
-	Cases   []history.CasePoint  `json:"cases"`
+	Run   *history.RunSummary `json:"run,omitempty"`
+	Cases []history.CasePoint `json:"cases"`
+	Runs  []storedRun         `json:"runs_of_this_id,omitempty"`
+	More  int                 `json:"more_runs_of_this_id,omitempty"`
+	Shown int                 `json:"-"`
 }
+
+// storedRun is one of several stored runs of an id, with its cases.
+type storedRun struct {
+	Run   history.RunSummary  `json:"run"`
+	Cases []history.CasePoint `json:"cases,omitempty"`
+}
+
+// MostRunsShown is how many stored runs of one id a run's page shows with their cases.
+const MostRunsShown = 10
 
 // pick is the stored run of run id id (and store id sid, when given): one, or the
 // choices when several share the id.
@@ -427,7 +452,20 @@ func (d *dash) run(w http.ResponseWriter, r *http.Request) (*runData, bool) {
 		fail(w, http.StatusServiceUnavailable, err)
 		return nil, false
 	case run == nil:
-		return &runData{Choices: choices, Cases: []history.CasePoint{}}, true
+		v := &runData{Cases: []history.CasePoint{}, Shown: MostRunsShown}
+		for i, c := range choices {
+			one := storedRun{Run: c}
+			if i < MostRunsShown {
+				if one.Cases, err = d.s.RunCases(r.Context(), c.ID); err != nil {
+					fail(w, http.StatusServiceUnavailable, err)
+					return nil, false
+				}
+			} else {
+				v.More++
+			}
+			v.Runs = append(v.Runs, one)
+		}
+		return v, true
 	}
 	cases, err := d.s.RunCases(r.Context(), run.ID)
 	if err != nil {

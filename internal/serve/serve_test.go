@@ -3,6 +3,7 @@ package serve_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -166,7 +167,7 @@ func TestPagesAndAPI(t *testing.T) {
 		var runs struct{ Runs []history.RunSummary }
 		_, body, _ = sv.get("/api/runs", "")
 		if err := json.Unmarshal([]byte(body), &runs); err != nil || len(runs.Runs) != 8 || runs.Runs[0].RunID != "nightly-8" || runs.Runs[0].Verdict != "success" ||
-			runs.Runs[0].Tally.Measured != 120 || runs.Runs[0].GPUHours <= 0 {
+			runs.Runs[0].Tally.Measured != 120 || runs.Runs[0].Hours <= 0 || runs.Runs[0].Unit != "GPU" {
 			t.Errorf("/api/runs: %v %.400s", err, body)
 		}
 		if code, body, _ = sv.get("/runs", ""); code != 200 || !strings.Contains(body, "nightly-8") {
@@ -497,5 +498,125 @@ func TestEmptyAndYoungStores(t *testing.T) {
 	link = strings.ReplaceAll(link[:strings.Index(link, `"`)], "&amp;", "&")
 	if code, page, _ := yv.get(link, ""); code != 200 || !strings.Contains(page, "<circle") {
 		t.Errorf("a series of one point: %d %.300s", code, page)
+	}
+}
+
+// snakeKeys lists every object key of a JSON document that is not snake_case, outside
+// the maps whose keys are data (cluster, node and class names).
+func snakeKeys(t *testing.T, doc string) []string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(doc), &v); err != nil {
+		t.Fatalf("not JSON: %v %.200s", err, doc)
+	}
+	data := map[string]bool{"changes_per_cluster": true, "odd_nodes": true, "filter": true, "counts": true, "filter_values": true}
+	var bad []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				ok := k != ""
+				for _, r := range k {
+					ok = ok && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
+				}
+				if !ok {
+					bad = append(bad, k)
+				}
+				if !data[k] {
+					walk(x)
+				}
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+	return bad
+}
+
+// Pages say exactly what was judged: a young store says first that no series can be
+// judged yet and lists them (page and /api/changes); a local run's time is CPU time; an
+// id stored as several runs shows each with its cases and compare never guesses among
+// them (409, naming each); every key under /api is snake_case.
+func TestPagesSayWhatWasJudged(t *testing.T) {
+	young := filepath.Join(t.TempDir(), "young.db")
+	ys, err := history.Open(t.Context(), young, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ys.Generate(t.Context(), history.Generated{Runs: 1, Cases: 3, Clusters: []string{"local@vm"}, Seed: 1})
+	ys.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	yv := start(t, young, serve.Options{})
+	_, page, _ := yv.get("/", "")
+	first, none := strings.Index(page, `id="young-first"`), strings.Index(page, "series judged")
+	if first < 0 || none >= 0 || !strings.Contains(page, `id="young"`) || strings.Count(page, ": 1 of 5 runs") != 3 {
+		t.Errorf("a young store's changes page does not say first that nothing was judged:\n%s", page)
+	}
+	var doc struct {
+		Judged int                   `json:"judged"`
+		Young  []history.YoungSeries `json:"young"`
+	}
+	_, body, _ := yv.get("/api/changes", "")
+	if json.Unmarshal([]byte(body), &doc); doc.Judged != 0 || len(doc.Young) != 3 || doc.Young[0].Needs != 5 {
+		t.Errorf("/api/changes of a young store: %s", body)
+	}
+	_, body, _ = yv.get("/api/runs", "")
+	if !strings.Contains(body, `"unit": "CPU"`) || strings.Contains(body, `"unit": "GPU"`) {
+		t.Errorf("a local run's time is not CPU time: %s", body)
+	}
+	if _, page, _ = yv.get("/runs", ""); !strings.Contains(page, "CPU</td>") || strings.Contains(page, "GPU") {
+		t.Errorf("the runs page speaks of GPU time for a local run:\n%s", page)
+	}
+
+	dsn := filepath.Join(t.TempDir(), "h.db")
+	generated(t, dsn)
+	st, err := history.Open(t.Context(), dsn, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Generate(t.Context(), history.Generated{Runs: 1, Cases: 60, Clusters: []string{"h200_dgxc_8x", "mi355x_amds_8x"}, Seed: 9,
+		From: time.Date(2026, 2, 1, 2, 0, 0, 0, time.UTC)})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv := start(t, dsn, serve.Options{})
+	code, page, _ := sv.get("/runs/nightly-1", "")
+	if code != 200 || strings.Count(page, `class="stored"`) != 2 || strings.Count(page, `href="/series?key=`) != 240 {
+		t.Errorf("/runs of an id stored twice: %d, %d runs, %d cases shown", code, strings.Count(page, `class="stored"`), strings.Count(page, `href="/series?key=`))
+	}
+	var two struct {
+		Runs []struct {
+			Run   history.RunSummary  `json:"run"`
+			Cases []history.CasePoint `json:"cases"`
+		} `json:"runs_of_this_id"`
+	}
+	_, body, _ = sv.get("/api/runs/nightly-1", "")
+	if json.Unmarshal([]byte(body), &two); len(two.Runs) != 2 || len(two.Runs[0].Cases) != 120 || len(two.Runs[1].Cases) != 120 || two.Runs[0].Run.ID == two.Runs[1].Run.ID {
+		t.Errorf("/api/runs of an id stored twice: %.300s", body)
+	}
+	code, body, _ = sv.get("/api/compare?base=nightly-1&new=nightly-8", "")
+	sids := []string{fmt.Sprint(two.Runs[0].Run.ID), fmt.Sprint(two.Runs[1].Run.ID)}
+	if code != 409 || !strings.Contains(body, "base_sid="+sids[0]) || !strings.Contains(body, "base_sid="+sids[1]) {
+		t.Errorf("compare with an id stored twice: %d %s", code, body)
+	}
+	if code, _, _ = sv.get("/api/compare?base=nightly-1&base_sid="+sids[1]+"&new=nightly-8", ""); code != 200 {
+		t.Errorf("compare with the stored run chosen: %d", code)
+	}
+	paths := []string{"/api/changes", "/api/runs", "/api/runs/nightly-1", "/api/runs/nightly-8", "/api/compare?base=nightly-2&new=nightly-8"}
+	if len(two.Runs) > 0 && len(two.Runs[0].Cases) > 0 {
+		paths = append(paths, "/api/series?key="+url.QueryEscape(two.Runs[0].Cases[0].Key))
+	}
+	for _, p := range paths {
+		_, body, _ := sv.get(p, "")
+		if bad := snakeKeys(t, body); len(bad) > 0 {
+			t.Errorf("%s: keys not snake_case: %v", p, bad)
+		}
 	}
 }

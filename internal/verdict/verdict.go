@@ -74,7 +74,10 @@ func Invalid(name string, v float64, shown func() string, present bool) string {
 
 // Tally counts cases by outcome.
 type Tally struct {
-	Measured, Unsupported, Error, Missing int
+	Measured    int `json:"measured"`
+	Unsupported int `json:"unsupported"`
+	Error       int `json:"error"`
+	Missing     int `json:"missing"`
 }
 
 // Add counts n cases of outcome o.
