@@ -177,21 +177,21 @@ func (s *Store) countRun(ctx context.Context, id int64, t *runTally) error {
 
 // CasePoint is one case of a stored run.
 type CasePoint struct {
-	Key        string   `json:"key"`
-	Testlist   string   `json:"testlist"`
-	Op         string   `json:"op"`
-	Args       string   `json:"args"`
-	Label      string   `json:"args_label"`
-	Backend    string   `json:"backend"`
-	Cluster    string   `json:"cluster"`
-	WorldSize  int      `json:"world_size"`
-	Metric     string   `json:"metric"`
-	Lower      bool     `json:"lower_is_better"`
-	Outcome    string   `json:"outcome"`
-	Value      *float64 `json:"value,omitempty"`
-	Lo         *float64 `json:"lo,omitempty"`
-	Hi         *float64 `json:"hi,omitempty"`
-	Node       string   `json:"node"`
+	Key       string   `json:"key"`
+	Testlist  string   `json:"testlist"`
+	Op        string   `json:"op"`
+	Args      string   `json:"args"`
+	Label     string   `json:"args_label"`
+	Backend   string   `json:"backend"`
+	Cluster   string   `json:"cluster"`
+	WorldSize int      `json:"world_size"`
+	Metric    string   `json:"metric"`
+	Lower     bool     `json:"lower_is_better"`
+	Outcome   string   `json:"outcome"`
+	Value     *float64 `json:"value,omitempty"`
+	Lo        *float64 `json:"lo,omitempty"`
+	Hi        *float64 `json:"hi,omitempty"`
+	Node      string   `json:"node"`
 	// Seconds is the case's share of its attempt's Unit time (GPU, or CPU on the local
 	// runner).
 	Seconds float64  `json:"seconds"`
