@@ -22,7 +22,7 @@ func TestExportCommand(t *testing.T) {
 		t.Fatalf("csv: %v, %d records\n%s", err, len(recs), r.stdout)
 	}
 	head := strings.Join(recs[0], ",")
-	if head != "key,shard,attempt,run_id,source_sha,started_at,host,testlist,op_type,args,args_label,backend,cluster,runner,world_size,status,message,tries,gpu_seconds,throttled,flops,bytes,achieved_tflops,achieved_tbps,pct_of_compute_peak,pct_of_bandwidth_peak,intensity,bound,pct_of_roofline,impossible,work_source,formula_diff_pct,counter_source,counter_kernels,kernel_time_us,dram_read_bytes,dram_write_bytes,l2_hit_pct,tensor_pct,busy_pct,measured_vs_declared_bytes,counter_note,latency_us,latency_min_us,latency_max_us,gflops" {
+	if head != "key,shard,attempt,run_id,source_sha,started_at,host,testlist,op_type,args,args_label,backend,cluster,runner,world_size,status,message,tries,gpu_seconds,throttled,contended,flops,bytes,achieved_tflops,achieved_tbps,pct_of_compute_peak,pct_of_bandwidth_peak,intensity,bound,pct_of_roofline,impossible,work_source,formula_diff_pct,counter_source,counter_kernels,kernel_time_us,dram_read_bytes,dram_write_bytes,l2_hit_pct,tensor_pct,busy_pct,measured_vs_declared_bytes,counter_note,latency_us,latency_min_us,latency_max_us,gflops" {
 		t.Errorf("header %s", head)
 	}
 	col := func(rec []string, name string) string {

@@ -237,6 +237,11 @@ func historyGate(f *history.Found, where string, o history.CheckOptions, g histo
 		return fmt.Sprintf("%d slower change(s) of at least %g%% %s at run %s; worst: %s %s now, since run %s (%s): release it with opx history triage %s --state expected",
 			len(bad), g.Pct, standing, safe.Text(f.Newest.Name()), safe.Text(b.Key), compare.Words(b.SpeedupNow), safe.Text(b.RunName()), b.Triage, b.ID)
 	}
+	if busy := f.UnderContention(g.Pct); len(busy) > 0 {
+		b := busy[0]
+		return fmt.Sprintf("%d case(s) of run %s measured under contention: re-measure (each %g%% or more slower than its quiet level, which no change is opened on); first: %s %s (%s)",
+			len(busy), safe.Text(b.RunID), g.Pct, safe.Text(b.Key), compare.Words(b.Speedup), safe.Text(b.Why))
+	}
 	return ""
 }
 

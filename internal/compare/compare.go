@@ -70,6 +70,10 @@ type Case struct {
 	// PctOfRoofline is each run's row against its hardware's limits (internal/sol), when
 	// judged: {"base": %, "new": %}.
 	PctOfRoofline *Roofline `json:"pct_of_roofline,omitempty"`
+	// Contended names the sides ("base", "new") whose row was measured under contention
+	// (another opx run on its machine, a busy machine): a change not to trust before it is
+	// measured again.
+	Contended []string `json:"contended,omitempty"`
 }
 
 // Roofline is each run's % of the roofline; a side not judged has none (0, left out).
@@ -107,6 +111,8 @@ type Result struct {
 	// Throttled counts each run's rows measured on a throttled GPU.
 	Nodes     []string       `json:"node_differences"`
 	Throttled map[string]int `json:"throttled_rows"`
+	// Contended counts each run's compared rows measured under contention.
+	Contended map[string]int `json:"contended_rows"`
 	// Problems are why the comparison cannot be trusted, one line each: a side with no
 	// measured case after its filter, a join key that is not unique in a run. compare
 	// fails on the first kind always, and the gate on any. Warnings are what was set

@@ -33,7 +33,7 @@ type joined struct {
 func Join(base, nw *Run, opt Options) *Result {
 	opt.Key = base.key
 	opt.below = "change below " + pct(opt.Same)
-	res := &Result{Options: opt, Counts: map[string]int{}, Base: base.Side, New: nw.Side, Throttled: map[string]int{},
+	res := &Result{Options: opt, Counts: map[string]int{}, Base: base.Side, New: nw.Side, Throttled: map[string]int{}, Contended: map[string]int{},
 		Problems: []string{}, Warnings: []string{}}
 	res.judgeSides(base, nw)
 	res.cases = pair(base, nw)
@@ -88,6 +88,11 @@ func (r *Result) judgeSides(base, nw *Run) {
 	for side, n := range map[string]int{"base": base.throttled, "new": nw.throttled} {
 		if n > 0 {
 			r.Throttled[side] = n
+		}
+	}
+	for side, n := range map[string]int{"base": base.contended, "new": nw.contended} {
+		if n > 0 {
+			r.Contended[side] = n
 		}
 	}
 }
@@ -159,6 +164,12 @@ func build(key string, b, n *entry, opt Options, say bool, room []Metric) Case {
 	}
 	c := Case{Key: key, Testlist: ref.testlist, OpType: ref.op, Args: ref.label, Backend: ref.backend,
 		Cluster: ref.cluster, WorldSize: ref.ws, PctOfRoofline: roofline(b, n)}
+	if b != nil && b.contended {
+		c.Contended = append(c.Contended, "base")
+	}
+	if n != nil && n.contended {
+		c.Contended = append(c.Contended, "new")
+	}
 	if b != nil {
 		c.BaseStatus = b.status.String()
 	}
@@ -226,6 +237,16 @@ func (r *Result) Regressions(pctLimit float64, allowMissing bool) []Case {
 		}
 	}
 	return out
+}
+
+// UnderContention is why a case the gate fails on cannot be judged as a regression: one
+// of its rows was measured under contention — the gate still fails (never a silent pass),
+// for its own reason. "" for a case measured quietly on both sides.
+func UnderContention(c *Case) string {
+	if len(c.Contended) == 0 {
+		return ""
+	}
+	return "measured under contention (" + strings.Join(c.Contended, ", ") + "): re-measure"
 }
 
 // fails is whether case i fails --fail-on-regression pctLimit (Regressions).

@@ -54,6 +54,16 @@ func appendCase(dst []byte, c *Case) ([]byte, error) {
 		}
 		w.Raw("}")
 	}
+	if len(c.Contended) > 0 {
+		w.Raw(`,"contended":[`)
+		for i, side := range c.Contended {
+			if i > 0 {
+				w.Raw(",")
+			}
+			w.String("", side)
+		}
+		w.Raw("]")
+	}
 	w.Raw("}")
 	return w.B, w.Err
 }

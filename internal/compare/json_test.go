@@ -47,12 +47,16 @@ func TestAppendCaseIsMarshal(t *testing.T) {
 		m := Metric{Base: f, New: f, Ratio: f, Speedup: f, BaseLo: f, BaseHi: f, NewLo: f, NewHi: f}
 		cases = append(cases, Case{Primary: &m, Metrics: []Metric{m, m}, PctOfRoofline: &Roofline{f, f}})
 	}
-	cases = append(cases, Case{Metrics: []Metric{}}, Case{PctOfRoofline: &Roofline{}}, Case{WorldSize: -3})
+	cases = append(cases, Case{Metrics: []Metric{}}, Case{PctOfRoofline: &Roofline{}}, Case{WorldSize: -3},
+		Case{Contended: []string{"base"}}, Case{Contended: []string{"base", "new"}}, Case{Contended: []string{}}, Case{Contended: []string{strs[6]}})
 	for range 20000 {
 		finite := r.IntN(10) > 0
 		c := Case{Key: str(), Testlist: str(), OpType: str(), Args: str(), Backend: str(), Cluster: str(), WorldSize: r.IntN(9), Class: str()}
 		if r.IntN(2) == 0 {
 			c.BaseStatus, c.NewStatus, c.NewMessage = str(), str(), str()
+		}
+		if r.IntN(4) == 0 {
+			c.Contended = []string{str(), str()}[:1+r.IntN(2)]
 		}
 		if r.IntN(3) > 0 {
 			m := metric(finite)

@@ -39,7 +39,11 @@ func (r *Result) JUnit(gate bool, pct float64, allowMissing bool) junit.Suite {
 			case OnlyBase:
 				msg = "missing from new: measured in base, no row now"
 			}
-			tc.Failure = &junit.Problem{Message: msg, Type: c.Class, Text: strings.TrimSpace(c.NewMessage)}
+			typ := c.Class
+			if why := UnderContention(&c); why != "" && c.Class == Slower {
+				msg, typ = why+": "+msg, "contended"
+			}
+			tc.Failure = &junit.Problem{Message: msg, Type: typ, Text: strings.TrimSpace(c.NewMessage)}
 		case c.Class == OnlyBase || c.Class == OnlyNew || c.Class == Unmeasured:
 			tc.Skipped = &junit.Problem{Message: map[string]string{OnlyBase: "in base only", OnlyNew: "in new only", Unmeasured: "measured in neither run"}[c.Class]}
 		default:

@@ -46,6 +46,7 @@ type Run struct {
 	rows      []entry
 	groups    map[group]*group
 	throttled int
+	contended int // its kept rows measured under contention
 	profiled  int              // rows of a profiled execution (counters mode): left out
 	node      fingerprint.Node // the run's nodes merged, when it recorded any
 	hasNode   bool
@@ -69,6 +70,7 @@ type entry struct {
 	status         word
 	primary        word // the headline metric (none: 0, the empty word)
 	impossible     bool
+	contended      bool // measured under contention (results.Row.Contended)
 	metrics        []value
 	solPct         float64 // % of the roofline, when judged
 }
@@ -276,6 +278,9 @@ func (s *Run) add(rows []results.Row, made []judged) {
 			s.rows[at-1] = x
 			continue
 		}
+		if x.contended {
+			s.contended++
+		}
 		s.rows, s.ids = append(s.rows, x), append(s.ids, id)
 		s.at[id] = int32(len(s.rows))
 	}
@@ -289,7 +294,8 @@ func (s *Run) judge(r *results.Row, j *judged) {
 		gp = &g
 		s.groups[g] = gp
 	}
-	x := entry{group: gp, label: strings.Clone(r.ArgsLabel), status: wordOf(r.Status), message: r.Message, solPct: r.SOLPct, impossible: r.Impossible}
+	x := entry{group: gp, label: strings.Clone(r.ArgsLabel), status: wordOf(r.Status), message: r.Message, solPct: r.SOLPct, impossible: r.Impossible,
+		contended: r.Contended != ""}
 	if p, ok := r.Primary(); ok {
 		x.primary = wordOf(p)
 	}

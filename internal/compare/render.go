@@ -105,6 +105,9 @@ func (r *Result) Markdown(w io.Writer) {
 	if r.Throttled["base"]+r.Throttled["new"] > 0 {
 		fmt.Fprintf(w, "\n**Throttled GPUs:** %d base and %d new row(s) were measured on a GPU that power or heat held down while its shard ran.\n", r.Throttled["base"], r.Throttled["new"])
 	}
+	if r.Contended["base"]+r.Contended["new"] > 0 {
+		fmt.Fprintf(w, "\n**Measured under contention:** %d base and %d new row(s) were measured while another opx run measured on their machine, or while it was busier than its cores: their changes may be the contention's, not the code's. The gate still fails on them, as \"measured under contention: re-measure\": run them again on a quiet machine.\n", r.Contended["base"], r.Contended["new"])
+	}
 	r.table(w, "Regressions (worst first)", Slower, false)
 	r.statusTable(w, "Broken: ok in base, not ok now", Broken)
 	r.table(w, "Impossible: above the hardware's limit in one run (timer, cache or peak wrong)", Impossible, false)
@@ -148,9 +151,13 @@ func (r *Result) table(w io.Writer, title, class string, folded bool) {
 	fmt.Fprintln(w, "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | --- |")
 	for _, c := range cs {
 		p := c.Primary
+		change := p.Change
+		if why := UnderContention(&c); why != "" {
+			change += " · " + why
+		}
 		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", cell(c.Testlist+" "+c.OpType+" "+c.Args),
 			cell(c.Backend), cell(c.Cluster), c.WorldSize, p.Name, results.Format(p.Name, p.Base), results.Format(p.Name, p.New),
-			p.Change, cell(p.Noise))
+			change, cell(p.Noise))
 	}
 	more(w, total-len(cs))
 	if folded {

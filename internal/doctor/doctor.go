@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/semianalysis/opx/internal/fingerprint"
 	"io"
 	"os"
 	"path/filepath"
@@ -97,6 +98,13 @@ func Run(ctx context.Context, o Options) []Finding {
 				Fix: "install the OperatorX harness for python3 to run vllm or torch here; --backends cpu needs nothing"})
 		} else {
 			d.add(Finding{Check: "backends", Status: OK, Detail: can})
+		}
+		// a busy machine measures the load, not the code
+		if busy := fingerprint.BusyNow(o.Environ, ""); busy != "" {
+			d.add(Finding{Check: "quiet machine", Status: Warn, Detail: busy + ": rows measured so are marked contended, and compare and the history gate ask for them again",
+				Fix: "measure when the machine is quiet (stop the other work, or wait for the other opx run); " + fingerprint.BusyLoadEnv + " sets the load above which it is busy"})
+		} else {
+			d.add(Finding{Check: "quiet machine", Status: OK, Detail: "no other opx run measuring here, and a load within its cores"})
 		}
 	} else {
 		d.slurm()

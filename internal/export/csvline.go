@@ -123,6 +123,7 @@ func (l *csvLine) row(r *results.Row, metrics []string) {
 		l.float(r.GPUSeconds, 6)
 	}
 	l.text(r.Throttled)
+	l.text(r.Contended)
 	l.judged(r)
 	if r.Counters == nil { // a timing row: why it has no counters, if it says
 		for range len(counterColumns) - 1 {

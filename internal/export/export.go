@@ -33,7 +33,7 @@ var Formats = []string{"csv", "jsonl"}
 
 // columns are the fixed columns, before the metrics.
 var columns = append([]string{"key", "shard", "attempt", "run_id", "source_sha", "started_at", "host", "testlist", "op_type", "args", "args_label", "backend", "cluster",
-	"runner", "world_size", "status", "message", "tries", "gpu_seconds", "throttled"}, append(solColumns, counterColumns...)...)
+	"runner", "world_size", "status", "message", "tries", "gpu_seconds", "throttled", "contended"}, append(solColumns, counterColumns...)...)
 
 // counterColumns are a counters-mode row's kernels (internal/counters): empty for timing
 // rows.
@@ -262,6 +262,7 @@ type jsonRecord struct {
 	Tries     int                `json:"tries"`
 	GPUSecs   float64            `json:"gpu_seconds"`
 	Throttled string             `json:"throttled,omitempty"`
+	Contended string             `json:"contended,omitempty"`
 	Metrics   map[string]float64 `json:"metrics"`
 	SOL       *solRecord         `json:"sol,omitempty"`
 	Counters  map[string]any     `json:"counters,omitempty"`
@@ -294,7 +295,7 @@ func recordOf(r *results.Row) jsonRecord {
 		metrics = map[string]float64{}
 	}
 	return jsonRecord{r.Key(), r.Shard, r.Attempt, r.RunID, r.SourceSHA, r.StartedAt, r.Host, r.Testlist, r.OpType, nil, r.ArgsLabel, r.Backend,
-		r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, r.Tries, r.GPUSeconds, r.Throttled, metrics, solOf(r), countersOf(r)}
+		r.Cluster, r.Runner, r.WorldSize, r.Status, r.Message, r.Tries, r.GPUSeconds, r.Throttled, r.Contended, metrics, solOf(r), countersOf(r)}
 }
 
 // countersOf is counted's columns as an object for JSON lines (nil for a timing row).

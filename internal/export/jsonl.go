@@ -48,6 +48,9 @@ func appendRecord(dst []byte, rec *jsonRecord, argsJSON string) (_ []byte, ok bo
 	if rec.Throttled != "" {
 		w.String(`,"throttled":`, rec.Throttled)
 	}
+	if rec.Contended != "" {
+		w.String(`,"contended":`, rec.Contended)
+	}
 	if rec.Metrics == nil {
 		w.Raw(`,"metrics":null`)
 	} else {

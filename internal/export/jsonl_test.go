@@ -65,7 +65,7 @@ func TestAppendRecordIsEncoder(t *testing.T) {
 	written, failed, left := 0, 0, 0
 	for i, a := range args {
 		rec := jsonRecord{Key: str(), Shard: str(), Attempt: r.IntN(3), RunID: str(), SourceSHA: str(), StartedAt: str(), Host: str(), Testlist: str(), OpType: str(), ArgsLabel: str(), Backend: str(),
-			Cluster: str(), Runner: str(), WorldSize: r.IntN(9), Status: str(), Message: str(), Tries: r.IntN(4), GPUSecs: num(), Throttled: str()}
+			Cluster: str(), Runner: str(), WorldSize: r.IntN(9), Status: str(), Message: str(), Tries: r.IntN(4), GPUSecs: num(), Throttled: str(), Contended: str()}
 		switch i % 4 {
 		case 0:
 			rec.Metrics = map[string]float64{}

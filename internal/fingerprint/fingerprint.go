@@ -46,6 +46,9 @@ type Fingerprint struct {
 	CPUMHz   float64   `json:"cpu_mhz,omitempty"`
 	Governor string    `json:"cpu_governor,omitempty"`
 	Load     []float64 `json:"load_average,omitempty"`
+	// BusyLoad is the 1-minute load above which the machine is busy (Contention): its
+	// cores, or $OPX_BUSY_LOAD where the operator set one when the snapshot was taken.
+	BusyLoad float64 `json:"busy_load,omitempty"`
 	// OtherRuns is each other opx run measuring on this machine when the snapshot was
 	// taken (OthersMeasuring).
 	OtherRuns []string `json:"other_opx_runs,omitempty"`
@@ -108,6 +111,7 @@ func Take(ctx context.Context, phase string, o Options) *Fingerprint {
 			}
 		}
 	}
+	f.BusyLoad = BusyLoad(o.Env, f.Cores)
 	f.OtherRuns = OthersMeasuring(o.Env, envOf(o.Env, SelfEnv))
 	if b, err := os.ReadFile(filepath.Join(o.Root, "/proc/sys/kernel/osrelease")); err == nil {
 		f.Kernel = strings.TrimSpace(string(b))

@@ -128,11 +128,45 @@ func OthersMeasuring(env []string, self string) []string {
 	return out
 }
 
-// SharedWith is what a shard's fingerprints say of other opx runs measuring on its machine
-// while it ran ("" when none was seen).
-func SharedWith(before, after *Fingerprint) string {
+// BusyLoadEnv sets the 1-minute load above which a machine is busy, for a machine whose
+// quiet load is not zero (a resident daemon); unset, it is the machine's cores.
+const BusyLoadEnv = "OPX_BUSY_LOAD"
+
+// BusyLoad is the load above which a machine of cores CPUs is busy: $OPX_BUSY_LOAD when it
+// is a number, else cores (0: unknown, never busy).
+func BusyLoad(env []string, cores int) float64 {
+	if v, err := strconv.ParseFloat(envOf(env, BusyLoadEnv), 64); err == nil && v > 0 {
+		return v
+	}
+	return float64(cores)
+}
+
+// Busy is why the machine is busy now, "" when it is not: the 1-minute load above
+// BusyLoad, less own (the processes of the caller's own measurement, already running).
+func (f *Fingerprint) Busy(own int) string {
+	if f == nil || len(f.Load) == 0 {
+		return ""
+	}
+	limit := f.BusyLoad
+	if limit == 0 {
+		limit = float64(f.Cores) // a snapshot of before the limit was recorded
+	}
+	if limit <= 0 || f.Load[0]-float64(own) <= limit {
+		return ""
+	}
+	if own > 0 {
+		return fmt.Sprintf("the machine's load was %.1f on %d cores (%d of it this shard's ranks)", f.Load[0], f.Cores, own)
+	}
+	return fmt.Sprintf("the machine's load was %.1f on %d cores", f.Load[0], f.Cores)
+}
+
+// Contention is what a shard's fingerprints say contended with its measurement — other
+// opx runs measuring on its machine, a load above what the machine's cores carry (before
+// it started, or after it ended less its own ws ranks) — "" when nothing did: the one
+// definition every command's "measured under contention" reads.
+func Contention(before, after *Fingerprint, ws int) string {
 	seen := map[string]bool{}
-	var all []string
+	var runs []string
 	for _, f := range []*Fingerprint{before, after} {
 		if f == nil {
 			continue
@@ -140,12 +174,46 @@ func SharedWith(before, after *Fingerprint) string {
 		for _, o := range f.OtherRuns {
 			if !seen[o] {
 				seen[o] = true
-				all = append(all, o)
+				runs = append(runs, o)
 			}
 		}
 	}
-	if len(all) == 0 {
-		return ""
+	var why []string
+	if len(runs) > 0 {
+		why = append(why, "another opx run measured on this machine at the same time ("+strings.Join(runs, "; ")+")")
 	}
-	return "another opx run measured on this machine at the same time (" + strings.Join(all, "; ") + ")"
+	if b := before.Busy(0); b != "" {
+		why = append(why, b+" as it started")
+	} else if a := after.Busy(ws); a != "" {
+		why = append(why, a+" as it ended")
+	}
+	return strings.Join(why, "; ")
+}
+
+// BusyNow is why this machine is busy now ("" when it is not): other opx runs measuring
+// on it (but self), or a 1-minute load above BusyLoad — what opx doctor --runner local
+// warns of.
+func BusyNow(env []string, self string) string {
+	why := LoadNow(env)
+	if o := OthersMeasuring(env, self); len(o) > 0 {
+		return strings.TrimPrefix(strings.Join([]string{"another opx run is measuring on it (" + strings.Join(o, "; ") + ")", why}, "; "), "; ")
+	}
+	return why
+}
+
+// LoadNow is the machine's load now when it is above BusyLoad ("the machine's load is 3.1
+// on 2 cores"), "" when it is not or cannot be read: what opx run warns of before a local
+// shard measures.
+func LoadNow(env []string) string {
+	f := &Fingerprint{}
+	_, f.Cores, _ = cpuInfo("/proc/cpuinfo")
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if fields := strings.Fields(string(b)); len(fields) > 0 {
+			if x, err := strconv.ParseFloat(fields[0], 64); err == nil {
+				f.Load = []float64{x}
+			}
+		}
+	}
+	f.BusyLoad = BusyLoad(env, f.Cores)
+	return strings.Replace(f.Busy(0), "load was", "load is", 1)
 }

@@ -51,11 +51,11 @@ func TestOthersMeasuring(t *testing.T) {
 	}
 	before := &Fingerprint{OtherRuns: []string{"pid 7: run r"}}
 	after := &Fingerprint{OtherRuns: []string{"pid 7: run r", "pid 9: run q"}}
-	if s := SharedWith(before, after); s != "another opx run measured on this machine at the same time (pid 7: run r; pid 9: run q)" {
-		t.Errorf("SharedWith: %q", s)
+	if s := Contention(before, after, 1); s != "another opx run measured on this machine at the same time (pid 7: run r; pid 9: run q)" {
+		t.Errorf("Contention: %q", s)
 	}
-	if s := SharedWith(nil, &Fingerprint{}); s != "" {
-		t.Errorf("SharedWith of none: %q", s)
+	if s := Contention(nil, &Fingerprint{}, 1); s != "" {
+		t.Errorf("Contention of none: %q", s)
 	}
 }
 
@@ -74,5 +74,25 @@ func TestHostFacts(t *testing.T) {
 	if f.CPU != "AMD EPYC 9654 96-Core Processor" || f.Cores != 2 || f.CPUMHz != 3050 || f.Governor != "powersave" ||
 		len(f.Load) != 3 || f.Load[0] != 2.5 || f.Load[2] != 0.75 {
 		t.Errorf("host facts: cpu %q cores %d MHz %v governor %q load %v", f.CPU, f.Cores, f.CPUMHz, f.Governor, f.Load)
+	}
+	// a load of 2.5 on 2 cores is a busy machine as a shard starts; after a shard of 1
+	// rank, 1.5 of others' is not; OPX_BUSY_LOAD moves the line either way
+	if f.BusyLoad != 2 || Contention(f, nil, 1) != "the machine's load was 2.5 on 2 cores as it started" {
+		t.Errorf("busy before: limit %v, %q", f.BusyLoad, Contention(f, nil, 1))
+	}
+	if s := Contention(nil, f, 1); s != "" {
+		t.Errorf("a shard's own rank is contention: %q", s)
+	}
+	if s := Contention(nil, f, 0); s != "the machine's load was 2.5 on 2 cores as it ended" {
+		t.Errorf("busy after: %q", s)
+	}
+	quiet := Take(t.Context(), "before", Options{Root: root, Env: []string{"PATH=" + t.TempDir(), "TMPDIR=" + t.TempDir(), BusyLoadEnv + "=4"}})
+	busy := Take(t.Context(), "before", Options{Root: root, Env: []string{"PATH=" + t.TempDir(), "TMPDIR=" + t.TempDir(), BusyLoadEnv + "=0.5"}})
+	if quiet.BusyLoad != 4 || Contention(quiet, nil, 0) != "" || busy.BusyLoad != 0.5 || Contention(busy, nil, 0) == "" {
+		t.Errorf("OPX_BUSY_LOAD: %v %q, %v %q", quiet.BusyLoad, Contention(quiet, nil, 0), busy.BusyLoad, Contention(busy, nil, 0))
+	}
+	old := &Fingerprint{Cores: 2, Load: []float64{3, 1, 1}} // recorded before the limit was
+	if s := Contention(old, nil, 0); s != "the machine's load was 3.0 on 2 cores as it started" {
+		t.Errorf("an older fingerprint: %q", s)
 	}
 }

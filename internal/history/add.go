@@ -59,10 +59,17 @@ type point struct {
 // context_ is where and on what a point was measured: what a change is tied to.
 type context_ struct {
 	Node, GPU, Driver, ImageDigest, SMClock, Throttle string
+	// Contended is what contended with the measurement (results.Row.Contended): check
+	// never opens a change on such points alone, and the gate asks for them again
+	Contended string
 }
 
 func (c context_) digest() string {
-	h := sha256.Sum256([]byte(strings.Join([]string{c.Node, c.GPU, c.Driver, c.ImageDigest, c.SMClock, c.Throttle}, "\x00")))
+	parts := []string{c.Node, c.GPU, c.Driver, c.ImageDigest, c.SMClock, c.Throttle}
+	if c.Contended != "" { // a quiet context keeps the digest it had before contention was kept
+		parts = append(parts, c.Contended)
+	}
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return hex.EncodeToString(h[:16])
 }
 
@@ -175,7 +182,7 @@ func pointOf(r *results.Row, c context_, cell string) point {
 		cluster: r.Cluster, ws: r.WorldSize, outcome: verdict.OfStatus(r.Status), gpuSeconds: r.GPUSeconds,
 		ctx: c, cell: cell}
 	p.testbed()
-	p.ctx.Throttle = r.Throttled
+	p.ctx.Throttle, p.ctx.Contended = r.Throttled, r.Contended
 	if name, ok := r.Primary(); ok {
 		p.metric, p.lower = name, results.DirectionOf(name) == results.Lower
 		if p.outcome == verdict.Measured {
@@ -564,8 +571,8 @@ func (s *Store) contextIDs(ctx context.Context, tx *sql.Tx, points []point) (map
 		c := points[i].ctx
 		want[c.digest()] = c
 	}
-	return dedupe(ctx, s, tx, "contexts", "(digest, node, gpu, driver, image_digest, sm_clock, throttle)", 7, want, func(d string, c context_, a []any) {
-		a[0], a[1], a[2], a[3], a[4], a[5], a[6] = d, c.Node, c.GPU, c.Driver, c.ImageDigest, c.SMClock, c.Throttle
+	return dedupe(ctx, s, tx, "contexts", "(digest, node, gpu, driver, image_digest, sm_clock, throttle, contended)", 8, want, func(d string, c context_, a []any) {
+		a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7] = d, c.Node, c.GPU, c.Driver, c.ImageDigest, c.SMClock, c.Throttle, c.Contended
 	})
 }
 

@@ -56,6 +56,10 @@ type Found struct {
 	// MeasuredAtTest counts the series a judged run measured (their newest point): none,
 	// with series to judge, is a run that measured nothing, and the gate fails.
 	MeasuredAtTest int `json:"measured_at_test"`
+	// Contended are the series a judged run measured under contention (another opx run on
+	// its machine, a busy machine): never the evidence of a change; the gate fails on those
+	// slower than their quiet level, asking for them to be measured again.
+	Contended []Contended `json:"contended"`
 	// Young are the series the run under test touched that have too few measured runs
 	// to be judged yet.
 	Young []YoungSeries `json:"young"`
@@ -80,6 +84,18 @@ type Found struct {
 	gated  map[int64]bool
 	series []*seriesRow // what was read, for the page
 	byID   map[int64]RunRef
+}
+
+// Contended is a series' newest point measured under contention: Why, and its value
+// against the series' quiet level (Ratio new/level, Speedup above 1 faster; 0 when the
+// series has no quiet level yet).
+type Contended struct {
+	Key     string  `json:"key"`
+	RunID   string  `json:"run_id"`
+	Why     string  `json:"why"`
+	Ratio   float64 `json:"ratio,omitempty"`
+	Speedup float64 `json:"speedup,omitempty"`
+	lower   bool
 }
 
 // YoungSeries is a series that cannot be judged yet: it has Runs measured runs and
@@ -278,7 +294,7 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 		}, func(i int, found []changes.Judged) error {
 			se := part[i]
 			f.Points += len(se.points)
-			se.atTest(f, byID)
+			se.atTest(f, byID, ctxs, o.Options)
 			se.summarize()
 			if len(found) == 0 {
 				se.points, se.obs, se.measured = nil, nil, nil
@@ -329,7 +345,7 @@ func underTest(runs []RunRef, runID, where string) (RunRef, error) {
 // one added since the last gate) says of it: not measured by it (an error or missing: the
 // gate fails), no longer measured (measured by the run before: unsupported now fails the
 // gate too), or too young to judge.
-func (se *seriesRow) atTest(f *Found, byID map[int64]RunRef) {
+func (se *seriesRow) atTest(f *Found, byID map[int64]RunRef, ctxs map[int64]context_, o changes.Options) {
 	n := len(se.points)
 	if n == 0 || !f.gated[se.points[n-1].run] {
 		return
@@ -338,6 +354,18 @@ func (se *seriesRow) atTest(f *Found, byID map[int64]RunRef) {
 	last := se.points[n-1].outcome
 	if last == verdict.Measured {
 		f.MeasuredAtTest++
+		if why := ctxs[se.points[n-1].ctx].Contended; why != "" {
+			// judged against the series' quiet level: the gate asks for it again when slower
+			c := Contended{Key: se.key, RunID: test.RunID, Why: why, lower: se.lower}
+			if k := len(se.obs); k > 0 { // the median of its newest 3 quiet points
+				v, level := se.points[n-1].value.Float64, math.Exp(changes.Level(se.obs, max(0, k-3), k))
+				c.Ratio, c.Speedup = v/level, level/v
+				if !se.lower {
+					c.Speedup = v / level
+				}
+			}
+			f.Contended = append(f.Contended, c)
+		}
 	}
 	if last == verdict.Error || last == verdict.Missing {
 		f.Unmeasured = append(f.Unmeasured, Stopped{Key: se.key, RunID: test.RunID, Outcome: last.String()})
@@ -384,6 +412,9 @@ func (se *seriesRow) load(ctxs map[int64]context_, byID map[int64]RunRef, where 
 			}
 			return fmt.Errorf("%s: series %s holds an impossible measured value at run %s (%s): the store was edited or damaged",
 				where, safe.Text(se.key), safe.Text(byID[p.run].RunID), v)
+		}
+		if ctxs[p.ctx].Contended != "" {
+			continue // measured under contention: never the evidence of a change (atTest asks for it again)
 		}
 		x := changes.Obs{V: p.value.Float64, Node: ctxs[p.ctx].Node}
 		if p.lo.Valid && p.hi.Valid {
@@ -576,7 +607,7 @@ func (s *Store) runMeta(ctx context.Context) (map[int64]runMeta, error) {
 }
 
 func (s *Store) contexts(ctx context.Context) (map[int64]context_, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT id, node, gpu, driver, image_digest, sm_clock, throttle FROM contexts")
+	rows, err := s.db.QueryContext(ctx, "SELECT id, node, gpu, driver, image_digest, sm_clock, throttle, contended FROM contexts")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", s.Where, err)
 	}
@@ -585,7 +616,7 @@ func (s *Store) contexts(ctx context.Context) (map[int64]context_, error) {
 	for rows.Next() {
 		var id int64
 		var c context_
-		if err := rows.Scan(&id, &c.Node, &c.GPU, &c.Driver, &c.ImageDigest, &c.SMClock, &c.Throttle); err != nil {
+		if err := rows.Scan(&id, &c.Node, &c.GPU, &c.Driver, &c.ImageDigest, &c.SMClock, &c.Throttle, &c.Contended); err != nil {
 			return nil, err
 		}
 		out[id] = c

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/semianalysis/opx/internal/history/changes"
 	"github.com/semianalysis/opx/internal/verdict"
 )
 
@@ -52,6 +53,20 @@ func (f *Found) Regressions(g Gate) []Change {
 			continue
 		}
 		if c.judged.Fails(pct, c.lower, newOnly) || (recent[c.run] && c.judged.Fails(pct, c.lower, false)) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// UnderContention are the cases a judged run measured under contention slower than
+// their series' quiet level by at least pct percent: the gate fails on them for their own
+// reason — "measured under contention: re-measure" — never as a regression (check opens no
+// change on them) and never silently.
+func (f *Found) UnderContention(pct float64) []Contended {
+	var out []Contended
+	for _, c := range f.Contended {
+		if c.Ratio > 0 && changes.Slower(c.Ratio, c.lower) >= pct/100 {
 			out = append(out, c)
 		}
 	}

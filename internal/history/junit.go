@@ -52,6 +52,19 @@ func (f *Found) JUnit(g *Gate, why string) junit.Suite {
 		}
 		s.Cases = append(s.Cases, tc)
 	}
+	for _, c := range f.Contended {
+		tc := junit.Case{Classname: "history.contended", Name: c.Key}
+		msg := fmt.Sprintf("measured under contention at run %s (%s)", c.RunID, c.Why)
+		if c.Ratio > 0 {
+			msg += ": " + compare.Words(c.Speedup) + " than its quiet level"
+		}
+		if gate && len((&Found{Contended: []Contended{c}}).UnderContention(g.Pct)) > 0 {
+			tc.Failure = &junit.Problem{Message: "measured under contention: re-measure: " + msg, Type: "contended"}
+		} else {
+			tc.Out = msg
+		}
+		s.Cases = append(s.Cases, tc)
+	}
 	check := junit.Case{Classname: "history", Name: "the store's series are judged",
 		Out: fmt.Sprintf("%d series, %d points; %d change(s), %d unmeasured case(s), %d series too young to judge", f.Series, f.Points, len(f.Changes), len(f.Unmeasured), len(f.Young))}
 	if why != "" && f.Series == 0 {

@@ -73,6 +73,14 @@ func (f *Found) Markdown(w io.Writer) {
 				cell(c.Key), compare.Words(c.SpeedupNow), cell(c.RunName()), c.Triage, c.ID)
 		})
 	}
+	bullets(w, "**Measured under contention** (another opx run on the machine, or a busy machine: never the evidence of a change; the gate asks for those slower than their quiet level to be measured again):", len(f.Contended), func(i int) string {
+		c := f.Contended[i]
+		vs := "no quiet level yet"
+		if c.Ratio > 0 {
+			vs = compare.Words(c.Speedup) + " than its quiet level"
+		}
+		return fmt.Sprintf("%s at run %s: %s (%s)", cell(c.Key), cell(c.RunID), vs, cell(c.Why))
+	})
 	bullets(w, "**Cleared by a confirmation run** (measured again elsewhere, at the old level):", len(f.Cleared), func(i int) string {
 		c := f.Cleared[i]
 		why := "noise"

@@ -19,15 +19,21 @@ import (
 // started in a second of its own; the measured rows of night i are rewritten to a level
 // of their own with 1% of deterministic noise, and the 512×512×512 fp64 gemm's times
 // multiplied by slow[i], so the gate's answers depend on the rule alone, never on this
-// machine's noise.
-func nightlyRuns(t *testing.T, dir string, slow []float64) []string {
+// machine's noise. env is added to each run's environment.
+//
+// The runs measure as on a machine of their own: a registry of measuring claims of their
+// own (TMPDIR), so that other packages' runs of the suite are not taken for contention,
+// unless env says otherwise.
+func nightlyRuns(t *testing.T, dir string, slow []float64, env ...string) []string {
 	t.Helper()
+	env = append([]string{"TMPDIR=" + t.TempDir()}, env...)
 	var runs []string
 	for i, factor := range slow {
 		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
 		c := exec.Command(opxBin, "run")
-		c.Dir = dir
-		if o := testenv.Run(c); o.Code != 0 {
+		c.Dir, c.Env = dir, append(os.Environ(), env...)
+		o := testenv.Run(c)
+		if o.Code != 0 {
 			t.Fatalf("night %d: opx run: exit %d %s", i, o.Code, o.Stderr)
 		}
 		link, err := os.Readlink(filepath.Join(dir, ".opx-run", "latest"))
@@ -244,5 +250,92 @@ func TestCopyCarriesTheLoop(t *testing.T) {
 	}
 	if _, got := changed(pg); len(got) != len(before) {
 		t.Errorf("the refused copy changed the store: %d changes, want %d", len(got), len(before))
+	}
+}
+
+// Contention travels with the rows: a run measured on a busy machine (a load above what
+// OPX_BUSY_LOAD allows: here any load) warns before it measures, and its rows say so in
+// the case ledger, export, compare (Markdown, JSON, JUnit: its own gate reason, never a
+// plain regression and never a silent pass) and the history store, where check opens no
+// change on them and the gate asks for them again; the next quiet night at the old level
+// passes. opx doctor --runner local warns of the busy machine too.
+func TestContentionTravelsWithTheRows(t *testing.T) {
+	dir := t.TempDir()
+	quiet := nightlyRuns(t, dir, []float64{1, 1, 1, 1, 1, 1})
+	busy := nightlyRuns(t, dir, []float64{3}, "OPX_BUSY_LOAD=0.01")[0]
+	after := nightlyRuns(t, dir, []float64{1})[0]
+	js, xml := filepath.Join(t.TempDir(), "c.json"), filepath.Join(t.TempDir(), "c.xml")
+
+	// compare: its own reason, on stderr, in the Markdown, JSON and JUnit
+	o := opx("compare", quiet[5], busy, "--fail-on-regression", "5", "--json", js, "--junit", xml)
+	if o.Code != 1 || !strings.Contains(o.Stderr, "measured under contention: re-measure") || strings.Contains(o.Stderr, "broken, or missing from NEW") ||
+		!strings.Contains(o.Stdout, "**Measured under contention:** 0 base and 6 new row(s)") {
+		t.Errorf("compare against a contended run: exit %d\n%s\n%s", o.Code, o.Stderr, o.Stdout)
+	}
+	var cmp struct {
+		Contended map[string]int `json:"contended_rows"`
+		Cases     []struct {
+			Class     string   `json:"class"`
+			Contended []string `json:"contended"`
+		} `json:"cases"`
+	}
+	b, _ := os.ReadFile(js)
+	if err := json.Unmarshal(b, &cmp); err != nil || cmp.Contended["new"] != 6 || cmp.Cases[0].Class != "slower" || !reflect.DeepEqual(cmp.Cases[0].Contended, []string{"new"}) {
+		t.Errorf("compare --json: %v %.600s", err, b)
+	}
+	if x, _ := os.ReadFile(xml); !strings.Contains(string(x), `type="contended"`) || !strings.Contains(string(x), "measured under contention (new): re-measure") {
+		t.Errorf("compare --junit names no contended failure:\n%s", x)
+	}
+	// the case ledger and export carry it
+	if l, _ := os.ReadFile(filepath.Join(busy, "cases.json")); strings.Count(string(l), `"contended":"the machine's load was`) != 6 {
+		t.Errorf("cases.json does not carry the contention:\n%.800s", l)
+	}
+	csv := filepath.Join(t.TempDir(), "x.csv")
+	if o := opx("export", busy, "--out", csv); o.Code != 0 {
+		t.Fatal(o.Stderr)
+	}
+	if x, _ := os.ReadFile(csv); !strings.Contains(strings.SplitN(string(x), "\n", 2)[0], ",throttled,contended,") || strings.Count(string(x), "the machine's load was") != 6 {
+		t.Errorf("export has no contended column:\n%.600s", x)
+	}
+
+	// history: no change opened on it; the gate asks for it again; the next quiet night passes
+	db := filepath.Join(t.TempDir(), "h.db")
+	for _, run := range append(quiet, busy) {
+		if o := opx("history", "add", "--db", db, run); o.Code != 0 {
+			t.Fatal(o.Stderr)
+		}
+	}
+	o = opx("history", "check", "--db", db, "--fail-on-regression", "5", "--json", js)
+	var f struct {
+		Changes   []history.Change    `json:"changes"`
+		Contended []history.Contended `json:"contended"`
+	}
+	b, _ = os.ReadFile(js)
+	json.Unmarshal(b, &f)
+	if o.Code != 1 || !strings.Contains(o.Stderr, "measured under contention: re-measure") || len(f.Changes) != 0 || len(f.Contended) != 4 ||
+		!strings.Contains(o.Stdout, "**Measured under contention**") {
+		t.Errorf("check of a contended 3x night: exit %d %s, %d changes, %d contended\n%s", o.Code, o.Stderr, len(f.Changes), len(f.Contended), o.Stdout)
+	}
+	if o := opx("history", "add", "--db", db, after); o.Code != 0 {
+		t.Fatal(o.Stderr)
+	}
+	o = opx("history", "check", "--db", db, "--fail-on-regression", "5", "--json", js)
+	b, _ = os.ReadFile(js)
+	f.Changes = nil
+	json.Unmarshal(b, &f)
+	if o.Code != 0 || len(f.Changes) != 0 {
+		t.Errorf("the quiet night after: exit %d %s, changes %+v", o.Code, o.Stderr, f.Changes)
+	}
+
+	// opx run and doctor warn of a busy machine before anything is measured
+	c := exec.Command(opxBin, "run", "--out", filepath.Join(t.TempDir(), "run"))
+	c.Env = append(os.Environ(), "OPX_BUSY_LOAD=0.01")
+	if o := testenv.Run(c); o.Code != 0 || !strings.Contains(o.Stderr, "this machine is busy (the machine's load is") {
+		t.Errorf("opx run on a busy machine: exit %d\n%s", o.Code, o.Stderr)
+	}
+	c = exec.Command(opxBin, "doctor", "--runner", "local")
+	c.Env = append(os.Environ(), "OPX_BUSY_LOAD=0.01")
+	if o := testenv.Run(c); !strings.Contains(o.Stdout+o.Stderr, "quiet machine") || !strings.Contains(o.Stdout+o.Stderr, "the machine's load is") {
+		t.Errorf("doctor on a busy machine: exit %d\n%s%s", o.Code, o.Stdout, o.Stderr)
 	}
 }

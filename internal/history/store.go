@@ -33,7 +33,7 @@ import (
 )
 
 // Schema is the store's schema version this opx writes; a store of a newer one is refused.
-const Schema = 3
+const Schema = 4
 
 // Store is an open history store.
 type Store struct {
@@ -426,6 +426,10 @@ var migrations = [][]string{{
 	// 3: each run's cases by backend and outcome and its GPU time, counted when it is
 	// added (runTally; a run added before has none, and is counted from its points)
 	`ALTER TABLE runs ADD COLUMN tally TEXT`,
+}, {
+	// 4: what contended with a point's measurement (another opx run on its machine, a
+	// busy machine), with where it was measured; '' when nothing did
+	`ALTER TABLE contexts ADD COLUMN contended TEXT NOT NULL DEFAULT ''`,
 }}
 
 // migrate brings the store to Schema. An empty database is created; one with tables but

@@ -3,6 +3,7 @@ package history
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -47,7 +48,7 @@ func TestNewerAndForeignStores(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Close()
-		if _, err := Open(t.Context(), dsn, true, 0); err == nil || !strings.Contains(err.Error(), "newer opx (history schema 99; this opx knows up to 3)") {
+		if _, err := Open(t.Context(), dsn, true, 0); err == nil || !strings.Contains(err.Error(), "newer opx (history schema 99; this opx knows up to "+strconv.Itoa(Schema)+")") {
 			t.Errorf("a newer store: %v", err)
 		}
 	})
@@ -91,7 +92,7 @@ func TestConfirmRunID(t *testing.T) {
 func TestMigrateToTriage(t *testing.T) {
 	eachStore(t, func(t *testing.T, dsn string) {
 		s := storeOf(t, dsn, genHistory(6, 2, 5))
-		for _, q := range []string{"DROP TABLE triage", "DROP INDEX series_case", "ALTER TABLE runs DROP COLUMN tally", "UPDATE opx_history SET value = '1' WHERE name = 'schema'"} {
+		for _, q := range []string{"DROP TABLE triage", "DROP INDEX series_case", "ALTER TABLE runs DROP COLUMN tally", "ALTER TABLE contexts DROP COLUMN contended", "UPDATE opx_history SET value = '1' WHERE name = 'schema'"} {
 			if _, err := s.db.Exec(s.q(q)); err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +107,7 @@ func TestMigrateToTriage(t *testing.T) {
 		var runs int
 		s2.db.QueryRow(s2.q("SELECT value FROM opx_history WHERE name = 'schema'")).Scan(&v)
 		s2.db.QueryRow(s2.q("SELECT COUNT(*) FROM runs")).Scan(&runs)
-		if v != "3" || runs != 6 {
+		if v != strconv.Itoa(Schema) || runs != 6 {
 			t.Errorf("after migration: schema %q, %d runs", v, runs)
 		}
 		if _, err := s2.Triage(t.Context(), "cabc", TriageExpected, "me", "cli", "", "", true); err != nil {

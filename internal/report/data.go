@@ -43,7 +43,7 @@ type builder struct {
 	gpuS             []float64    // the case's GPU-seconds over all attempts (NaN: not accounted)
 	impossible       []int        // rows above 100 % of a limit
 	throttled        []int        // rows whose GPUs were throttled while their attempt ran
-	shared           []int        // rows measured while another opx run measured on their machine
+	shared           []int        // rows measured under contention (Row.Contended)
 	families         map[string]bool
 	sitePeaks        map[string]sol.Peak // a family's limits as a site declared them
 	msgs             map[string]map[string]*msgAgg
@@ -180,7 +180,7 @@ func (b *builder) add(r *results.Row) {
 	if r.GPUSeconds > 0 {
 		gs = r.GPUSeconds
 	}
-	if r.Shared != "" {
+	if r.Contended != "" {
 		b.shared = append(b.shared, len(b.attempt))
 	}
 	if r.Throttled != "" {

@@ -39,7 +39,7 @@ func nodes(run *results.Run) ([]nodeRow, int) {
 			row.Clock = strconv.FormatFloat(f.CPUMHz, 'f', -1, 64) + " MHz"
 		}
 		row.Clock, row.Load = dash(row.Clock), loads(s.Before, s.After)
-		if o := fingerprint.SharedWith(s.Before, s.After); o != "" {
+		if o := fingerprint.Contention(s.Before, s.After, s.WorldSize); o != "" {
 			row.Others, row.Bad = o, true
 		}
 		row.Others = dash(row.Others)

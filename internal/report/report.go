@@ -124,7 +124,7 @@ func (b *builder) write(ctx context.Context, w io.Writer, run *results.Run) erro
 	p.Nodes, p.ThrottledShards = nodes(run)
 	p.Counters = b.counters
 	if n := len(b.shared); n > 0 {
-		p.Tiles = append(p.Tiles, tile{"Rows measured beside another opx run", strconv.Itoa(n), "bad"})
+		p.Tiles = append(p.Tiles, tile{"Rows measured under contention", strconv.Itoa(n), "bad"})
 	}
 	if p.ThrottledRows = len(b.throttled); p.ThrottledRows > 0 {
 		p.Tiles = append(p.Tiles, tile{"Rows on a throttled GPU", strconv.Itoa(p.ThrottledRows), "bad"})

@@ -140,6 +140,8 @@ type Case struct {
 	// Reached is whether the shard's newest attempt wrote a row for it: a case kept from an
 	// older attempt (or missing) was not reached by it.
 	Reached bool
+	// Contended is what contended with the kept row's measurement (Row.Contended).
+	Contended string
 }
 
 // MissingRow is a case no attempt wrote a row for, as a row of status "missing" (export
@@ -391,7 +393,7 @@ type execRows struct {
 	rows []Row
 	// throttled is why its GPUs were held down while it ran ("" when they were not)
 	throttled string
-	shared    string // fingerprint.SharedWith: other opx runs measuring beside it
+	contended string // fingerprint.Contention: what measured beside it (other opx runs, a busy machine)
 	started   string // when its allocation was granted (else its first fingerprint), RFC 3339
 	node      string // its node, as its fingerprints name it
 	before    *fingerprint.Fingerprint
@@ -434,7 +436,7 @@ func readAttempt(ctx context.Context, shardID string, ex summary.Execution) (*ex
 		e.att.SetAside = append(e.att.SetAside, e.counters.Problems...)
 	}
 	e.throttled = fingerprint.Throttled(e.before, e.after, int(exe.Cell.WorldSize)).String()
-	e.shared = fingerprint.SharedWith(e.before, e.after)
+	e.contended = fingerprint.Contention(e.before, e.after, int(exe.Cell.WorldSize))
 	for _, f := range []*fingerprint.Fingerprint{e.after, e.before} {
 		if f != nil && f.Node != "" {
 			e.node = f.Node
@@ -550,7 +552,7 @@ func (st *settler) rows(e *execRows) (mine []int) {
 	st.reached = st.reached[:0]
 	for i := range e.rows {
 		r := &e.rows[i]
-		r.Attempt, r.Throttled, r.Shared, r.Mode = e.ex.Attempt, e.throttled, e.shared, e.exe.Cell.Mode
+		r.Attempt, r.Throttled, r.Contended, r.Mode = e.ex.Attempt, e.throttled, e.contended, e.exe.Cell.Mode
 		r.RunID, r.SourceSHA, r.StartedAt = e.exe.RunID, e.exe.SourceSHA, e.started
 		if r.Host == "" {
 			r.Host = e.node
@@ -637,7 +639,7 @@ func (st *settler) kept(attempts []Attempt) []Row {
 			continue
 		}
 		c := &st.cases[i]
-		c.Status, c.Message, c.Attempt = r.Status, r.Message, r.Attempt
+		c.Status, c.Message, c.Attempt, c.Contended = r.Status, r.Message, r.Attempt, r.Contended
 		c.Share = shareOf(attempts, r.Attempt)
 		row := *r
 		row.GPUSeconds, row.Tries = c.GPUSeconds, c.Tries

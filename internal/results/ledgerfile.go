@@ -90,6 +90,9 @@ type caseDoc struct {
 	Tries      int             `json:"tries"`
 	GPUSeconds float64         `json:"gpu_seconds"`
 	Reached    bool            `json:"reached_by_newest"`
+	// Contended is what contended with the kept row's measurement (another opx run, a
+	// busy machine): a number not to gate on before it is measured again
+	Contended string `json:"contended,omitempty"`
 }
 
 // A LedgerFile is a case ledger being written as its run is read (CoverInto): each
@@ -242,7 +245,7 @@ func appendCases(dst []byte, cases []Case) ([]byte, error) {
 		out.WriteByte('\n')
 		doc = caseDoc{Key: c.Key, Shard: c.Shard, Testlist: c.Testlist, Op: c.Op, Backend: c.Backend, WorldSize: c.WorldSize,
 			Cluster: c.Cluster, Args: doc.Args, Status: c.Status, Message: c.Message, Attempt: c.Attempt,
-			Tries: c.Tries, GPUSeconds: c.GPUSeconds, Reached: c.Reached}
+			Tries: c.Tries, GPUSeconds: c.GPUSeconds, Reached: c.Reached, Contended: c.Contended}
 		if err := EncodeWithArgs(enc, &doc, &doc.Args, c.ArgsJSON); err != nil {
 			return out.Bytes(), err
 		}

@@ -79,7 +79,7 @@ type Row struct {
 	Peak                                              *sol.Peak // its shard's site limits, if any
 	GPUSeconds                                        float64   // its case's GPU time over all attempts (Case.GPUSeconds)
 	Throttled                                         string    // why its GPUs were throttled while its attempt ran ("" when they were not, or unknown)
-	Shared                                            string    // the other opx runs that measured on its machine while its attempt ran ("" when none was seen)
+	Contended                                         string    // what contended with its measurement: other opx runs measuring on its machine, a busy machine (fingerprint.Contention; "" when nothing did)
 	// RunID and SourceSHA are its execution's provenance, StartedAt when its attempt's
 	// allocation was granted (RFC 3339, UTC; "" when not recorded), Host the machine its
 	// results file names (else its node's fingerprint): rows of several runs put together

@@ -60,6 +60,9 @@ func (r *execution) runLocal(ctx context.Context) error {
 		for _, o := range fingerprint.OthersMeasuring(r.o.Environ, claim.Name()) {
 			fmt.Fprintf(r.o.Stderr, "opx: warning: shard %s: another opx run is measuring on this machine (%s): both share its CPU, and the report marks the rows measured meanwhile\n", r.cell.ID, o)
 		}
+		if busy := fingerprint.LoadNow(r.o.Environ); busy != "" {
+			fmt.Fprintf(r.o.Stderr, "opx: warning: shard %s: this machine is busy (%s): its rows are marked measured under contention, and compare and the history gate ask for them again\n", r.cell.ID, busy)
+		}
 	}
 	r.fingerprint(ctx, fpBefore)
 	defer func() {

@@ -118,7 +118,7 @@ func TestTwoRunsMeasuringOnOneMachine(t *testing.T) {
 		t.Errorf("opx run beside another: exit %d\n%s", r.code, r.stderr)
 	}
 	page, _ := os.ReadFile(filepath.Join(dir, "report.html"))
-	if !strings.Contains(string(page), `<div class="tv">6</div><div class="tl">Rows measured beside another opx run</div>`) ||
+	if !strings.Contains(string(page), `<div class="tv">6</div><div class="tl">Rows measured under contention</div>`) ||
 		!strings.Contains(string(page), "another opx run measured on this machine at the same time (pid ") {
 		t.Errorf("the page does not mark the rows measured beside another run")
 	}
@@ -134,7 +134,7 @@ func TestTwoRunsMeasuringOnOneMachine(t *testing.T) {
 
 	r, dir = runSweep(t, env)
 	page, _ = os.ReadFile(filepath.Join(dir, "report.html"))
-	if r.code != 0 || strings.Contains(r.stderr, "warning") || strings.Contains(string(page), "Rows measured beside another opx run") {
+	if r.code != 0 || strings.Contains(r.stderr, "warning") || strings.Contains(string(page), "Rows measured under contention") {
 		t.Errorf("a run alone is said to share the machine: exit %d\n%s", r.code, r.stderr)
 	}
 }
