@@ -46,7 +46,7 @@ type Run struct {
 	rows      []entry
 	groups    map[group]*group
 	throttled int
-	contended int // its kept rows measured under contention
+	contended int              // its kept rows measured under contention
 	profiled  int              // rows of a profiled execution (counters mode): left out
 	node      fingerprint.Node // the run's nodes merged, when it recorded any
 	hasNode   bool
