@@ -433,7 +433,7 @@ func (se *seriesRow) summarize() {
 	if n := len(se.points); n > 0 {
 		last := se.points[n-1]
 		if last.outcome == verdict.Measured && last.value.Valid {
-			se.latest = fmt.Sprintf("%.4g", last.value.Float64)
+			se.latest = results.Format(se.metric, last.value.Float64)
 		} else {
 			se.latest = last.outcome.String()
 		}

@@ -202,9 +202,15 @@ func TestPageInHeadlessChromium(t *testing.T) {
 	if len(console) > 0 {
 		t.Errorf("console: %v", console)
 	}
-	first := strings.Index(dom, `<div class="plot"><h3>s7</h3>`)
+	first := strings.Index(dom, `<div class="plot"><h3 title="s7">s7</h3>`)
 	if first < 0 || !strings.Contains(dom, "driver 550.54 → 555.42") || !strings.Contains(dom, `class="cp"`) || strings.Count(dom, "<tr><td") != 30 {
 		t.Errorf("the page lacks the changed series, its change point or a row per series:\n%.3000s", dom)
+	}
+	// the plot reads as a plot: value ticks in the metric's unit, dated time ticks, each
+	// change with its triage state
+	if !strings.Contains(dom, `class="ax" text-anchor="end">`) || !strings.Contains(dom, " µs</text>") || !strings.Contains(dom, `class="tick"`) ||
+		!strings.Contains(dom, ">Sep 2</text>") || !strings.Contains(dom, `triage: <span class="state open">open</span>`) {
+		t.Errorf("the plot has no value or date ticks, or no triage state:\n%.3000s", dom[first:])
 	}
 	if b.Len() > 200_000 {
 		t.Errorf("the page is %d bytes for 30 series", b.Len())

@@ -169,6 +169,20 @@ var tmpl = template.Must(template.New("pages").Funcs(template.FuncMap{
 		}
 		return strconv.FormatFloat(*p, 'g', 4, 64)
 	},
+	// val is a metric's value with its unit, as report.html shows it (38.06 ms)
+	"val": func(metric string, v any) string {
+		switch v := v.(type) {
+		case *float64:
+			if v == nil {
+				return "–"
+			}
+			return results.Format(metric, *v)
+		case float64:
+			return results.Format(metric, v)
+		}
+		return "–"
+	},
+	"name": history.CaseName,
 	"pct": func(p *float64) string {
 		if p == nil {
 			return "–"

@@ -609,6 +609,19 @@ func TestPagesSayWhatWasJudged(t *testing.T) {
 	if code, _, _ = sv.get("/api/compare?base=nightly-1&base_sid="+sids[1]+"&new=nightly-8", ""); code != 200 {
 		t.Errorf("compare with the stored run chosen: %d", code)
 	}
+	// cases are named as people read them, the full key in the link's title; values carry
+	// their unit; the series plot has value ticks in that unit and dated ticks
+	_, page, _ = sv.get("/runs/nightly-8", "")
+	if !strings.Contains(page, "gemm ") || !strings.Contains(page, "×") || !strings.Contains(page, " · vllm · ws=") || !strings.Contains(page, `title="`) ||
+		strings.Contains(page, `>{&#34;`) || !strings.Contains(page, " µs</td>") || strings.Contains(page, "e+0") {
+		t.Errorf("a run's cases are not named and valued as people read them:\n%.2000s", page)
+	}
+	if len(two.Runs) > 0 && len(two.Runs[0].Cases) > 0 {
+		_, page, _ = sv.get("/series?key="+url.QueryEscape(two.Runs[0].Cases[0].Key), "")
+		if !strings.Contains(page, " µs</text>") || !strings.Contains(page, `class="tick"`) || !strings.Contains(page, "<h1>gemm ") {
+			t.Errorf("the series page has no readable name, value ticks or date ticks:\n%.2000s", page)
+		}
+	}
 	paths := []string{"/api/changes", "/api/runs", "/api/runs/nightly-1", "/api/runs/nightly-8", "/api/compare?base=nightly-2&new=nightly-8"}
 	if len(two.Runs) > 0 && len(two.Runs[0].Cases) > 0 {
 		paths = append(paths, "/api/series?key="+url.QueryEscape(two.Runs[0].Cases[0].Key))

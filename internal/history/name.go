@@ -1,0 +1,60 @@
+package history
+
+import (
+	"strings"
+
+	"github.com/semianalysis/opx/internal/summary"
+)
+
+// CaseName is a case key as people read it — "gemm 128×128×128 fp32 · cpu · ws=1 ·
+// local@vm": the op, a GEMM's m×n×k and its dtypes (one when they agree), the other
+// args as key=value, the backend, world size and cluster. Pages show it; the full key
+// stays in links, titles and JSON. A key not of opx's shape is returned as it is.
+func CaseName(key string) string {
+	parts := strings.Split(key, " | ")
+	if len(parts) < 6 {
+		return key
+	}
+	n := len(parts)
+	op, args, backend, ws, cluster := parts[1], strings.Join(parts[2:n-3], " | "), parts[n-3], parts[n-2], parts[n-1]
+	a, err := summary.ParseArgs([]byte(args))
+	if err != nil {
+		return key
+	}
+	words := []string{op}
+	var dims, dtypes, rest []string
+	fields := strings.Fields(a.Label())
+	at := map[string]string{}
+	for _, f := range fields {
+		k, v, _ := strings.Cut(f, "=")
+		at[k] = v
+	}
+	shaped := at["m"] != "" && at["n"] != "" && at["k"] != ""
+	for _, f := range fields {
+		k, v, _ := strings.Cut(f, "=")
+		switch {
+		case shaped && (k == "m" || k == "n" || k == "k"):
+			continue
+		case shaped && (k == "a" || k == "b" || k == "out" || strings.HasSuffix(k, "dtype")):
+			if !contains(dtypes, v) {
+				dtypes = append(dtypes, v)
+			}
+		default:
+			rest = append(rest, f)
+		}
+	}
+	if shaped {
+		dims = []string{at["m"] + "×" + at["n"] + "×" + at["k"]}
+	}
+	words = append(append(append(words, dims...), dtypes...), rest...)
+	return strings.Join(words, " ") + " · " + backend + " · " + ws + " · " + cluster
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
