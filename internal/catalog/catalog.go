@@ -11,6 +11,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/semianalysis/opx/internal/suggest"
 	"io/fs"
 	"maps"
 	"os"
@@ -186,7 +187,11 @@ func (t Testlists) Load(name string) ([]pyjson.Value, error) {
 	}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("unknown testlist %q in %s; available: %s", name, t.loc, strings.Join(t.Names(), ", "))
+			hint := ""
+			if best := suggest.Closest(name, t.Names()); best != "" {
+				hint = "; did you mean " + best + "?"
+			}
+			return nil, fmt.Errorf("unknown testlist %q in %s; available: %s%s", name, t.loc, strings.Join(t.Names(), ", "), hint)
 		}
 		var pe *fs.PathError
 		if errorsAs(err, &pe) {

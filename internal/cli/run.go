@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/semianalysis/opx/internal/plan"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/shard"
 	"github.com/semianalysis/opx/internal/sweep"
@@ -49,12 +48,8 @@ func runRun(ctx context.Context, env Env, c *cobra.Command, o *runOptions) error
 	err := sweep.Run(ctx, sweep.Options{Plan: o.plan, Dir: o.dir, Resume: o.resume, Manifest: o.manifest, MaxParallel: o.maxParallel, TimeMinutes: o.timeMinutes,
 		CleanupSecs: o.cleanupSecs, Getenv: env.getenv, Environ: env.environ(), Stdout: env.Stdout, Stderr: env.Stderr,
 		Terminal: isTerminal(env.Stderr)})
-	// a selection the planner refuses is the flags' fault: a usage error (opx plan keeps
-	// ci.py's exit 1 for them)
-	var sel *plan.SelectionError
-	if errors.As(err, &sel) {
-		return &UsageError{err}
-	}
+	// a selection the planner refuses (an unknown runner, testlist or backend) exits 1,
+	// as opx plan does (ci.py's exit code for them): one code for one mistake
 	return err
 }
 

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/semianalysis/opx/internal/suggest"
 	"maps"
 	"math"
 	"math/big"
@@ -66,6 +67,33 @@ type Inputs struct {
 type SelectionError struct{ Msg string }
 
 func (e *SelectionError) Error() string { return e.Msg }
+
+// SuggestRunner is the runner label a mistyped one most likely meant: within two edits
+// of a label, its "cluster:" prefix left out or written with "_" for "-" (h200-dgxc,
+// h200_dgxc: cluster:h200-dgxc); "" when none is near.
+func SuggestRunner(name string, labels []string) string {
+	bare := strings.ReplaceAll(strings.TrimPrefix(name, "cluster:"), "_", "-")
+	var bares []string
+	for _, l := range labels {
+		bares = append(bares, strings.TrimPrefix(l, "cluster:"))
+	}
+	if best := suggest.Closest(bare, bares); best != "" {
+		for _, l := range labels {
+			if strings.TrimPrefix(l, "cluster:") == best {
+				return l
+			}
+		}
+	}
+	return ""
+}
+
+// didYouMean is "; did you mean X?" for a suggestion, "" for none.
+func didYouMean(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "; did you mean " + s + "?"
+}
 
 func selectionErr(format string, args ...any) error {
 	return &SelectionError{fmt.Sprintf(format, args...)}
@@ -189,7 +217,8 @@ type keptShape struct {
 func check(sel Selection, in Inputs) (*planner, error) {
 	runner, ok := in.Registry.Runner(sel.Runner)
 	if !ok {
-		return nil, selectionErr("unsupported runner: %s (runners: %s; see opx list runners)", sel.Runner, strings.Join(in.Registry.Labels(), ", "))
+		return nil, selectionErr("unsupported runner: %s (runners: %s; see opx list runners%s)", sel.Runner, strings.Join(in.Registry.Labels(), ", "),
+			didYouMean(SuggestRunner(sel.Runner, in.Registry.Labels())))
 	}
 	if !slices.Contains(Modes, sel.Mode) {
 		return nil, selectionErr("mode must be one of timing, counters")
