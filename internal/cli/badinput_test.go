@@ -679,9 +679,11 @@ func TestMessagesBlameTheRightThing(t *testing.T) {
 		{[]string{"run", "--testlists", "cpu_smok", "--out", filepath.Join(dir, "r11")}, 1, `unknown testlist "cpu_smok" in embedded testlists; available: `},
 		{[]string{"run", "--testlists", "cpu_smok", "--out", filepath.Join(dir, "r11")}, 1, "; did you mean cpu_smoke?"},
 		{[]string{"plan", "--runner", "local", "--backends", "cpu", "--testlists", "cpu_smok", "--world-sizes", "1"}, 1, "; did you mean cpu_smoke?"},
-		{[]string{"run", "--world-sizes=", "--out", filepath.Join(dir, "r2")}, 1, "--world-sizes is empty: give the world sizes to sweep"},
+		{[]string{"run", "--world-sizes=", "--out", filepath.Join(dir, "r2")}, 1, "--world-sizes is empty: give the world sizes to sweep (the local runner offers 1 on a machine of one device)"},
 		{[]string{"run", "--world-sizes", "1,x", "--out", filepath.Join(dir, "r6")}, 1, "invalid literal for int() with base 10: 'x'"},
 		{[]string{"run", "--testlists", "smoke_parallel", "--out", filepath.Join(dir, "r7")}, 1, "selection contains no runnable shapes (the shapes of smoke_parallel run at world size 2, 4, 8; selected 1)"},
+		// the local runner names the world sizes it offers, never only the clusters' 1,2,4,8
+		{[]string{"run", "--world-sizes", "3", "--out", filepath.Join(dir, "r12")}, 1, "world sizes must be selected from 1,2,4,8 (single node) (the local runner offers world sizes 1 on this machine: 1 device(s))"},
 		{[]string{"run", "--world-sizes", "2", "--out", filepath.Join(dir, "r8")}, 1, "world size 2 exceeds the local runner's 1 device(s) on this machine (it offers world sizes 1)"},
 		{[]string{"run", "--resume", filepath.Join(dir, "nosuch")}, 1, "no such run directory"},
 		{[]string{"report", file}, 1, "is a file, not a run directory"},

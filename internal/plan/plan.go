@@ -299,22 +299,28 @@ func checkBackends(sel Selection, in Inputs, runner platform.Runner, entry *pyjs
 // checkSizes: world sizes from 1,2,4,8 within the node, torch at 1 only, a chunk size of
 // 1 to 500.
 func checkSizes(sel Selection, gpus int64) error {
+	var offered []string // the sizes this runner offers
+	for _, w := range []int64{1, 2, 4, 8} {
+		if w <= gpus {
+			offered = append(offered, strconv.FormatInt(w, 10))
+		}
+	}
+	// ci.py's words, then, on the local runner, the sizes this machine offers (never the
+	// clusters' 1,2,4,8)
+	pick := "world sizes must be selected from 1,2,4,8 (single node)"
+	if sel.Runner == platform.Local {
+		pick += fmt.Sprintf(" (the local runner offers world sizes %s on this machine: %d device(s))", strings.Join(offered, ", "), gpus)
+	}
 	if len(sel.WorldSizes) == 0 {
-		return selectionErr("world sizes must be selected from 1,2,4,8 (single node)")
+		return selectionErr("%s", pick)
 	}
 	for _, ws := range sel.WorldSizes {
 		if ws != 1 && ws != 2 && ws != 4 && ws != 8 {
-			return selectionErr("world sizes must be selected from 1,2,4,8 (single node)")
+			return selectionErr("%s", pick)
 		}
 	}
 	for _, ws := range sel.WorldSizes {
 		if ws > gpus {
-			var offered []string // ci.py's words, then the sizes this runner offers
-			for _, w := range []int64{1, 2, 4, 8} {
-				if w <= gpus {
-					offered = append(offered, strconv.FormatInt(w, 10))
-				}
-			}
 			if sel.Runner == platform.Local {
 				return selectionErr("world size %d exceeds the local runner's %d device(s) on this machine (it offers world sizes %s)", ws, gpus, strings.Join(offered, ", "))
 			}

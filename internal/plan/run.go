@@ -112,6 +112,9 @@ func (o *Request) inputs() (Selection, Inputs, error) {
 	}
 	var sizes []int64
 	if strings.TrimSpace(o.WorldSizes) == "" {
+		if o.Runner == platform.Local {
+			return sel, in, selectionErr("--world-sizes is empty: give the world sizes to sweep (the local runner offers 1 on a machine of one device)")
+		}
 		return sel, in, selectionErr("--world-sizes is empty: give the world sizes to sweep, such as 1 or 1,2,4,8")
 	}
 	for _, w := range strings.Split(o.WorldSizes, ",") {
