@@ -668,6 +668,7 @@ func TestMessagesBlameTheRightThing(t *testing.T) {
 		{[]string{"hist", "add"}, 2, `unknown command "hist" for "opx"; did you mean history or list?`},
 		{[]string{"list"}, 2, "say what to list: runners, backends, testlists or images"},
 		{[]string{"run", "--testlist", "cpu_smoke"}, 2, "did you mean --testlists?"},
+		{[]string{"serve", "--port", "8080"}, 2, "unknown flag: --port; did you mean --listen? (opx serve listens on an address and port: --listen 127.0.0.1:8080)"},
 		// a selection the planner refuses exits 1 from run as from plan (ci.py's code), with
 		// a "did you mean" for a typo of a runner, testlist or backend
 		{[]string{"run", "--backends", "cpuu", "--out", filepath.Join(dir, "r1")}, 1, "no backend cpuu on the local runner (it runs: cpu, vllm; see opx list backends); did you mean cpu?"},

@@ -306,8 +306,21 @@ func suggestFlag(c *cobra.Command, err error) error {
 	var names []string
 	c.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
 	best := suggest.Closest(name, names)
+	// what other tools call a flag opx has under its own name
+	if alt, ok := flagSynonyms[name]; ok && c.Flags().Lookup(alt.flag) != nil {
+		return fmt.Errorf("%w; did you mean --%s? (%s)", err, alt.flag, alt.why)
+	}
 	if best == "" {
 		return err
 	}
 	return fmt.Errorf("%w; did you mean --%s?", err, best)
+}
+
+// flagSynonyms are other tools' names for a flag opx has under its own, with how to give it.
+var flagSynonyms = map[string]struct{ flag, why string }{
+	"port":    {"listen", "opx serve listens on an address and port: --listen 127.0.0.1:8080"},
+	"host":    {"listen", "opx serve listens on an address and port: --listen 0.0.0.0:8080"},
+	"bind":    {"listen", "opx serve listens on an address and port: --listen 127.0.0.1:8080"},
+	"address": {"listen", "opx serve listens on an address and port: --listen 127.0.0.1:8080"},
+	"addr":    {"listen", "opx serve listens on an address and port: --listen 127.0.0.1:8080"},
 }

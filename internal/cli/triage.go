@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"strings"
 	"time"
 
 	"github.com/semianalysis/opx/internal/history"
@@ -24,7 +25,8 @@ until its series recovers or it is marked expected), expected (an intended chang
 longer fails --fail-on-regression), invalid (not a real change: noise, a bad node; it no
 longer fails the gate either), or open again. --note says why, --link where it is
 followed (an http or https URL). Every event is kept, with who made it and when; opx serve
-shows the latest with its history. The change must be one check finds in the store.`,
+shows the latest with its history. The change must be one check finds in the store; a
+unique start of its id (4 characters or more) names it.`,
 		Example: `  opx history triage c1a2b3c4d5e6f70 --state acknowledged --link https://github.com/org/repo/issues/12
   opx history triage c1a2b3c4d5e6f70 --state expected --note "the new driver's GEMM path, accepted"`,
 		Args: cobra.ExactArgs(1),
@@ -41,19 +43,19 @@ shows the latest with its history. The change must be one check finds in the sto
 			if err != nil {
 				return err
 			}
-			known := false
-			for _, ch := range found.Changes {
-				known = known || ch.ID == args[0]
+			id, known, several := found.ChangeID(args[0]) // a unique prefix names its change
+			if len(several) > 1 {
+				return &UsageError{fmt.Errorf("%s is the start of %d change ids (%s): give more of it", safe.Text(args[0]), len(several), strings.Join(several, ", "))}
 			}
 			who := os.Getenv("USER")
 			if u, err := user.Current(); err == nil {
 				who = u.Username
 			}
-			ev, err := s.Triage(c.Context(), args[0], state, who, "cli", note, link, known)
+			ev, err := s.Triage(c.Context(), id, state, who, "cli", note, link, known)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(env.Stderr, "opx history triage: %s: %s → %s by %s\n", safe.Text(args[0]), ev.From, ev.To, safe.Text(ev.Who))
+			fmt.Fprintf(env.Stderr, "opx history triage: %s: %s → %s by %s\n", safe.Text(id), ev.From, ev.To, safe.Text(ev.Who))
 			return nil
 		},
 	}

@@ -220,7 +220,7 @@ func TestCopyCarriesTheLoop(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("the 24x night passes the gate: exit %d", code)
 	}
-	if o := opx("history", "triage", "--db", a, before[0].ID, "--state", "acknowledged"); o.Code != 0 {
+	if o := opx("history", "triage", "--db", a, before[0].ID[:6], "--state", "acknowledged"); o.Code != 0 || !strings.Contains(o.Stderr, before[0].ID+": open → acknowledged") { // a unique start of its id names it
 		t.Fatal(o.Stderr)
 	}
 	_, before = changed(a)

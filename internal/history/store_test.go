@@ -124,3 +124,22 @@ func TestMigrateToTriage(t *testing.T) {
 		}
 	})
 }
+
+// A change is named by its id or a unique start of it (4 characters or more); a start
+// several ids share names none of them, and says which.
+func TestChangeIDPrefix(t *testing.T) {
+	f := &Found{Changes: []Change{{ID: "c1234aaaa"}, {ID: "c1234bbbb"}, {ID: "c9990000"}}}
+	for _, c := range []struct {
+		in, full string
+		ok       bool
+		several  int
+	}{
+		{"c1234aaaa", "c1234aaaa", true, 0}, {"c999", "c9990000", true, 0}, {"c1234a", "c1234aaaa", true, 0},
+		{"c123", "c123", false, 2}, {"c9", "c9", false, 0}, {"zzzz", "zzzz", false, 0},
+	} {
+		full, ok, several := f.ChangeID(c.in)
+		if full != c.full || ok != c.ok || len(several) != c.several {
+			t.Errorf("ChangeID(%q) = %q %v %v, want %q %v and %d ids", c.in, full, ok, several, c.full, c.ok, c.several)
+		}
+	}
+}

@@ -188,3 +188,26 @@ func (s *Store) TriageVersion(ctx context.Context) (int64, error) {
 	}
 	return v, nil
 }
+
+// ChangeID is the id of the change id names: its own id, or a unique prefix of one (at
+// least 4 characters) of the changes the check found; ok is false when none is, and more
+// lists the ids a prefix shared by several names.
+func (f *Found) ChangeID(id string) (full string, ok bool, more []string) {
+	for _, c := range f.Changes {
+		if c.ID == id {
+			return id, true, nil
+		}
+	}
+	if len(id) < 4 {
+		return id, false, nil
+	}
+	for _, c := range f.Changes {
+		if strings.HasPrefix(c.ID, id) && !slices.Contains(more, c.ID) {
+			more = append(more, c.ID)
+		}
+	}
+	if len(more) == 1 {
+		return more[0], true, nil
+	}
+	return id, false, more
+}

@@ -19,7 +19,9 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/semianalysis/opx/internal/files"
@@ -116,8 +118,11 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("--listen %s is not a loopback address: give --token-file, so that only the team reads the store (and --public-read to open reads)", o.Listen)
 	}
 	ln, err := net.Listen("tcp", o.Listen)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("--listen %s: the address is already in use (another opx serve, or another server): give --listen another port, e.g. --listen %s", o.Listen, nextPort(o.Listen))
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("--listen %s: %v", o.Listen, err)
 	}
 	o.Store.Readers(2 * runtime.GOMAXPROCS(0))
 	d := newDash(o.Store, o.Where)
@@ -243,3 +248,12 @@ var css string
 
 //go:embed opx.js
 var js string
+
+// nextPort is addr with the port after its own (8080: 8081), for a message.
+func nextPort(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if p, perr := strconv.Atoi(port); err == nil && perr == nil && p > 0 && p < 65535 {
+		return net.JoinHostPort(host, strconv.Itoa(p+1))
+	}
+	return "127.0.0.1:8081"
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -318,6 +319,16 @@ func TestSafeByDefault(t *testing.T) {
 	defer s.Close()
 	if err := serve.Run(t.Context(), serve.Options{Store: s, Where: dsn, Listen: "0.0.0.0:0"}); err == nil || !strings.Contains(err.Error(), "give --token-file") {
 		t.Errorf("0.0.0.0 without tokens: %v", err)
+	}
+	// an address in use names the flag to change, and a port to try
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	if err := serve.Run(t.Context(), serve.Options{Store: s, Where: dsn, Listen: busy.Addr().String()}); err == nil ||
+		!strings.Contains(err.Error(), "the address is already in use") || !strings.Contains(err.Error(), "give --listen another port, e.g. --listen 127.0.0.1:") {
+		t.Errorf("an address in use: %v", err)
 	}
 	short := filepath.Join(t.TempDir(), "short")
 	os.WriteFile(short, []byte("abc\n"), 0o600)
