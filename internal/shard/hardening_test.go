@@ -705,3 +705,33 @@ func TestFinalizeRemovesAStageNothingWasGrantedFor(t *testing.T) {
 		})
 	}
 }
+
+// Ctrl-C on the local runner speaks of what it stops — rank processes, not allocations —
+// and the interrupted run, like every finished one, leaves no run lock behind.
+func TestLocalCtrlCSpeaksOfProcesses(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sweep")
+	cmd := exec.Command(opxBin, "run", "--out", dir)
+	cmd.Env = append(os.Environ(), "OPERATORX_CPU_REPEAT=200", "TMPDIR="+t.TempDir())
+	var res outcome
+	done := make(chan struct{})
+	go func() { res = run(cmd); close(done) }()
+	waitFor(t, "the shard measuring", 60*time.Second, func() bool {
+		b, _ := filepath.Glob(filepath.Join(dir, "shards", "*", "fingerprint-before.json"))
+		return len(b) == 1
+	})
+	cmd.Process.Signal(syscall.SIGINT)
+	<-done
+	if res.code != 130 || !strings.Contains(res.stderr, "no new shard starts; cleaning up 1 running shard(s) (rank processes stopped, rows collected)") ||
+		strings.Contains(res.stderr, "allocation") {
+		t.Errorf("Ctrl-C on the local runner: exit %d\n%s", res.code, res.stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ".opx-run.lock")); !os.IsNotExist(err) {
+		t.Errorf("the interrupted run left its lock: %v", err)
+	}
+	if o := run(exec.Command(opxBin, "run", "--resume", dir)); o.code != 0 {
+		t.Fatalf("resume: exit %d %s", o.code, o.stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ".opx-run.lock")); !os.IsNotExist(err) {
+		t.Errorf("the finished run left its lock: %v", err)
+	}
+}

@@ -48,6 +48,45 @@ func TestRunLockIsExclusive(t *testing.T) {
 		t.Fatal(err)
 	}
 	unlock()
+	if _, err := os.Lstat(filepath.Join(dir, runLock)); !os.IsNotExist(err) {
+		t.Errorf("a run that let its lock go left %s behind: %v", runLock, err)
+	}
+}
+
+// The lock file is removed as its holder lets go: a taker racing with that removal never
+// holds a lock on a file the path no longer names, so two never hold the directory at once.
+func TestRunLockRemovedAsItIsLetGo(t *testing.T) {
+	dir := t.TempDir()
+	var holders, most, taken int32
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			for range 300 {
+				unlock, err := lockRun(dir)
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				holders++
+				taken++
+				most = max(most, holders)
+				mu.Unlock()
+				time.Sleep(10 * time.Microsecond)
+				mu.Lock()
+				holders--
+				mu.Unlock()
+				unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if most != 1 || taken == 0 {
+		t.Errorf("at most %d held the lock at once (taken %d times); want 1", most, taken)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, runLock)); !os.IsNotExist(err) {
+		t.Errorf("the lock file is left: %v", err)
+	}
 }
 
 // A FIFO, a link or a directory where the lock or run.json should be is an error said at

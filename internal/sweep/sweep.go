@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -251,12 +252,17 @@ func (s *sweep) execute(ctx context.Context, m *manifest.Manifest, reg *platform
 	// on the first Ctrl-C, say what happens next: the running shards clean up (their
 	// allocations cancelled and confirmed gone, their rows collected), then the summary and
 	// report of what finished are written
+	// (on the local runner: its rank processes stopped; there is no allocation)
+	cleanup := "allocations cancelled and confirmed gone, rows collected"
+	if len(m.Cells) > 0 && !slices.ContainsFunc(m.Cells, func(c *manifest.Cell) bool { return c.Runner != platform.Local }) {
+		cleanup = "rank processes stopped, rows collected"
+	}
 	stopped := make(chan struct{})
 	defer close(stopped)
 	go func() {
 		select {
 		case <-ctx.Done():
-			pr.logf("%s: no new shard starts; cleaning up %d running shard(s) (allocations cancelled and confirmed gone, rows collected), then writing the summary and report of what finished", safe.OneLine(context.Cause(ctx).Error()), pr.runningShards())
+			pr.logf("%s: no new shard starts; cleaning up %d running shard(s) (%s), then writing the summary and report of what finished", safe.OneLine(context.Cause(ctx).Error()), pr.runningShards(), cleanup)
 		case <-stopped:
 		}
 	}()
@@ -484,34 +490,47 @@ func claimRunDir(dir string) (release func(planned bool), err error) {
 // lockRun takes dir's run lock: the file .opx-run.lock (made when missing; never a link,
 // FIFO or device, and opened without blocking), held by flock(2) for as long as this
 // process holds it — the kernel lets it go when the process ends, however it ends, so no
-// lock is ever stale and none is removed-then-created: of two opx runs racing for one
-// directory exactly one gets it, and the other names the process that has it. The file
-// stays; unlock lets the lock go.
+// lock is ever stale: of two opx runs racing for one directory exactly one gets it, and
+// the other names the process that has it. unlock removes the file, then lets the lock
+// go, so a finished run leaves none behind; a taker that locked the file just as it was
+// removed sees that the path no longer names what it locked, and takes the new one.
 func lockRun(dir string) (unlock func(), err error) {
 	path := filepath.Join(dir, runLock)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("the run lock %s: %w", path, err)
-	}
-	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
-		err = errors.New("not a regular file")
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("the run lock %s: %w", path, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		defer f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another opx run (%s) is writing to %s: it holds %s; wait for it to end", holderOf(f), dir, path)
+	for range 100 {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("the run lock %s: %w", path, err)
 		}
-		return nil, fmt.Errorf("the run lock %s: %w", path, err)
+		fi, err := f.Stat()
+		if err == nil && !fi.Mode().IsRegular() {
+			err = errors.New("not a regular file")
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("the run lock %s: %w", path, err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			defer f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, fmt.Errorf("another opx run (%s) is writing to %s: it holds %s; wait for it to end", holderOf(f), dir, path)
+			}
+			return nil, fmt.Errorf("the run lock %s: %w", path, err)
+		}
+		if now, err := os.Lstat(path); err != nil || !os.SameFile(fi, now) {
+			f.Close() // its holder removed it as it let go: lock the file the path names now
+			continue
+		}
+		line := fmt.Sprintf("pid %d\n", os.Getpid())
+		f.WriteAt([]byte(line), 0) // then cut what a longer earlier line left: never empty
+		f.Truncate(int64(len(line)))
+		return func() {
+			if now, err := os.Lstat(path); err == nil && os.SameFile(fi, now) {
+				os.Remove(path)
+			}
+			f.Close()
+		}, nil
 	}
-	line := fmt.Sprintf("pid %d\n", os.Getpid())
-	f.WriteAt([]byte(line), 0) // then cut what a longer earlier line left: never empty
-	f.Truncate(int64(len(line)))
-	return func() { f.Close() }, nil
+	return nil, fmt.Errorf("the run lock %s: it was removed and made again 100 times while opx took it: another program is at it", path)
 }
 
 // holderOf names the process holding a run lock: "pid N" from its first line, once that
