@@ -108,7 +108,7 @@ func TestSummarizeMatchesOperatorXCI(t *testing.T) {
 	// beyond the seed: one line on stderr, the verdict and the case ledger's account (the
 	// killed shard's case is measured, its shard failed; 5 attempts predate accounting.json)
 	ledger := filepath.Join(filepath.Dir(opxOut), "operatorx-cases.json")
-	if want := "opx summarize: failed: 4 of 5 cases measured, 0 unsupported, 0 error, 1 missing; 3 of 5 shards did not succeed (" + ids[1] + ", " + ids[2] + ", " + ids[3] + "); 0 CPU-hours, 5 attempt(s) without accounting.json; ledger: " + ledger + "\n"; r.stderr != want {
+	if want := "opx summarize: failed: 4 of 5 cases measured, 0 unsupported, 0 error, 1 missing; 3 of 5 shards did not succeed (" + ids[1] + ", " + ids[2] + ", " + ids[3] + "); 0 CPU-hours, 5 attempt(s) with no accounting (their cost unknown); ledger: " + ledger + "\n"; r.stderr != want {
 		t.Errorf("opx stderr: %q, want %q", r.stderr, want)
 	}
 	if _, err := os.Stat(ledger); err != nil {

@@ -328,7 +328,7 @@ func (l *Ledger) Line() string {
 		s += ", some releases not recorded (estimated)"
 	}
 	if t.Unaccounted > 0 {
-		s += fmt.Sprintf(", %d attempt(s) without accounting.json", t.Unaccounted)
+		s += fmt.Sprintf(", %d attempt(s) with no accounting (their cost unknown)", t.Unaccounted)
 	}
 	return s
 }
