@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -726,5 +727,9 @@ func TestUnstartableShardIsRecorded(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(out, "cases.json"))
 	if err != nil || !strings.Contains(string(b), `"failure":"setup: `) || !strings.Contains(string(b), `"outcome":"failed"`) {
 		t.Errorf("the ledger does not say why the shard did not run: %v %.600s", err, b)
+	}
+	// its page names the day it was tried (run.json), not "time not recorded"
+	if page, _ := os.ReadFile(filepath.Join(out, "report.html")); !regexp.MustCompile(`<title>opx report — run [^<]* · started 20\d\d-\d\d-\d\d \d\d:\d\d UTC; nothing was allocated</title>`).Match(page) {
+		t.Errorf("the page of a run that could not start names no date: %.400s", page)
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/results"
-	"github.com/semianalysis/opx/internal/sweep"
 	"github.com/semianalysis/opx/internal/verdict"
 )
 
@@ -217,7 +216,7 @@ func (rec *recorded) settle(ctx context.Context, dir string, run *results.Run, m
 	if rec.at.IsZero() {
 		rec.at = first // else its fingerprints' times
 	}
-	if r, err := sweep.ReadRecord(ctx, dir); err == nil {
+	if r, err := results.ReadRunRecord(ctx, dir); err == nil {
 		rec.opxVersion = r.OpxVersion
 		if t, err := time.Parse(time.RFC3339, r.StartedAt); err == nil && rec.at.IsZero() {
 			rec.at = t

@@ -25,6 +25,7 @@ import (
 // and the rows grouped by message. A row costs about 40 bytes here, whatever its size in
 // the results file.
 type builder struct {
+	runDir    string            // where run.json may be: beside the manifest
 	cases     map[caseKey]int32 // a case's place in caseInfo
 	caseInfo  []caseInfo
 	testlists dict // the cases' testlists and op types, numbered for the page
@@ -118,7 +119,7 @@ func newBuilder() *builder {
 	return &builder{thrName: map[string]string{}, serOf: map[serKey]int32{}, families: map[string]bool{}, sitePeaks: map[string]sol.Peak{}, msgs: map[string]map[string]*msgAgg{"error": {}, "unsupported": {}}}
 }
 
-var statusCode = map[string]uint8{"ok": 0, "unsupported": 1, "error": 2}
+var statusCode = map[string]uint8{"ok": 0, "unsupported": 1, "error": 2, "missing": 4} // 3: any other
 
 func (b *builder) add(r *results.Row) {
 	// numbered as first seen, which for a testlist or op type is its first case's row

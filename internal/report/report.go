@@ -24,6 +24,7 @@ import (
 	"html/template"
 	"io"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,6 +94,7 @@ func WriteFile(ctx context.Context, path, manifest, dir string) (verdict.Verdict
 // gather reads the run into what its page shows.
 func gather(ctx context.Context, manifest, dir string) (*builder, *results.Run, error) {
 	b := newBuilder()
+	b.runDir = filepath.Dir(manifest) // opx run's directory: its run.json is beside the manifest
 	var run *results.Run
 	err := results.Stream(ctx, manifest, dir, func(r *results.Run) { run = r }, func(sh *results.Shard, rows []results.Row) error {
 		if b.cases == nil { // the first shard: the run's shapes are known, and so about how many cases
@@ -102,7 +104,18 @@ func gather(ctx context.Context, manifest, dir string) (*builder, *results.Run, 
 			b.add(&rows[i])
 		}
 		return nil
-	}, nil)
+	}, func(_ *results.Shard, cases []results.Case) error { // the cases no attempt wrote: "missing" rows
+		for i := range cases {
+			if c := &cases[i]; c.Status == "missing" {
+				if b.cases == nil {
+					b.expect(run)
+				}
+				r := c.MissingRow()
+				b.add(&r)
+			}
+		}
+		return nil
+	})
 	return b, run, err
 }
 
@@ -115,7 +128,7 @@ func (b *builder) write(ctx context.Context, w io.Writer, run *results.Run) erro
 	if p.RunID == "" {
 		p.RunID = "(no shard ran)"
 	}
-	p.When, p.Where = when(run), where(run)
+	p.When, p.Where = when(run, b.runDir), where(run)
 	p.Title = "opx report — run " + p.RunID + " · " + p.When
 	p.Shards, p.Failures = shardRows(run)
 	p.Attempts = attempts(run)
@@ -146,7 +159,7 @@ func (b *builder) write(ctx context.Context, w io.Writer, run *results.Run) erro
 }
 
 // when is the run's time: its first allocation's grant, UTC, and its last release.
-func when(run *results.Run) string {
+func when(run *results.Run, runDir string) string {
 	var first, last time.Time
 	for _, a := range run.Ledger.Attempts {
 		if a.GrantedAt != nil && (first.IsZero() || a.GrantedAt.Before(first)) {
@@ -156,7 +169,12 @@ func when(run *results.Run) string {
 			last = *a.ReleasedAt
 		}
 	}
-	if first.IsZero() {
+	if first.IsZero() { // nothing allocated: when the run started, as its run.json says
+		if rec, err := results.ReadRunRecord(context.Background(), runDir); err == nil {
+			if t, err := time.Parse(time.RFC3339, rec.StartedAt); err == nil {
+				return "started " + t.UTC().Format("2006-01-02 15:04 UTC") + "; nothing was allocated"
+			}
+		}
 		return "time not recorded"
 	}
 	s := first.UTC().Format("2006-01-02 15:04 UTC")

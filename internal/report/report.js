@@ -50,7 +50,7 @@
     var C = D.cases;
     D.cases = C.a.map(function (a, k) { return {t: C.tl[C.t[k]], o: C.ol[C.o[k]], a: a, x: C.x[k], i: C.i[k]}; });
     var n = D.st.length;
-    var statusName = ["ok", "unsupported", "error", "other"];
+    var statusName = ["ok", "unsupported", "error", "other", "missing"];
     var spread = {}, impossible = {};
     D.impossible.forEach(function (i) { impossible[i] = true; });
     var throttled = {}, shared = {};

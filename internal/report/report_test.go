@@ -164,7 +164,9 @@ func TestReportContent(t *testing.T) {
 		// the cases as data: dictionaries and columns, the cases' own as columns too
 		`"cases":{"tl":["gemm_perf"],"ol":["gemm"],"t":[0,0,0],"o":[0,0,0],"a":["m=64 n=4096 k=4096 a=bf16 b=bf16 out=bf16",`,
 		`"x":[2.147e+09,8.59e+09,2.147e+09],"i":[62.06,227.6,null]}`,
-		`"series":["vllm on h200 ×1","sglang on b200 ×1"]`, `"thrName":{"gemm":"tflops"}`, `"lat":[41.5,120.2,null,30.1,null,null]`,
+		// the missing cases are rows of their own ("missing", status 4), on their series
+		`"series":["vllm on h200 ×1","sglang on b200 ×1","vllm on mi355x ×1"]`, `"thrName":{"gemm":"tflops"}`, `"lat":[41.5,120.2,null,30.1,null,null,null,null,null]`,
+		`"st":[0,0,1,0,2,2,4,4,4]`, `<option value="4">missing</option>`,
 		`"spread":[[0,40.9,43.2],[1,118,125.5],[3,29.5,31]]`,
 		// the node's fingerprint, and the rows measured on its throttled GPU
 		"<td>b200-node-01</td><td>2 × NVIDIA B200</td><td>570.86.15</td><td>CUDA 12.8</td><td>1000 W</td><td>1965 MHz</td>",
@@ -210,7 +212,7 @@ func TestReportInHeadlessChromium(t *testing.T) {
 		t.Error("the page's script did not run to the end")
 	}
 	// the script drew the table's first page, the charts and the comparison
-	for _, want := range []string{"failed: 3 of 9 cases measured, 1 unsupported, 2 error, 3 missing", "benchmark step failed", "rows 1–6 of 6",
+	for _, want := range []string{"failed: 3 of 9 cases measured, 1 unsupported, 2 error, 3 missing", "benchmark step failed", "rows 1–9 of 9",
 		`<td class="n">41.50 µs</td>`, "40.90 µs – 43.20 µs", "829.1 TFLOP/s", "gemm on b200: latency", "gemm on h200: tflops",
 		"1 case(s) in common: 1 faster, 0 slower (beyond 2 %); geometric mean 1.38x faster"} {
 		if !strings.Contains(dom, want) {

@@ -735,3 +735,36 @@ func TestLocalCtrlCSpeaksOfProcesses(t *testing.T) {
 		t.Errorf("the finished run left its lock: %v", err)
 	}
 }
+
+// A run that cannot allocate (the Slurm controller does not answer) ends, as a run that
+// could not stage does, by checking the host with opx doctor before the resume command.
+func TestUnallocatableRunAdvisesDoctor(t *testing.T) {
+	c := slurmCluster(t)
+	b, err := os.ReadFile(c.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(t.TempDir(), "slurm.conf")
+	os.WriteFile(dead, regexp.MustCompile(`(?m)^SlurmctldPort=\d+`).ReplaceAll(b, []byte("SlurmctldPort=1")), 0o644)
+	dir := filepath.Join(t.TempDir(), "sweep")
+	cmd := exec.Command(opxBin, "run", "--out", dir, "--runner", "cluster:opxtest-loopback", "--testlists", "quick", "--world-sizes", "1",
+		"--platform-config", c.cfg, "--testlist-dir", c.tl)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+dead)
+	res := run(cmd)
+	want := "1 shard(s) could not start on this host: check it first, opx doctor --runner cluster:opxtest-loopback --platform-config " + c.cfg +
+		"; then, to run only the 2 case(s) still missing or in error: opx run --resume " + dir
+	if res.code != 1 || !strings.Contains(res.stderr, want) {
+		t.Errorf("a run whose controller does not answer: exit %d\n%s", res.code, res.stderr)
+	}
+	// its resume from the same host checks the host before it lists a case or makes an attempt
+	cmd = exec.Command(opxBin, "run", "--resume", dir)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+dead)
+	res = run(cmd)
+	if res.code != 1 || !strings.Contains(res.stderr, "this host cannot ask Slurm for an allocation: the Slurm controller does not answer") ||
+		!strings.Contains(res.stderr, "check it first: opx doctor --runner cluster:opxtest-loopback") || strings.Contains(res.stderr, "rerun ") {
+		t.Errorf("resume on a host that cannot allocate: exit %d\n%s", res.code, res.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "operatorx-manifest.attempt-2.json")); err == nil {
+		t.Errorf("the refused resume made an attempt")
+	}
+}

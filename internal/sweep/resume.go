@@ -2,7 +2,6 @@ package sweep
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/manifest"
+	"github.com/semianalysis/opx/internal/platform"
+	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/resume"
 	"github.com/semianalysis/opx/internal/shard"
 )
@@ -63,6 +64,14 @@ func runResume(ctx context.Context, o Options) error {
 		s.pr.logf("resume: nothing to rerun: every case of %s has an ok or unsupported row", s.mpath)
 		return s.finish(ctx, nil)
 	}
+	// a cluster run: this host must be able to ask for an allocation before anything is
+	// listed or a new attempt made (a run that could not allocate is most often resumed
+	// from the host that could not)
+	if s.p.Runner != platform.Local {
+		if err := (&shard.Slurm{UID: os.Getuid(), Env: o.Environ}).Reachable(ctx); err != nil {
+			return fmt.Errorf("--resume %s: this host cannot ask Slurm for an allocation: %v; check it first: %s (nothing was rerun)", o.Resume, err, s.doctorCommand())
+		}
+	}
 	s.p.Attempt = strconv.Itoa(rp.Attempt)
 	s.pr.logf("resume: attempt %d reruns %d case(s) (%d shape(s) in %d shard(s)):", rp.Attempt, len(rp.Reasons), rp.Shapes, rp.Cells)
 	for _, r := range rp.Reasons {
@@ -107,25 +116,11 @@ func (s *sweep) finalizeLeftovers(ctx context.Context) error {
 
 // recordedPlatformConfig is the platform config run.json names ("" when none).
 func recordedPlatformConfig(ctx context.Context, dir string) string {
-	rec, err := ReadRecord(ctx, dir)
+	rec, err := results.ReadRunRecord(ctx, dir)
 	if err != nil {
 		return ""
 	}
 	return rec.PlatformConfig
-}
-
-// ReadRecord is dir's run.json (os.ErrNotExist when the directory has none: not an opx
-// run --out directory).
-func ReadRecord(ctx context.Context, dir string) (*Record, error) {
-	b, err := files.ReadRegular(ctx, filepath.Join(dir, "run.json"), 1<<20) // never a FIFO's endless read
-	if err != nil {
-		return nil, err
-	}
-	var rec Record
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return nil, fmt.Errorf("%s: %v", filepath.Join(dir, "run.json"), err)
-	}
-	return &rec, nil
 }
 
 // claimForResume takes an existing run directory's lock (lockRun): a lock its opx run

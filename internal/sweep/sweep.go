@@ -318,6 +318,20 @@ func (s *sweep) shard(ctx context.Context, reg *platform.Registry, cell *manifes
 	s.pr.shardDone(cell.ID, summary.RowsIn(ctx, filepath.Join(out, "results")), state, time.Since(t0))
 }
 
+// unallocated counts the newest attempts that failed before any allocation was granted —
+// staging, or asking Slurm for one (a controller that does not answer) — a problem of this
+// host, which opx doctor checks, not of the cases.
+func unallocated(l *results.Ledger) int {
+	n := 0
+	for _, a := range l.Attempts {
+		if a.Counted && a.Outcome == "failed" && a.GrantedAt == nil &&
+			(strings.HasPrefix(a.Failure, "allocation: ") || strings.HasPrefix(a.Failure, "stage: ")) {
+			n++
+		}
+	}
+	return n
+}
+
 // doctorCommand is the opx doctor line that checks this host for the run's runner.
 func (s *sweep) doctorCommand() string {
 	c := "opx doctor --runner " + safe.ShellWord(s.p.Runner)
@@ -404,7 +418,7 @@ func (s *sweep) finish(ctx context.Context, interrupted error) error {
 	pr.logf("report: %s", reportPath)
 	if t := run.Ledger.Totals(); interrupted != nil || t.Error+t.Missing > 0 {
 		// the exact command that pays only for what is still missing
-		if n := s.setupFailed.Load(); n > 0 {
+		if n := int(s.setupFailed.Load()) + unallocated(run.Ledger); n > 0 {
 			pr.logf("%d shard(s) could not start on this host: check it first, %s; then, to run only the %d case(s) still missing or in error: opx run --resume %s",
 				n, s.doctorCommand(), t.Error+t.Missing, safe.ShellWord(s.dir))
 		} else {
@@ -552,23 +566,9 @@ func holderOf(f *os.File) string {
 	return "a process"
 }
 
-// Record is <dir>/run.json: when the sweep (or its latest resume) started and ended,
-// the run's provenance, the attempt it ran, the platform config its shards need (a resume
-// reuses it), and whether a signal cut it short. It is written when the shards start
-// (finished_at null) and again at the end.
-type Record struct {
-	StartedAt      string  `json:"started_at"`
-	FinishedAt     *string `json:"finished_at"`
-	RunID          string  `json:"run_id"`
-	Attempt        string  `json:"attempt"`
-	SourceSHA      string  `json:"source_sha"`
-	PlatformConfig string  `json:"platform_config,omitempty"`
-	OpxVersion     string  `json:"opx_version"`
-	Interrupted    *string `json:"interrupted"`
-}
 
 func writeRunRecord(dir string, start time.Time, p plan.Request, interrupted error, finished bool) error {
-	rec := Record{StartedAt: start.UTC().Format(time.RFC3339), RunID: p.RunID, Attempt: p.Attempt, SourceSHA: p.SourceSHA,
+	rec := results.RunRecord{StartedAt: start.UTC().Format(time.RFC3339), RunID: p.RunID, Attempt: p.Attempt, SourceSHA: p.SourceSHA,
 		PlatformConfig: p.PlatformConfig, OpxVersion: version.String()}
 	if p.PlatformConfig != "" {
 		if abs, err := filepath.Abs(p.PlatformConfig); err == nil {
