@@ -566,7 +566,6 @@ func holderOf(f *os.File) string {
 	return "a process"
 }
 
-
 func writeRunRecord(dir string, start time.Time, p plan.Request, interrupted error, finished bool) error {
 	rec := results.RunRecord{StartedAt: start.UTC().Format(time.RFC3339), RunID: p.RunID, Attempt: p.Attempt, SourceSHA: p.SourceSHA,
 		PlatformConfig: p.PlatformConfig, OpxVersion: version.String()}
