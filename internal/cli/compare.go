@@ -172,7 +172,7 @@ func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, 
 	if gate {
 		var plain, contended []compare.Case
 		for _, c := range res.Regressions(o.failPct, o.allowMissing) {
-			if c.Class == compare.Slower && compare.UnderContention(&c) != "" {
+			if (c.Class != compare.Broken && c.Class != compare.OnlyBase) && compare.UnderContention(&c) != "" {
 				contended = append(contended, c)
 			} else {
 				plain = append(plain, c)
@@ -184,8 +184,8 @@ func runCompare(ctx context.Context, env Env, o *compareOptions, args []string, 
 			failed = true
 		}
 		if len(contended) > 0 {
-			fmt.Fprintf(env.Stderr, "opx compare: %d case(s) slower by a factor of %g or more measured under contention: re-measure on a quiet machine before judging them (e.g. %s: %s)\n",
-				len(contended), 1+o.failPct/100, safe.Text(contended[0].Key), compare.UnderContention(&contended[0]))
+			fmt.Fprintf(env.Stderr, "opx compare: measured under contention: re-measure: %d case(s) cannot be judged — slower by a factor of %g or more, or against a base that was contended; run them again on a quiet machine (e.g. %s: %s, %s)\n",
+				len(contended), 1+o.failPct/100, safe.Text(contended[0].Key), contended[0].Class, compare.UnderContention(&contended[0]))
 			failed = true
 		}
 	}

@@ -239,8 +239,12 @@ func historyGate(f *history.Found, where string, o history.CheckOptions, g histo
 	}
 	if busy := f.UnderContention(g.Pct); len(busy) > 0 {
 		b := busy[0]
-		return fmt.Sprintf("%d case(s) of run %s measured under contention: re-measure (each %g%% or more slower than its quiet level, which no change is opened on); first: %s %s (%s)",
-			len(busy), safe.Text(b.RunID), g.Pct, safe.Text(b.Key), compare.Words(b.Speedup), safe.Text(b.Why))
+		vs := compare.Words(b.Speedup) + " than its quiet level"
+		if b.Ratio == 0 {
+			vs = "no quiet run of it to judge it by"
+		}
+		return fmt.Sprintf("%d case(s) of run %s measured under contention: re-measure on a quiet machine (each %g%% or more slower than its quiet level, or with none to judge it by; no change is opened on such points); first: %s, %s (%s)",
+			len(busy), safe.Text(b.RunID), g.Pct, safe.Text(b.Key), vs, safe.Text(b.Why))
 	}
 	return ""
 }

@@ -228,7 +228,10 @@ func rank(class string) int {
 // metric by a factor of at least 1 + PCT/100 (a time that grew by PCT % or more, a
 // throughput that fell to 1/(1 + PCT/100) or less), broken (ok in base, not ok now), and —
 // unless allowMissing — in the base but not in the new run at all (a new run whose
-// harness crashed measured nothing: every case is missing, and that fails the gate).
+// harness crashed measured nothing: every case is missing, and that fails the gate); and
+// a case whose base was measured under contention, which is no baseline (baseBusy). A
+// failing case with a contended side fails as "measured under contention: re-measure"
+// (UnderContention), never as a plain regression.
 func (r *Result) Regressions(pctLimit float64, allowMissing bool) []Case {
 	var out []Case
 	for i := range r.cases {
@@ -249,9 +252,24 @@ func UnderContention(c *Case) string {
 	return "measured under contention (" + strings.Join(c.Contended, ", ") + "): re-measure"
 }
 
+// baseBusy is whether case j's base row, measured under contention, is no baseline: it
+// could only have been slowed, so a new row as fast or faster than it may still be a
+// regression against the base measured quietly. The gate fails on such a case (its own
+// reason: UnderContention); a slower one fails as slower.
+func baseBusy(j *joined) bool {
+	if j.b == nil || j.n == nil || !j.b.contended {
+		return false
+	}
+	switch j.class {
+	case Same, Faster, Ambiguous, Impossible:
+		return true
+	}
+	return false
+}
+
 // fails is whether case i fails --fail-on-regression pctLimit (Regressions).
 func (r *Result) fails(i int, pctLimit float64, allowMissing bool) bool {
 	c := &r.cases[i]
 	slower := c.class == Slower && c.hasPrimary && c.speedup > 0 && 1/c.speedup >= 1+pctLimit/100
-	return slower || c.class == Broken || (c.class == OnlyBase && !allowMissing)
+	return slower || c.class == Broken || (c.class == OnlyBase && !allowMissing) || baseBusy(c)
 }

@@ -40,7 +40,7 @@ func (r *Result) JUnit(gate bool, pct float64, allowMissing bool) junit.Suite {
 				msg = "missing from new: measured in base, no row now"
 			}
 			typ := c.Class
-			if why := UnderContention(&c); why != "" && c.Class == Slower {
+			if why := UnderContention(&c); why != "" && c.Class != Broken && c.Class != OnlyBase {
 				msg, typ = why+": "+msg, "contended"
 			}
 			tc.Failure = &junit.Problem{Message: msg, Type: typ, Text: strings.TrimSpace(c.NewMessage)}

@@ -106,7 +106,7 @@ func (r *Result) Markdown(w io.Writer) {
 		fmt.Fprintf(w, "\n**Throttled GPUs:** %d base and %d new row(s) were measured on a GPU that power or heat held down while its shard ran.\n", r.Throttled["base"], r.Throttled["new"])
 	}
 	if r.Contended["base"]+r.Contended["new"] > 0 {
-		fmt.Fprintf(w, "\n**Measured under contention:** %d base and %d new row(s) were measured while another opx run measured on their machine, or while it was busier than its cores: their changes may be the contention's, not the code's. The gate still fails on them, as \"measured under contention: re-measure\": run them again on a quiet machine.\n", r.Contended["base"], r.Contended["new"])
+		fmt.Fprintf(w, "\n**Measured under contention:** %d base and %d new row(s) were measured while another opx run measured on their machine, or while it was busier than its cores: their changes may be the contention's, not the code's. The gate fails, as \"measured under contention: re-measure\", on every such case slower than the threshold and on every case whose base was contended (a contended base is no baseline): run them again on a quiet machine.\n", r.Contended["base"], r.Contended["new"])
 	}
 	r.table(w, "Regressions (worst first)", Slower, false)
 	r.statusTable(w, "Broken: ok in base, not ok now", Broken)

@@ -212,6 +212,7 @@ type seriesRow struct {
 	points                           []stored // newest last
 	obs                              []changes.Obs
 	measured                         []int    // indexes in points of obs
+	busyRun                          int64    // the newest run that measured it under contention (0: none)
 	changes                          []Change // what check found in it
 	// what the page lists of it (summarize): its points are let go after the first pass
 	npoints int
@@ -381,9 +382,13 @@ func (se *seriesRow) atTest(f *Found, byID map[int64]RunRef, ctxs map[int64]cont
 // judge is the series' changes, judged at its newest run (changes.AtNewest) when a judged
 // run (the run under test, or one added since the last gate) measured it last, else only
 // found (nothing of it is new, or holds, at a judged run).
+//
+// A judged run that measured it under contention leaves its quiet points as they were, and
+// judges them: a change that stood before a contended night still stands on it (that night
+// is no evidence of a recovery).
 func (se *seriesRow) judge(gated map[int64]bool, o changes.Options) []changes.Judged {
 	n := len(se.measured)
-	if n > 0 && gated[se.points[se.measured[n-1]].run] {
+	if n > 0 && (gated[se.points[se.measured[n-1]].run] || gated[se.busyRun]) {
 		return changes.AtNewest(se.obs, o)
 	}
 	var out []changes.Judged
@@ -400,7 +405,7 @@ const checkBatch = 4096
 // point whose value is not a finite positive number cannot have been written by opx: the
 // store is refused, naming it.
 func (se *seriesRow) load(ctxs map[int64]context_, byID map[int64]RunRef, where string) error {
-	se.obs, se.measured = se.obs[:0], se.measured[:0]
+	se.obs, se.measured, se.busyRun = se.obs[:0], se.measured[:0], 0
 	for j, p := range se.points {
 		if p.outcome != verdict.Measured {
 			continue
@@ -414,7 +419,8 @@ func (se *seriesRow) load(ctxs map[int64]context_, byID map[int64]RunRef, where 
 				where, safe.Text(se.key), safe.Text(byID[p.run].RunID), v)
 		}
 		if ctxs[p.ctx].Contended != "" {
-			continue // measured under contention: never the evidence of a change (atTest asks for it again)
+			se.busyRun = p.run // the newest so far
+			continue           // measured under contention: never the evidence of a change (atTest asks for it again)
 		}
 		x := changes.Obs{V: p.value.Float64, Node: ctxs[p.ctx].Node}
 		if p.lo.Valid && p.hi.Valid {

@@ -43,11 +43,11 @@ func (c Copied) String() string {
 // histories). from is read as one snapshot; every table's rows are then counted on both
 // sides before the copy commits, and a difference fails it.
 func Copy(ctx context.Context, from, to *Store) (Copied, error) {
-	src, err := from.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: from.pg, Isolation: map[bool]sql.IsolationLevel{true: sql.LevelRepeatableRead}[from.pg]})
+	src, done, err := from.snapshot(ctx)
 	if err != nil {
 		return Copied{}, fmt.Errorf("%s: %v", from.Where, err)
 	}
-	defer src.Rollback()
+	defer done()
 	dst, err := to.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Copied{}, fmt.Errorf("%s: %v", to.Where, err)
@@ -110,7 +110,7 @@ func skipSchema(table string) string {
 // copyTable copies every row of table, a page at a time in key order (each statement is
 // short: a server's statement timeout never ends a copy of a large store), and says how
 // many it copied.
-func copyTable(ctx context.Context, from *Store, src *sql.Tx, to *Store, dst *sql.Tx, table string, key []string) (int64, error) {
+func copyTable(ctx context.Context, from *Store, src queryer, to *Store, dst *sql.Tx, table string, key []string) (int64, error) {
 	const page = 5000
 	rows, err := src.QueryContext(ctx, "SELECT * FROM "+table+" LIMIT 0")
 	if err != nil {
@@ -169,7 +169,7 @@ func copyTable(ctx context.Context, from *Store, src *sql.Tx, to *Store, dst *sq
 }
 
 // readPage is one page of rows, each its columns' values as the driver gives them.
-func readPage(ctx context.Context, tx *sql.Tx, query string, args []any, ncols int) ([][]any, error) {
+func readPage(ctx context.Context, tx queryer, query string, args []any, ncols int) ([][]any, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -188,4 +188,37 @@ func readPage(ctx context.Context, tx *sql.Tx, query string, args []any, ncols i
 		out = append(out, vals)
 	}
 	return out, rows.Err()
+}
+
+// queryer is what a snapshot reads with: a transaction, or a connection inside one.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// snapshot is a read of the whole store as of one moment that takes no write lock: a
+// read-only REPEATABLE READ transaction on PostgreSQL; on SQLite a deferred transaction
+// (its first read fixes what it sees; a writer meanwhile goes on in the WAL), begun by
+// hand on the store's one connection, whose transactions otherwise begin IMMEDIATE (a
+// writer's).
+func (s *Store) snapshot(ctx context.Context) (queryer, func(), error) {
+	if s.pg {
+		tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+		if err != nil {
+			return nil, nil, err
+		}
+		return tx, func() { tx.Rollback() }, nil
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN DEFERRED"); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, func() {
+		conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		conn.Close()
+	}, nil
 }

@@ -59,14 +59,15 @@ func (f *Found) Regressions(g Gate) []Change {
 	return out
 }
 
-// UnderContention are the cases a judged run measured under contention slower than
-// their series' quiet level by at least pct percent: the gate fails on them for their own
-// reason — "measured under contention: re-measure" — never as a regression (check opens no
-// change on them) and never silently.
+// UnderContention are the cases a judged run measured under contention that cannot pass:
+// slower than their series' quiet level by at least pct percent, or with no quiet level to
+// judge them by (a machine always busy never gates silently). The gate fails on them for
+// their own reason — "measured under contention: re-measure" — never as a regression
+// (check opens no change on them) and never silently.
 func (f *Found) UnderContention(pct float64) []Contended {
 	var out []Contended
 	for _, c := range f.Contended {
-		if c.Ratio > 0 && changes.Slower(c.Ratio, c.lower) >= pct/100 {
+		if c.Ratio == 0 || changes.Slower(c.Ratio, c.lower) >= pct/100 {
 			out = append(out, c)
 		}
 	}

@@ -73,7 +73,7 @@ func (f *Found) Markdown(w io.Writer) {
 				cell(c.Key), compare.Words(c.SpeedupNow), cell(c.RunName()), c.Triage, c.ID)
 		})
 	}
-	bullets(w, "**Measured under contention** (another opx run on the machine, or a busy machine: never the evidence of a change; the gate asks for those slower than their quiet level to be measured again):", len(f.Contended), func(i int) string {
+	bullets(w, "**Measured under contention** (another opx run on the machine, or a busy machine: never the evidence of a change; the gate asks for those slower than their quiet level, or with none yet, to be measured again):", len(f.Contended), func(i int) string {
 		c := f.Contended[i]
 		vs := "no quiet level yet"
 		if c.Ratio > 0 {

@@ -7,7 +7,8 @@ import (
 )
 
 // CaseName is a case key as people read it — "gemm 128×128×128 fp32 · cpu · ws=1 ·
-// local@vm": the op, a GEMM's m×n×k and its dtypes (one when they agree), the other
+// local@vm": the op, a GEMM's m×n×k and its dtypes (one when they agree, else
+// a×b→out: fp8×fp8→bf16), the other
 // args as key=value, the backend, world size and cluster. Pages show it; the full key
 // stays in links, titles and JSON. A key not of opx's shape is returned as it is.
 func CaseName(key string) string {
@@ -23,6 +24,7 @@ func CaseName(key string) string {
 	}
 	words := []string{op}
 	var dims, dtypes, rest []string
+	typed := map[string]string{} // the dtype fields, by key
 	fields := strings.Fields(a.Label())
 	at := map[string]string{}
 	for _, f := range fields {
@@ -36,6 +38,7 @@ func CaseName(key string) string {
 		case shaped && (k == "m" || k == "n" || k == "k"):
 			continue
 		case shaped && (k == "a" || k == "b" || k == "out" || strings.HasSuffix(k, "dtype")):
+			typed[k] = v
 			if !contains(dtypes, v) {
 				dtypes = append(dtypes, v)
 			}
@@ -45,6 +48,19 @@ func CaseName(key string) string {
 	}
 	if shaped {
 		dims = []string{at["m"] + "×" + at["n"] + "×" + at["k"]}
+	}
+	// dtypes that differ keep their places: a×b→out (fp8×fp8→bf16), else key=value
+	if len(dtypes) > 1 {
+		if len(typed) == 3 && typed["a"] != "" && typed["b"] != "" && typed["out"] != "" {
+			dtypes = []string{typed["a"] + "×" + typed["b"] + "→" + typed["out"]}
+		} else {
+			dtypes = dtypes[:0]
+			for _, f := range fields {
+				if k, _, _ := strings.Cut(f, "="); typed[k] != "" {
+					dtypes = append(dtypes, f)
+				}
+			}
+		}
 	}
 	words = append(append(append(words, dims...), dtypes...), rest...)
 	return strings.Join(words, " ") + " · " + backend + " · " + ws + " · " + cluster

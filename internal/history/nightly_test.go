@@ -327,6 +327,30 @@ func TestContentionTravelsWithTheRows(t *testing.T) {
 		t.Errorf("the quiet night after: exit %d %s, changes %+v", o.Code, o.Stderr, f.Changes)
 	}
 
+	// a contended base is no baseline: a new run 2.5x slower than the quiet level but faster
+	// than the contended 3x base still fails the gate, for the contention
+	slower := nightlyRuns(t, dir, []float64{2.5})[0]
+	o = opx("compare", busy, slower, "--fail-on-regression", "5")
+	if o.Code != 1 || !strings.Contains(o.Stderr, "measured under contention: re-measure: 4 case(s) cannot be judged") || !strings.Contains(o.Stderr, "measured under contention (base): re-measure") {
+		t.Errorf("compare against a contended base: exit %d\n%s", o.Code, o.Stderr)
+	}
+	// a machine always busy never gates silently: with no quiet run to judge by, it fails
+	lone := filepath.Join(t.TempDir(), "lone.db")
+	opx("history", "add", "--db", lone, busy)
+	if o := opx("history", "check", "--db", lone, "--fail-on-regression", "5"); o.Code != 1 || !strings.Contains(o.Stderr, "no quiet run of it to judge it by") {
+		t.Errorf("a store of contended runs only: exit %d %s", o.Code, o.Stderr)
+	}
+	// a regression that stands is not released by a contended night: it is no evidence of
+	// a recovery
+	standing := filepath.Join(t.TempDir(), "standing.db")
+	for _, run := range append(append(quiet, nightlyRuns(t, dir, []float64{24, 24})...), nightlyRuns(t, dir, []float64{24}, "OPX_BUSY_LOAD=0.01")...) {
+		opx("history", "add", "--db", standing, run)
+		o = opx("history", "check", "--db", standing, "--fail-on-regression", "5")
+	}
+	if o.Code != 1 || !strings.Contains(o.Stderr, "standing at run") {
+		t.Errorf("a standing 24x regression on a contended night: exit %d %s", o.Code, o.Stderr)
+	}
+
 	// opx run and doctor warn of a busy machine before anything is measured
 	c := exec.Command(opxBin, "run", "--out", filepath.Join(t.TempDir(), "run"))
 	c.Env = append(os.Environ(), "OPX_BUSY_LOAD=0.01")

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/testenv"
@@ -141,5 +142,34 @@ func TestChangeIDPrefix(t *testing.T) {
 		if full != c.full || ok != c.ok || len(several) != c.several {
 			t.Errorf("ChangeID(%q) = %q %v %v, want %q %v and %d ids", c.in, full, ok, several, c.full, c.ok, c.several)
 		}
+	}
+}
+
+// A copy reads its source as one snapshot that takes no write lock: a writer goes on
+// meanwhile (a nightly add into the store being copied does not wait on the copy).
+func TestCopySnapshotLetsWritersOn(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.db")
+	s := storeOf(t, path, genHistory(6, 2, 5))
+	q, done, err := s.snapshot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	var before int
+	if err := q.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM triage").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Open(t.Context(), path, false, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Triage(t.Context(), "cabc", TriageExpected, "me", "cli", "", "", true); err != nil {
+		t.Fatalf("a writer beside the copy's snapshot: %v", err)
+	}
+	var during int
+	q.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM triage").Scan(&during)
+	if during != before {
+		t.Errorf("the snapshot saw the writer's row: %d, then %d", before, during)
 	}
 }
