@@ -8,13 +8,15 @@ case "${1:-}" in
   -h|--help)
     cat <<'USAGE'
 scripts/test.sh: the whole test suite, as CI runs it (.ci/run).
-  Installs the Debian packages the tests use (as root), starts a private one-node Slurm on
-  127.0.0.1 (ports OPX_SLURMCTLD_PORT/OPX_SLURMD_PORT, default 16917/16918), a private
-  PostgreSQL (port OPX_POSTGRES_PORT, default 16919) for the history store and, when
-  ../shared/thirdparty holds their sources, the real pyxis/enroot stack; then gofmt, go vet,
-  staticcheck, deadcode, every test (a line per package as it finishes, then the counts and
-  every skip's reason), compare's A/A test alone, and a short fuzz pass. About 8 minutes
-  on 2 cores once the packages are installed.
+  Installs the Debian packages the tests use (as root), starts a private one-node Slurm, a
+  private PostgreSQL for the history store and, when ../shared/thirdparty holds their
+  sources, the real pyxis/enroot stack; then gofmt, go vet, staticcheck, deadcode, every
+  test (a line per package as it finishes, then the counts and every skip's reason),
+  compare's A/A test alone, and a short fuzz pass.
+  It takes about 9 minutes on 2 cores once its packages are installed (the first run installs
+  them), and listens on 127.0.0.1 only: Slurm on ports 16917 and 16918, PostgreSQL on 16919,
+  the pyxis/enroot stack's Slurm and registry on 16927-16929 (`OPX_SLURMCTLD_PORT`,
+  `OPX_SLURMD_PORT`, `OPX_POSTGRES_PORT` and `OPX_REAL_*_PORT` move them).
   FUZZTIME=30s scripts/test.sh   fuzz longer
 USAGE
     exit 0 ;;

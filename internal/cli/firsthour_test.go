@@ -2,6 +2,7 @@ package cli
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -152,5 +153,37 @@ func TestEstimateFromNeverOverwritesAndSaysTheHardware(t *testing.T) {
 	r = runOpx(t, "plan", "--runner", "local", "--backends", "cpu", "--testlists", "cpu_smoke", "--world-sizes", "1", "--estimate-from", ledger, "--out", ledger)
 	if r.code != 2 || !strings.Contains(r.stderr, "is the ledger --estimate-from reads") {
 		t.Errorf("--out the ledger: exit %d %q", r.code, r.stderr)
+	}
+}
+
+// The README and scripts/test.sh --help state the test command's time and ports once, in
+// the same words; the README installs from a checkout as well as from the module path.
+func TestReadmeAndTestHelpAgree(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := strings.Join(strings.Fields(string(b)), " ")
+	out, err := exec.Command("bash", "../../scripts/test.sh", "--help").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	help := strings.Join(strings.Fields(string(out)), " ")
+	said := func(text string) string {
+		i := strings.Index(text, "It takes about ")
+		if i < 0 {
+			return ""
+		}
+		j := strings.Index(text[i:], " move them).")
+		if j < 0 {
+			return ""
+		}
+		return text[i : i+j]
+	}
+	if r, h := said(readme), said(help); r == "" || r != h || !strings.Contains(r, "16917") || !strings.Contains(r, "16919") {
+		t.Errorf("the README and test.sh --help differ on the test command's time and ports:\nREADME: %s\n--help: %s", r, h)
+	}
+	if !strings.Contains(readme, "go install ./cmd/opx") || !strings.Contains(readme, "go install github.com/semianalysis/opx/cmd/opx@latest") {
+		t.Errorf("the README does not say how to install from a checkout and from the module path")
 	}
 }
