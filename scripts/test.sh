@@ -13,7 +13,7 @@ scripts/test.sh: the whole test suite, as CI runs it (.ci/run).
   sources, the real pyxis/enroot stack; then gofmt, go vet, staticcheck, deadcode, every
   test (a line per package as it finishes, then the counts and every skip's reason),
   compare's A/A test alone, and a short fuzz pass.
-  It takes about 9 minutes on 2 cores once its packages are installed (the first run installs
+  It takes about 6 minutes on 2 cores once its packages are installed (the first run installs
   them), and listens on 127.0.0.1 only: Slurm on ports 16917 and 16918, PostgreSQL on 16919,
   the pyxis/enroot stack's Slurm and registry on 16927-16929 (`OPX_SLURMCTLD_PORT`,
   `OPX_SLURMD_PORT`, `OPX_POSTGRES_PORT` and `OPX_REAL_*_PORT` move them).

@@ -99,10 +99,11 @@ func Copy(ctx context.Context, from, to *Store) (Copied, error) {
 	return out, nil
 }
 
-// skipSchema leaves the schema's version out of opx_history: each store keeps its own.
+// skipSchema leaves the schema's version and revision out of opx_history: each store
+// keeps its own.
 func skipSchema(table string) string {
 	if table == "opx_history" {
-		return " WHERE name <> 'schema'"
+		return " WHERE name NOT IN ('schema', 'revision')"
 	}
 	return ""
 }

@@ -60,7 +60,7 @@ func (f *Found) Markdown(w io.Writer) {
 			if f.ServeURL != "" { // the change's page on the team's opx serve
 				words = "[" + words + "](" + strings.TrimRight(f.ServeURL, "/") + "/series?key=" + url.QueryEscape(c.Key) + "#" + c.ID + ")"
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d | %s | %s | `%s` %s |\n", cell(c.Key), cell(c.Metric), words, cell(c.RunName()),
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d | %s | %s | `%s` %s |\n", cell(CaseName(c.Key)), cell(c.Metric), words, cell(c.RunName()),
 				cell(status), isNew, c.Runs, cell(c.provenanceText()), cell(strings.Join(c.Nodes, ", ")), c.ID, c.Triage)
 		}
 		fmt.Fprintln(w)
@@ -70,7 +70,7 @@ func (f *Found) Markdown(w io.Writer) {
 		bullets(w, fmt.Sprintf("**Fails the gate** (slower by at least %g%% and standing; nobody has decided):", f.Gate.Pct), len(bad), func(i int) string {
 			c := bad[i]
 			return fmt.Sprintf("%s: %s now, since run %s (%s): release it with `opx history triage %s --state expected` (or `invalid`)",
-				cell(c.Key), compare.Words(c.SpeedupNow), cell(c.RunName()), c.Triage, c.ID)
+				cell(CaseName(c.Key)), compare.Words(c.SpeedupNow), cell(c.RunName()), c.Triage, c.ID)
 		})
 	}
 	bullets(w, "**Measured under contention** (another opx run on the machine, or a busy machine: never the evidence of a change; the gate asks for those slower than their quiet level, or with none yet, to be measured again):", len(f.Contended), func(i int) string {
@@ -79,7 +79,7 @@ func (f *Found) Markdown(w io.Writer) {
 		if c.Ratio > 0 {
 			vs = compare.Words(c.Speedup) + " than its quiet level"
 		}
-		return fmt.Sprintf("%s at run %s: %s (%s)", cell(c.Key), cell(c.RunID), vs, cell(c.Why))
+		return fmt.Sprintf("%s at run %s: %s (%s)", cell(CaseName(c.Key)), cell(c.RunID), vs, cell(c.Why))
 	})
 	bullets(w, "**Cleared by a confirmation run** (measured again elsewhere, at the old level):", len(f.Cleared), func(i int) string {
 		c := f.Cleared[i]
@@ -87,16 +87,16 @@ func (f *Found) Markdown(w io.Writer) {
 		if c.Reason == "node" {
 			why = "node " + cell(c.Node) + " alone"
 		}
-		return fmt.Sprintf("%s at run %s: %s (run %s)", cell(c.Key), cell(c.RunID), why, cell(c.By))
+		return fmt.Sprintf("%s at run %s: %s (run %s)", cell(CaseName(c.Key)), cell(c.RunID), why, cell(c.By))
 	})
 	bullets(w, "**Not measured by this run** (error or missing: the gate fails on them):", len(f.Unmeasured), func(i int) string {
-		return cell(f.Unmeasured[i].Key) + ": " + f.Unmeasured[i].Outcome
+		return cell(CaseName(f.Unmeasured[i].Key)) + ": " + f.Unmeasured[i].Outcome
 	})
 	bullets(w, "**No longer measured** (measured by the run before, not by this one):", len(f.Stopped), func(i int) string {
-		return cell(f.Stopped[i].Key) + ": " + f.Stopped[i].Outcome
+		return cell(CaseName(f.Stopped[i].Key)) + ": " + f.Stopped[i].Outcome
 	})
 	bullets(w, fmt.Sprintf("**Too young to judge** (a series needs %d measured runs):", changes.MinRef+1), len(f.Young), func(i int) string {
-		return fmt.Sprintf("%s: %d of %d runs", cell(f.Young[i].Key), f.Young[i].Runs, f.Young[i].Needs)
+		return fmt.Sprintf("%s: %d of %d runs", cell(CaseName(f.Young[i].Key)), f.Young[i].Runs, f.Young[i].Needs)
 	})
 	if len(f.OddNodes) > 0 {
 		nodes := make([]string, 0, len(f.OddNodes))

@@ -363,3 +363,43 @@ func TestContentionTravelsWithTheRows(t *testing.T) {
 		t.Errorf("doctor on a busy machine: exit %d\n%s%s", o.Code, o.Stdout, o.Stderr)
 	}
 }
+
+// The team's pinned CI opx beside a newer one: opx at 7c762cf (history schema 3, before
+// contention was kept) adds nights to a store this opx has opened and revised, and both
+// judge it alike — a revision an older opx can ignore never locks it out — and every
+// series continues across the two writers, judged, not split or started over.
+func TestOlderWriterBesideANewerStore(t *testing.T) {
+	older := testenv.OlderOpx(t, "7c762cf")
+	dir := t.TempDir()
+	runs := nightlyRuns(t, dir, []float64{1, 1, 1, 1, 1, 1, 24})
+	db := filepath.Join(t.TempDir(), "h.db")
+	with := func(bin string, args ...string) testenv.Outcome {
+		return testenv.Run(exec.Command(bin, append(args, "--db", db)...))
+	}
+	for i, run := range runs {
+		bin := older
+		if i == 3 || i == 6 {
+			bin = opxBin // the newer opx revises the store on its first add
+		}
+		if o := with(bin, "history", "add", run); o.Code != 0 {
+			t.Fatalf("night %d: add by %s: exit %d %s", i, bin, o.Code, o.Stderr)
+		}
+		if o := with(older, "history", "check"); o.Code != 0 {
+			t.Fatalf("night %d: the older opx cannot read the store: exit %d %s", i, o.Code, o.Stderr)
+		}
+	}
+	js := filepath.Join(t.TempDir(), "c.json")
+	for _, bin := range []string{opxBin, older} {
+		o := with(bin, "history", "check", "--fail-on-regression", "5", "--json", js)
+		var f struct {
+			Series  int                   `json:"series"`
+			Young   []history.YoungSeries `json:"young"`
+			Changes []history.Change      `json:"changes"`
+		}
+		b, _ := os.ReadFile(js)
+		json.Unmarshal(b, &f)
+		if o.Code != 1 || f.Series != 6 || len(f.Young) != 0 || len(f.Changes) != 1 {
+			t.Errorf("%s's check of the shared store: exit %d, %d series, %d young, %d changes\n%s", bin, o.Code, f.Series, len(f.Young), len(f.Changes), o.Stderr)
+		}
+	}
+}

@@ -32,8 +32,16 @@ import (
 	"github.com/semianalysis/opx/internal/safe"
 )
 
-// Schema is the store's schema version this opx writes; a store of a newer one is refused.
-const Schema = 4
+// Schema is the store's schema version this opx writes; a store of a newer one is refused
+// (an older opx refuses one newer than its own). A change an older opx can ignore — a
+// column with a default, a table it never reads — is a revision instead (revisions): it
+// leaves Schema as it is, so the team's pinned older opx goes on adding to a store a newer
+// one has opened.
+const Schema = 3
+
+// Revision is how many additive revisions (revisions) this opx's store has beyond Schema;
+// a store of a later revision (a newer opx's additions) is read and written as it is.
+var Revision = len(revisions)
 
 // Store is an open history store.
 type Store struct {
@@ -426,9 +434,14 @@ var migrations = [][]string{{
 	// 3: each run's cases by backend and outcome and its GPU time, counted when it is
 	// added (runTally; a run added before has none, and is counted from its points)
 	`ALTER TABLE runs ADD COLUMN tally TEXT`,
-}, {
-	// 4: what contended with a point's measurement (another opx run on its machine, a
-	// busy machine), with where it was measured; '' when nothing did
+}}
+
+// revisions are the additive changes beyond Schema: revisions[i] takes a store from
+// revision i to i+1 (opx_history.revision; none recorded is 0). Each is one an older opx
+// can ignore: its rows written without the new columns get their defaults.
+var revisions = [][]string{{
+	// 1: what contended with a point's measurement (another opx run on its machine, a busy
+	// machine), with where it was measured; '' when nothing did (an older opx's contexts)
 	`ALTER TABLE contexts ADD COLUMN contended TEXT NOT NULL DEFAULT ''`,
 }}
 
@@ -471,21 +484,54 @@ func (s *Store) migrate(ctx context.Context) error {
 	if version > Schema {
 		return fmt.Errorf("%s was written by a newer opx (history schema %d; this opx knows up to %d): upgrade opx", s.Where, version, Schema)
 	}
-	if version == Schema {
-		return tx.Commit()
+	up := "INSERT INTO opx_history (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+	if version < Schema {
+		for v := version; v < Schema; v++ {
+			for _, stmt := range migrations[v] {
+				if _, err := tx.ExecContext(ctx, s.q(stmt)); err != nil {
+					return fmt.Errorf("%s: migrating to history schema %d: %v", s.Where, v+1, err)
+				}
+			}
+		}
+		if _, err := tx.ExecContext(ctx, s.q(up), "schema", strconv.Itoa(Schema)); err != nil {
+			return fmt.Errorf("%s: %v", s.Where, err)
+		}
 	}
-	for v := version; v < Schema; v++ {
-		for _, stmt := range migrations[v] {
+	rev, err := s.revision(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if rev >= Revision {
+		return tx.Commit() // current, or revised further by a newer opx: read and written as it is
+	}
+	for r := rev; r < Revision; r++ {
+		for _, stmt := range revisions[r] {
 			if _, err := tx.ExecContext(ctx, s.q(stmt)); err != nil {
-				return fmt.Errorf("%s: migrating to history schema %d: %v", s.Where, v+1, err)
+				return fmt.Errorf("%s: revising history schema %d to revision %d: %v", s.Where, Schema, r+1, err)
 			}
 		}
 	}
-	up := "INSERT INTO opx_history (name, value) VALUES ('schema', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
-	if _, err := tx.ExecContext(ctx, s.q(up), strconv.Itoa(Schema)); err != nil {
+	if _, err := tx.ExecContext(ctx, s.q(up), "revision", strconv.Itoa(Revision)); err != nil {
 		return fmt.Errorf("%s: %v", s.Where, err)
 	}
 	return tx.Commit()
+}
+
+// revision is the store's additive revision (opx_history.revision; 0 when none is recorded).
+func (s *Store) revision(ctx context.Context, tx *sql.Tx) (int, error) {
+	var v string
+	err := tx.QueryRowContext(ctx, s.q("SELECT value FROM opx_history WHERE name = 'revision'")).Scan(&v)
+	if isNoRows(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, s.opening(err)
+	}
+	r, err := strconv.Atoi(v)
+	if err != nil || r < 0 {
+		return 0, fmt.Errorf("%s is not an opx history store: its revision is %q", s.Where, v)
+	}
+	return r, nil
 }
 
 // current is whether the PostgreSQL store already has this opx's schema.
@@ -505,7 +551,11 @@ func (s *Store) current(ctx context.Context, tx *sql.Tx) (bool, error) {
 	if err != nil {
 		return false, s.opening(err)
 	}
-	return v == strconv.Itoa(Schema), nil
+	if v != strconv.Itoa(Schema) {
+		return false, nil
+	}
+	r, err := s.revision(ctx, tx)
+	return err == nil && r >= Revision, err
 }
 
 // opening is an error met while opening the store, said as what it means.

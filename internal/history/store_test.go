@@ -93,7 +93,7 @@ func TestConfirmRunID(t *testing.T) {
 func TestMigrateToTriage(t *testing.T) {
 	eachStore(t, func(t *testing.T, dsn string) {
 		s := storeOf(t, dsn, genHistory(6, 2, 5))
-		for _, q := range []string{"DROP TABLE triage", "DROP INDEX series_case", "ALTER TABLE runs DROP COLUMN tally", "ALTER TABLE contexts DROP COLUMN contended", "UPDATE opx_history SET value = '1' WHERE name = 'schema'"} {
+		for _, q := range []string{"DROP TABLE triage", "DROP INDEX series_case", "ALTER TABLE runs DROP COLUMN tally", "ALTER TABLE contexts DROP COLUMN contended", "DELETE FROM opx_history WHERE name = 'revision'", "UPDATE opx_history SET value = '1' WHERE name = 'schema'"} {
 			if _, err := s.db.Exec(s.q(q)); err != nil {
 				t.Fatal(err)
 			}
