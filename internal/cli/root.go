@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -111,7 +112,8 @@ func (e *ExitError) ExitCode() int { return e.Code }
 // `opx finalize`. Later signals are answered the same way.
 func SignalContext(parent context.Context, stderr io.Writer, sigs ...os.Signal) (context.Context, context.CancelFunc) {
 	now, stopNow := context.WithCancelCause(parent)
-	ctx, cancel := context.WithCancelCause(proc.WithStopNow(now, now))
+	var words atomic.Pointer[string] // what the second signal says: the command's own words (proc.SetStopWords)
+	ctx, cancel := context.WithCancelCause(proc.WithStopWords(proc.WithStopNow(now, now), &words))
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, sigs...)
 	stopped := make(chan struct{})
@@ -131,7 +133,11 @@ func SignalContext(parent context.Context, stderr io.Writer, sigs ...os.Signal) 
 		for {
 			select {
 			case s := <-ch:
-				fmt.Fprintln(stderr, "opx: stopping now: cleanup cut short; a shard whose allocation is not yet confirmed gone keeps its output and stage (`opx finalize --output DIR` releases it later)")
+				msg := "opx: stopping now: cleanup cut short; a shard whose allocation is not yet confirmed gone keeps its output and stage (`opx finalize --output DIR` releases it later)"
+				if w := words.Load(); w != nil {
+					msg = *w
+				}
+				fmt.Fprintln(stderr, msg)
 				stopNow(cause(s))
 			case <-stopped:
 				return

@@ -39,7 +39,9 @@ the same from the command line, and history check honours it.
 Safe by default: it listens on 127.0.0.1:8080; any other address needs --token-file,
 and then every request but /healthz needs a token unless --public-read. It writes
 nothing to the store but triage events. It reads the store live: a run added appears on
-the next page load. SIGTERM or Ctrl-C lets the requests in flight finish and exits 0.`,
+the next page load. SIGTERM or Ctrl-C lets the requests in flight finish and exits 0; a
+second signal cuts them short (exit 130 or 143). On loopback it answers only requests
+addressed to this machine (Host localhost, 127.0.0.0/8, [::1]): DNS rebinding reads nothing.`,
 		Example: `  opx serve --db opx-history.db
   opx serve --db "$OPX_HISTORY_DSN" --listen 0.0.0.0:8080 --token-file /etc/opx/tokens`,
 		Args: cobra.NoArgs,

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -723,4 +724,63 @@ func onAnotherNode(t *testing.T, run, dst, node string) string {
 		os.WriteFile(fp, []byte(strings.ReplaceAll(string(b), `"node": "`+host+`"`, `"node": "`+node+`"`)), 0o644)
 	}
 	return dst
+}
+
+// opx serve's signals: the first lets the requests in flight finish (a client stalled
+// mid-request holds the drain), saying so in a server's words; a second ends it at once,
+// exit 130, and speaks of requests, never of shards or allocations.
+func TestServeSecondSignalEndsAtOnce(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "h.db")
+	run := filepath.Join(t.TempDir(), "run")
+	if o := opx("run", "--out", run); o.Code != 0 {
+		t.Fatal(o.Stderr)
+	}
+	if o := opx("history", "add", "--db", db, run); o.Code != 0 {
+		t.Fatal(o.Stderr)
+	}
+	cmd := exec.Command(opxBin, "serve", "--db", db, "--listen", "127.0.0.1:0")
+	var stderr testenv.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var addr string
+	for deadline := time.Now().Add(20 * time.Second); addr == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if m := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/`).FindStringSubmatch(stderr.String()); m != nil {
+			addr = m[1]
+		}
+	}
+	if addr == "" {
+		t.Fatalf("serve did not start: %s", stderr.String())
+	}
+	stalled, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	stalled.Write([]byte("GET / HTTP/1.1\r\nHost: localhost\r\n")) // a request begun, never finished
+	time.Sleep(200 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT)
+	time.Sleep(500 * time.Millisecond)
+	if !strings.Contains(stderr.String(), "opx serve: interrupted by SIGINT (Ctrl-C): no new request is taken; the requests in flight finish") {
+		t.Errorf("the first signal's words: %s", stderr.String())
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		t.Fatalf("serve ended before the stalled request, or the second signal: %v\n%s", err, stderr.String())
+	default:
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-exited:
+	case <-time.After(3 * time.Second):
+		t.Fatalf("a second signal did not end opx serve at once:\n%s", stderr.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "opx serve: stopping now: the requests in flight are cut short") ||
+		strings.Contains(stderr.String(), "shard") || strings.Contains(stderr.String(), "allocation") {
+		t.Errorf("exit %d:\n%s", code, stderr.String())
+	}
 }

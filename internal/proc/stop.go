@@ -1,6 +1,9 @@
 package proc
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // stopNowKey carries the context that ends opx now: the second signal, where the first
 // only stops new work and starts the cleanup.
@@ -27,5 +30,22 @@ func Cleanup(ctx context.Context) (context.Context, context.CancelFunc) {
 	return c, func() {
 		unregister()
 		cancel(nil)
+	}
+}
+
+// stopWordsKey carries where a command puts what a second signal's message says of it.
+type stopWordsKey struct{}
+
+// WithStopWords returns ctx carrying words, which SetStopWords sets and StopWords reads:
+// the words the second signal's message says (a server speaks of its requests, not of
+// shards and allocations).
+func WithStopWords(ctx context.Context, words *atomic.Pointer[string]) context.Context {
+	return context.WithValue(ctx, stopWordsKey{}, words)
+}
+
+// SetStopWords makes msg what a second signal says while ctx's command runs.
+func SetStopWords(ctx context.Context, msg string) {
+	if w, ok := ctx.Value(stopWordsKey{}).(*atomic.Pointer[string]); ok {
+		w.Store(&msg)
 	}
 }

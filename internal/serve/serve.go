@@ -26,6 +26,7 @@ import (
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/history"
+	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/safe"
 )
 
@@ -127,7 +128,11 @@ func Run(ctx context.Context, o Options) error {
 	o.Store.Readers(2 * runtime.GOMAXPROCS(0))
 	d := newDash(o.Store, o.Where)
 	d.warm()
-	srv := &http.Server{Handler: d.handler(tokens, open), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	h := d.handler(tokens, open)
+	if Loopback(o.Listen) {
+		h = loopbackOnly(o.Listen, h)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
 	if o.Log != nil {
@@ -143,6 +148,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Ready != nil {
 		o.Ready(ln.Addr().String())
 	}
+	proc.SetStopWords(ctx, "opx serve: stopping now: the requests in flight are cut short")
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
@@ -150,15 +156,47 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	case <-ctx.Done():
 	}
-	drain, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, "opx serve: %s: no new request is taken; the requests in flight finish (at most 20 s; a second signal ends them at once)\n", safe.OneLine(context.Cause(ctx).Error()))
+	}
+	// the drain ends early at a second signal (proc.Cleanup: the context it cancels)
+	clean, stop := proc.Cleanup(ctx)
+	defer stop()
+	drain, cancel := context.WithTimeout(clean, 20*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(drain); err != nil {
+		srv.Close()
+		if cause := context.Cause(clean); cause != nil && clean.Err() != nil {
+			return cause // the second signal: exit 128+n
+		}
 		return fmt.Errorf("draining the requests in flight: %v", err)
 	}
 	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// loopbackOnly refuses (421) a request to a loopback server whose Host is not this
+// machine's — localhost, an address in 127.0.0.0/8 or ::1, or the --listen host: a web
+// page that rebinds its own name to 127.0.0.1 (DNS rebinding) reads nothing as its own
+// origin.
+func loopbackOnly(listen string, next http.Handler) http.Handler {
+	own, _, _ := net.SplitHostPort(listen)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+		ip := net.ParseIP(host)
+		if strings.EqualFold(host, "localhost") || strings.EqualFold(host, own) || (ip != nil && ip.IsLoopback()) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		headers(w)
+		http.Error(w, "this opx serve listens on loopback and answers only requests addressed to this machine (Host localhost, 127.0.0.1 or [::1]); a page that rebinds another name to it reads nothing (docs/serve.md)", http.StatusMisdirectedRequest)
+	})
 }
 
 // headers are every response's security headers.

@@ -644,3 +644,32 @@ func TestPagesSayWhatWasJudged(t *testing.T) {
 		}
 	}
 }
+
+// Loopback means this machine: a loopback server answers a request addressed to another
+// name (a page that rebinds its own name to 127.0.0.1) with 421 and the security headers,
+// and reads nothing to it; localhost, 127.0.0.1 and [::1] are answered.
+func TestLoopbackRefusesRebinding(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "h.db")
+	generated(t, dsn)
+	sv := start(t, dsn, serve.Options{})
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(sv.base, "http://"))
+	for host, want := range map[string]int{"evil.example:" + port: 421, "evil.example": 421, "127.0.0.1.nip.io:" + port: 421,
+		"localhost:" + port: 200, "127.0.0.1:" + port: 200, "127.9.9.9:" + port: 200, "[::1]:" + port: 200, "LOCALHOST": 200} {
+		for _, path := range []string{"/", "/api/changes", "/healthz"} {
+			req, _ := http.NewRequest("GET", sv.base+path, nil)
+			req.Host = host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+				t.Errorf("Host %s %s: %d, want %d", host, path, resp.StatusCode, want)
+			}
+			if want == 421 && (strings.Contains(string(body), "nightly") || !strings.Contains(string(body), "rebinds")) {
+				t.Errorf("Host %s %s: the refusal reads the store or does not say why: %.200s", host, path, body)
+			}
+		}
+	}
+}
