@@ -122,6 +122,57 @@ func CheckTrustedFile(path string, fi fs.FileInfo) error {
 	return nil
 }
 
+// CheckGranting is the one rule for a file that grants access — a token file, a history
+// store — checked on its Lstat fi: the file itself (a symbolic link is refused: another
+// user could point it anywhere), a regular file, owned by this user or root (its owner
+// decides who gets in), writable by no one else; a secret's (a token file's) readable by no
+// one else either. what names the file in the message.
+func CheckGranting(path, what string, fi fs.FileInfo, secret bool) error {
+	uid := UID(fi)
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%s is a symbolic link: opx does not follow one to %s (another user could point it anywhere); name the file itself", path, what)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s: %s is not a regular file", path, what)
+	case uid != os.Geteuid() && uid != 0:
+		return fmt.Errorf("%s: %s belongs to another user (%s), who could change what it grants: opx uses only its user's own; copy it, or run as its owner", path, what, Owner(fi))
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%s: other users may write %s (mode %04o): chmod go-w it", path, what, fi.Mode().Perm())
+	case secret && fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("%s: other users may read %s (mode %04o): chmod 600 it", path, what, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// OpenGranting opens a file that grants access (CheckGranting) for reading: checked on its
+// own Lstat, opened without following a link, and checked again on what was opened (a
+// file swapped between the two is refused).
+func OpenGranting(path, what string, secret bool) (*os.File, fs.FileInfo, error) {
+	li, err := os.Lstat(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := CheckGranting(path, what, li, secret); err != nil {
+		return nil, nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !os.SameFile(li, fi) {
+		err = fmt.Errorf("%s: %s was replaced while opx opened it", path, what)
+	}
+	if err == nil {
+		err = CheckGranting(path, what, fi, secret)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
 // CheckSharedDir checks a directory that other users may share (an image cache, a storage
 // root, a directory above a stage): a directory once symlinks are resolved, owned by this
 // user or root (an owner can always rename what lies in it), and, when others may write

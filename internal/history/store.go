@@ -131,13 +131,14 @@ func openSQLite(ctx context.Context, path string, create bool, timeout time.Dura
 		return nil, err
 	}
 	where := path
-	if li, err := os.Lstat(abs); err == nil && li.Mode()&fs.ModeSymlink != 0 {
-		return nil, fmt.Errorf("%s is a symbolic link: opx does not follow one to a store (another user could point it anywhere); name the store itself", where)
+	// a store grants what the gate and the dashboard say: the user's own file, as a token
+	// file is (files.CheckGranting: no link followed, not another user's, not writable by others)
+	if li, err := os.Lstat(abs); err == nil && (li.Mode()&fs.ModeSymlink != 0 || li.Mode().IsRegular()) {
+		if err := files.CheckGranting(where, "the history store", li, false); err != nil {
+			return nil, err
+		}
 	}
 	st, err := os.Stat(abs)
-	if err == nil && files.UID(st) != os.Geteuid() {
-		return nil, fmt.Errorf("%s belongs to another user (%s): opx does not write into another user's store; copy it, or run as its owner", where, files.Owner(st))
-	}
 	switch {
 	case err == nil && !st.Mode().IsRegular():
 		return nil, fmt.Errorf("%s is not an opx history store: not a regular file", where)

@@ -50,16 +50,14 @@ type token struct{ name, secret string }
 
 // ReadTokens reads a token file: one token a line, "name:token" to name it; blank lines
 // and # comments are ignored. A token shorter than 16 characters is refused (guessable),
-// and so is a file other users may read (its secrets are theirs too).
+// and so is a file that is not the user's own and private (files.OpenGranting: a link,
+// another user's file, one others may read or write).
 func ReadTokens(path string) ([]token, error) {
-	f, fi, err := files.OpenRegular(path)
+	f, fi, err := files.OpenGranting(path, "the token file", true) // the user's own, private, no link followed
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%s: other users may read it (mode %04o): chmod 600 it", path, fi.Mode().Perm())
-	}
 	b, err := files.ReadOpenedInto(context.Background(), f, fi, 1<<20, nil)
 	if err != nil {
 		return nil, err

@@ -341,7 +341,21 @@ func TestSafeByDefault(t *testing.T) {
 	os.WriteFile(open, []byte("0123456789abcdef0123\n"), 0o644)
 	linked := filepath.Join(t.TempDir(), "linked")
 	os.Symlink("/etc/passwd", linked)
-	for path, want := range map[string]string{open: "chmod 600 it", linked: "chmod 600 it", t.TempDir(): "not a regular file"} {
+	// a token file must be the user's own file: a link is not followed, even to a private
+	// file of theirs
+	private := filepath.Join(t.TempDir(), "private")
+	os.WriteFile(private, []byte("0123456789abcdef0123\n"), 0o600)
+	linkedPrivate := filepath.Join(t.TempDir(), "linked-private")
+	os.Symlink(private, linkedPrivate)
+	cases := map[string]string{open: "chmod 600 it", linked: "is a symbolic link: opx does not follow one to the token file",
+		linkedPrivate: "is a symbolic link", t.TempDir(): "not a regular file"}
+	if os.Geteuid() == 0 { // another user's private file: its owner could write any token in
+		theirs := filepath.Join(t.TempDir(), "theirs")
+		os.WriteFile(theirs, []byte("0123456789abcdef0123\n"), 0o600)
+		os.Chown(theirs, 65534, 65534)
+		cases[theirs] = "the token file belongs to another user (owner uid 65534"
+	}
+	for path, want := range cases {
 		if err := serve.Run(t.Context(), serve.Options{Store: s, Where: dsn, TokenFile: path}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("token file %s: %v, want %q", path, err, want)
 		}
