@@ -36,7 +36,7 @@ PostgreSQL database (--db postgres://user@host:port/db). Parallel adds are safe.
   opx history check --fail-on-regression 5 >> "$GITHUB_STEP_SUMMARY"
   opx history report --out history.html`,
 	}
-	c.AddCommand(newHistoryAddCmd(env), newHistoryCheckCmd(env), newHistoryReportCmd(env), newHistoryTriageCmd(env), newHistoryCopyCmd(env))
+	c.AddCommand(newHistoryAddCmd(env), newHistoryCheckCmd(env), newHistoryReportCmd(env), newHistoryTriageCmd(env), newHistoryCopyCmd(env), newHistoryMigrateCmd(env))
 	return c
 }
 
@@ -254,7 +254,7 @@ func checkHistory(ctx context.Context, db string, timeout time.Duration, o histo
 	if _, needs := changes.Young(0); o.Lookback < needs {
 		return nil, nil, &UsageError{fmt.Errorf("--lookback %d: read at least %d runs of each series (a series needs %d to be judged)", o.Lookback, needs, needs)}
 	}
-	s, err := openStore(ctx, db, false, timeout)
+	s, err := openReader(ctx, db, timeout)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -281,13 +281,28 @@ func notTheStore(flag, out, db string) error {
 	return nil
 }
 
-// openStore opens the store --db names (history.DSN); a URL of a scheme opx keeps no
-// store in is a usage error.
+// openStore opens the store --db names (history.DSN) to write it (history.Open: add,
+// triage, migrate), or, reader, only to read it (history.OpenReader: check, report, serve,
+// a copy's source), never migrating it; a URL of a scheme opx keeps no store in is a
+// usage error.
 func openStore(ctx context.Context, db string, create bool, timeout time.Duration) (*history.Store, error) {
+	return openStoreAs(ctx, db, create, false, timeout)
+}
+
+// openReader is openStore for a command that only reads the store.
+func openReader(ctx context.Context, db string, timeout time.Duration) (*history.Store, error) {
+	return openStoreAs(ctx, db, false, true, timeout)
+}
+
+func openStoreAs(ctx context.Context, db string, create, reader bool, timeout time.Duration) (*history.Store, error) {
 	if err := checkDBTimeout(timeout); err != nil {
 		return nil, err
 	}
-	s, err := history.Open(ctx, history.DSN(db), create, timeout)
+	open := func() (*history.Store, error) { return history.Open(ctx, history.DSN(db), create, timeout) }
+	if reader {
+		open = func() (*history.Store, error) { return history.OpenReader(ctx, history.DSN(db), timeout) }
+	}
+	s, err := open()
 	var bad *history.ErrDSN
 	if errors.As(err, &bad) {
 		return nil, &UsageError{err}

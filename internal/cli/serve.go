@@ -58,7 +58,7 @@ addressed to this machine (Host localhost, 127.0.0.0/8, [::1]): DNS rebinding re
 			if err := notTheStore("--token-file", o.TokenFile, db); err != nil {
 				return err
 			}
-			s, err := openStore(c.Context(), db, false, dbTimeout)
+			s, err := openReader(c.Context(), db, dbTimeout) // serve never migrates: it reads, and writes triage events
 			if err != nil {
 				return err
 			}

@@ -613,7 +613,11 @@ func (s *Store) runMeta(ctx context.Context) (map[int64]runMeta, error) {
 }
 
 func (s *Store) contexts(ctx context.Context) (map[int64]context_, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT id, node, gpu, driver, image_digest, sm_clock, throttle, contended FROM contexts")
+	contended := "contended"
+	if s.rev < 1 { // a store of before revision 1, read as it is: every context quiet
+		contended = "''"
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT id, node, gpu, driver, image_digest, sm_clock, throttle, "+contended+" FROM contexts")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", s.Where, err)
 	}

@@ -784,3 +784,78 @@ func TestServeSecondSignalEndsAtOnce(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, stderr.String())
 	}
 }
+
+// Readers never write and never wait: check, report and serve open a store without
+// migrating it (an older schema is refused naming opx history migrate, and left as it was;
+// a store of an earlier revision is read as it is, its revision kept), and a reader is not
+// held up by a writer holding SQLite's write lock; opx history migrate brings a store forward.
+func TestReadersNeverWriteOrWait(t *testing.T) {
+	dir := t.TempDir()
+	run := filepath.Join(dir, "run")
+	if o := opx("run", "--out", run); o.Code != 0 {
+		t.Fatal(o.Stderr)
+	}
+	db := filepath.Join(dir, "h.db")
+	if o := opx("history", "add", "--db", db, run); o.Code != 0 {
+		t.Fatal(o.Stderr)
+	}
+	raw, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	meta := func() string {
+		var schema, rev string
+		raw.QueryRow("SELECT value FROM opx_history WHERE name = 'schema'").Scan(&schema)
+		raw.QueryRow("SELECT value FROM opx_history WHERE name = 'revision'").Scan(&rev)
+		return schema + "/" + rev
+	}
+	// a store of revision 0 (an older opx of this schema made it): read as it is
+	if _, err := raw.Exec("ALTER TABLE contexts DROP COLUMN contended; DELETE FROM opx_history WHERE name = 'revision'"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"check"}, {"check", "--fail-on-regression", "5"}, {"report", "--out", filepath.Join(dir, "p.html")}} {
+		if o := opx(append(append([]string{"history"}, args...), "--db", db)...); o.Code != 0 {
+			t.Errorf("history %v of a store of revision 0: exit %d %s", args, o.Code, o.Stderr)
+		}
+	}
+	if m := meta(); m != "3/" {
+		t.Errorf("a reader revised the store: schema/revision %s", m)
+	}
+	// a store of an older schema: refused by readers, naming the way forward, untouched
+	if _, err := raw.Exec("UPDATE opx_history SET value = '2' WHERE name = 'schema'"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"history", "check"}, {"history", "report", "--out", filepath.Join(dir, "p2.html")}, {"serve", "--listen", "127.0.0.1:0"}} {
+		o := opx(append(args, "--db", db)...)
+		if o.Code != 1 || !strings.Contains(o.Stderr, "was written by an older opx (history schema 2; this opx reads 3): bring it forward with opx history migrate") {
+			t.Errorf("%v of an older store: exit %d %s", args, o.Code, o.Stderr)
+		}
+	}
+	if m := meta(); m != "2/" {
+		t.Errorf("a refused reader changed the store: %s", m)
+	}
+	if _, err := raw.Exec("UPDATE opx_history SET value = '3' WHERE name = 'schema'"); err != nil { // as it was (schema 3's tables are there)
+		t.Fatal(err)
+	}
+	if o := opx("history", "migrate", "--db", db); o.Code != 0 || !strings.Contains(o.Stderr, "history schema 3, revision 1 (was schema 3, revision 0)") {
+		t.Errorf("migrate: exit %d %s", o.Code, o.Stderr)
+	}
+	if o := opx("history", "migrate", "--db", db); o.Code != 0 || !strings.Contains(o.Stderr, "already at history schema 3, revision 1: nothing to do") {
+		t.Errorf("migrate again: exit %d %s", o.Code, o.Stderr)
+	}
+	// a writer holds the write lock (an add in progress): a reader goes on at once
+	tx, err := raw.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("INSERT INTO opx_history (name, value) VALUES ('held', 'by a writer')"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	o := opx("history", "check", "--db", db, "--db-timeout", "5s")
+	if o.Code != 0 || time.Since(start) > 4*time.Second {
+		t.Errorf("check beside a writer: exit %d after %s %s", o.Code, time.Since(start).Round(time.Millisecond), o.Stderr)
+	}
+	tx.Rollback()
+}

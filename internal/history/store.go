@@ -48,6 +48,13 @@ type Store struct {
 	db      *sql.DB
 	pg      bool
 	timeout time.Duration // how long it waits for a lock or an answer
+	// reader is whether it was opened to read (OpenReader): it never migrated the store,
+	// and rev is the revision it found (a column of a later revision is read as its default)
+	reader bool
+	rev    int
+	// From is the schema and revision the store had before a writer's open migrated it
+	// (equal to this opx's when nothing was to do).
+	From [2]int
 	// Where names the store in messages: the file, or the server's host and database.
 	Where string
 }
@@ -79,6 +86,20 @@ const DefaultTimeout = 30 * time.Second
 // server (statement_timeout, lock_timeout, idle_in_transaction_session_timeout), and for
 // any answer of a server that stops sending (a read deadline on its connection).
 func Open(ctx context.Context, dsn string, create bool, timeout time.Duration) (*Store, error) {
+	return open(ctx, dsn, create, false, timeout)
+}
+
+// OpenReader opens the store to read it (check, report, serve's pages, a copy's source):
+// it never creates, migrates or revises it and takes no write lock to open it (SQLite's
+// transactions begin deferred: a reader never waits for a writer, whose changes go to the
+// WAL). A store of an older schema is refused, naming opx history migrate; one of an
+// older revision is read as it is (a later column as its default). The few writes a
+// reader makes (a triage event from serve, the gate's record) are single statements.
+func OpenReader(ctx context.Context, dsn string, timeout time.Duration) (*Store, error) {
+	return open(ctx, dsn, false, true, timeout)
+}
+
+func open(ctx context.Context, dsn string, create, reader bool, timeout time.Duration) (*Store, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
@@ -87,9 +108,9 @@ func Open(ctx context.Context, dsn string, create bool, timeout time.Duration) (
 	case err != nil:
 		return nil, err
 	case pg:
-		return openPG(ctx, dsn, timeout)
+		return openPG(ctx, dsn, reader, timeout)
 	}
-	return openSQLite(ctx, path, create, timeout)
+	return openSQLite(ctx, path, create, reader, timeout)
 }
 
 // parseDSN says what store dsn names: a PostgreSQL URL (pg), else a SQLite file's path
@@ -125,7 +146,7 @@ func (e *ErrDSN) Error() string {
 // sqliteMagic is how every SQLite database file begins.
 const sqliteMagic = "SQLite format 3\x00"
 
-func openSQLite(ctx context.Context, path string, create bool, timeout time.Duration) (*Store, error) {
+func openSQLite(ctx context.Context, path string, create, reader bool, timeout time.Duration) (*Store, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
@@ -167,16 +188,28 @@ func openSQLite(ctx context.Context, path string, create bool, timeout time.Dura
 			return nil, err
 		}
 	}
-	// a writer waits for another (parallel adds) instead of failing; a transaction that
-	// will write takes the write lock when it begins
+	// a writer waits for another (parallel adds) instead of failing; a writer's
+	// transaction takes the write lock when it begins; a reader's begins deferred (it
+	// reads the WAL's snapshot, never waiting for a writer)
+	lock := "immediate"
+	if reader {
+		lock = "deferred"
+	}
 	u := url.URL{Scheme: "file", Opaque: (&url.URL{Path: abs}).EscapedPath(),
-		RawQuery: fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(0)&_txlock=immediate", timeout.Milliseconds())}
+		RawQuery: fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(0)&_txlock=%s", timeout.Milliseconds(), lock)}
 	db, err := sql.Open("sqlite", u.String())
 	if err != nil {
 		return nil, err
 	}
 	db.SetMaxOpenConns(1) // one writer; reads are in the same process
-	s := &Store{db: db, Where: where, timeout: timeout}
+	s := &Store{db: db, Where: where, timeout: timeout, reader: reader}
+	if reader {
+		if err := s.readable(ctx); err != nil {
+			db.Close()
+			return nil, err
+		}
+		return s, nil // a store opx made is in WAL mode already: nothing to write
+	}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -244,7 +277,7 @@ func walMode(ctx context.Context, db *sql.DB, timeout time.Duration) error {
 	}
 }
 
-func openPG(ctx context.Context, dsn string, timeout time.Duration) (*Store, error) {
+func openPG(ctx context.Context, dsn string, reader bool, timeout time.Duration) (*Store, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("history store %s: does not parse as a PostgreSQL URL", Redact(dsn))
@@ -277,12 +310,55 @@ func openPG(ctx context.Context, dsn string, timeout time.Duration) (*Store, err
 		db.Close()
 		return nil, fmt.Errorf("%s cannot be reached: %s", where, scrub(err, dsn))
 	}
-	s := &Store{db: db, pg: true, Where: where, timeout: timeout}
-	if err := s.migrate(ctx); err != nil {
+	s := &Store{db: db, pg: true, Where: where, timeout: timeout, reader: reader}
+	check := s.migrate
+	if reader {
+		check = s.readable
+	}
+	if err := check(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// readable checks, writing nothing, that a reader can read the store as it is: opx's
+// schema (a newer one is refused, an older one names opx history migrate), and notes its
+// revision.
+func (s *Store) readable(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: s.pg})
+	if err != nil {
+		return s.opening(err)
+	}
+	defer tx.Rollback()
+	tables, err := s.tables(ctx, tx)
+	if err != nil {
+		return s.opening(err)
+	}
+	if !tables["opx_history"] {
+		if len(tables) > 0 {
+			return fmt.Errorf("%s is not an opx history store: it holds other tables (left untouched)", s.Where)
+		}
+		return fmt.Errorf("%s holds no history yet: record a run first (opx history add RUN_DIR)", s.Where)
+	}
+	var v string
+	if err := tx.QueryRowContext(ctx, s.q("SELECT value FROM opx_history WHERE name = 'schema'")).Scan(&v); err != nil {
+		return fmt.Errorf("%s is not an opx history store: it has no schema version (%v)", s.Where, err)
+	}
+	version, err := strconv.Atoi(v)
+	switch {
+	case err != nil || version < 1:
+		return fmt.Errorf("%s is not an opx history store: its schema version is %q", s.Where, v)
+	case version > Schema:
+		return fmt.Errorf("%s was written by a newer opx (history schema %d; this opx knows up to %d): upgrade opx", s.Where, version, Schema)
+	case version < Schema:
+		return fmt.Errorf("%s was written by an older opx (history schema %d; this opx reads %d): bring it forward with opx history migrate (or the next opx history add); a reader never changes a store", s.Where, version, Schema)
+	}
+	if s.rev, err = s.revision(ctx, tx); err != nil {
+		return err
+	}
+	s.From = [2]int{version, s.rev}
+	return nil
 }
 
 // idleConn is a server connection whose every read waits at most idle for its bytes.
@@ -459,6 +535,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
+			s.From, s.rev = [2]int{Schema, Revision}, Revision
 			return tx.Commit() // nothing to migrate: no lock taken (a reader never waits on one)
 		}
 		// parallel first adds: one creates the schema, the others then see it
@@ -485,6 +562,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	if version > Schema {
 		return fmt.Errorf("%s was written by a newer opx (history schema %d; this opx knows up to %d): upgrade opx", s.Where, version, Schema)
 	}
+	s.From[0] = version
 	up := "INSERT INTO opx_history (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
 	if version < Schema {
 		for v := version; v < Schema; v++ {
@@ -502,6 +580,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.From[1], s.rev = rev, max(rev, Revision)
 	if rev >= Revision {
 		return tx.Commit() // current, or revised further by a newer opx: read and written as it is
 	}

@@ -90,17 +90,18 @@ func (s *Store) Triage(ctx context.Context, id, state, who, via, note, link stri
 			return TriageEvent{}, err
 		}
 	}
-	from := TriageOpen
-	err = tx.QueryRowContext(ctx, s.q("SELECT to_state FROM triage WHERE change_id = ? ORDER BY id DESC LIMIT 1"), id).Scan(&from)
-	if err != nil && !isNoRows(err) {
-		return TriageEvent{}, fmt.Errorf("%s: %v", s.Where, err)
-	}
-	if isNoRows(err) && !known {
+	// one statement, its state before read as it writes: on SQLite it takes the write lock
+	// as it begins (a reader's deferred transaction never upgrades a read, which a writer
+	// meanwhile could make stale); an id never recorded is written only when known
+	ev := TriageEvent{At: time.Now().UTC().Truncate(time.Second), Who: who, Via: via, To: state, Note: note, Link: link}
+	err = tx.QueryRowContext(ctx, s.q(`INSERT INTO triage (change_id, at, who, via, from_state, to_state, note, link)
+		SELECT ?, ?, ?, ?, COALESCE((SELECT to_state FROM triage WHERE change_id = ? ORDER BY id DESC LIMIT 1), ?), ?, ?, ?
+		WHERE ? OR EXISTS (SELECT 1 FROM triage WHERE change_id = ?)
+		RETURNING from_state`), id, ev.At.Unix(), who, via, id, TriageOpen, state, note, link, known, id).Scan(&ev.From)
+	if isNoRows(err) {
 		return TriageEvent{}, fmt.Errorf("no change %s in %s (opx history check --json lists each change's id)", id, s.Where)
 	}
-	ev := TriageEvent{At: time.Now().UTC().Truncate(time.Second), Who: who, Via: via, From: from, To: state, Note: note, Link: link}
-	if _, err := tx.ExecContext(ctx, s.q("INSERT INTO triage (change_id, at, who, via, from_state, to_state, note, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
-		id, ev.At.Unix(), who, via, from, state, note, link); err != nil {
+	if err != nil {
 		return TriageEvent{}, fmt.Errorf("%s: recording the triage: %v", s.Where, err)
 	}
 	return ev, tx.Commit()

@@ -30,7 +30,7 @@ type server struct {
 
 func start(t *testing.T, dsn string, o serve.Options) *server {
 	t.Helper()
-	s, err := history.Open(t.Context(), dsn, false, 0)
+	s, err := history.OpenReader(t.Context(), dsn, 0) // as opx serve opens it: to read (and write triage events)
 	if err != nil {
 		t.Fatal(err)
 	}

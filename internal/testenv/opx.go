@@ -19,6 +19,13 @@ func MainWithOpx(m *testing.M, bin *string) {
 	// contention by the suite's own load. Its runs call a machine busy only above a load
 	// of 1000 (OPX_BUSY_LOAD, the operator's knob); the tests of contention set their own.
 	os.Setenv("OPX_BUSY_LOAD", "1000")
+	// and each package's test binary is a machine of its own: its opx runs claim a
+	// measuring registry ($TMPDIR/opx-measuring) of their own, so another package's runs,
+	// measuring at the same time, are not their contention (the tests of two runs on one
+	// machine share one on purpose)
+	machine, _ := os.MkdirTemp("", "opx-test-machine-")
+	os.Chmod(machine, 0o777|os.ModeSticky)
+	os.Setenv("TMPDIR", machine)
 	dir, _ := os.MkdirTemp("", "opx-bin-")
 	os.Chmod(dir, 0o755)
 	*bin = filepath.Join(dir, "opx")
@@ -31,6 +38,7 @@ func MainWithOpx(m *testing.M, bin *string) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	os.RemoveAll(machine)
 	os.Exit(code)
 }
 
