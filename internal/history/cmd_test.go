@@ -838,10 +838,10 @@ func TestReadersNeverWriteOrWait(t *testing.T) {
 	if _, err := raw.Exec("UPDATE opx_history SET value = '3' WHERE name = 'schema'"); err != nil { // as it was (schema 3's tables are there)
 		t.Fatal(err)
 	}
-	if o := opx("history", "migrate", "--db", db); o.Code != 0 || !strings.Contains(o.Stderr, "history schema 3, revision 1 (was schema 3, revision 0)") {
+	if o := opx("history", "migrate", "--db", db); o.Code != 0 || !strings.Contains(o.Stderr, "history schema 3, revision 2 (was schema 3, revision 0)") {
 		t.Errorf("migrate: exit %d %s", o.Code, o.Stderr)
 	}
-	if o := opx("history", "migrate", "--db", db); o.Code != 0 || !strings.Contains(o.Stderr, "already at history schema 3, revision 1: nothing to do") {
+	if o := opx("history", "migrate", "--db", db); o.Code != 0 || !strings.Contains(o.Stderr, "already at history schema 3, revision 2: nothing to do") {
 		t.Errorf("migrate again: exit %d %s", o.Code, o.Stderr)
 	}
 	// a writer holds the write lock (an add in progress): a reader goes on at once

@@ -403,3 +403,39 @@ func TestOlderWriterBesideANewerStore(t *testing.T) {
 		}
 	}
 }
+
+// An upgrade keeps series whole: opx at 2b8db26 (before local runs were keyed by their
+// machine) records four nights of the README's example as series of cluster "local"; this
+// opx's first add re-keys them by the machine that measured them (local@HOST), so the
+// nights after continue the same six series — judged, not young, none left under "local" —
+// and the regression of the last night is found on them.
+func TestUpgradeKeepsSeriesWhole(t *testing.T) {
+	older := testenv.OlderOpx(t, "2b8db26")
+	dir := t.TempDir()
+	runs := nightlyRuns(t, dir, []float64{1, 1, 1, 1, 1, 1, 24})
+	db := filepath.Join(t.TempDir(), "h.db")
+	for i, run := range runs {
+		bin := opxBin
+		if i < 4 {
+			bin = older
+		}
+		if o := testenv.Run(exec.Command(bin, "history", "add", "--db", db, run)); o.Code != 0 {
+			t.Fatalf("night %d: add by %s: exit %d %s", i, bin, o.Code, o.Stderr)
+		}
+	}
+	js := filepath.Join(t.TempDir(), "c.json")
+	o := opx("history", "check", "--db", db, "--all", "--fail-on-regression", "5", "--json", js)
+	var f struct {
+		Series  int                   `json:"series"`
+		Young   []history.YoungSeries `json:"young"`
+		Changes []history.Change      `json:"changes"`
+	}
+	b, _ := os.ReadFile(js)
+	json.Unmarshal(b, &f)
+	if o.Code != 1 || f.Series != 6 || len(f.Young) != 0 || len(f.Changes) != 1 || !strings.Contains(f.Changes[0].Key, "| local@") {
+		t.Errorf("after the upgrade: exit %d, %d series, %d young, changes %+v\n%s", o.Code, f.Series, len(f.Young), f.Changes, o.Stderr)
+	}
+	if strings.Contains(string(b), `| local"`) {
+		t.Errorf("a series is left under cluster local:\n%.600s", b)
+	}
+}

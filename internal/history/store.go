@@ -513,13 +513,20 @@ var migrations = [][]string{{
 	`ALTER TABLE runs ADD COLUMN tally TEXT`,
 }}
 
-// revisions are the additive changes beyond Schema: revisions[i] takes a store from
-// revision i to i+1 (opx_history.revision; none recorded is 0). Each is one an older opx
-// can ignore: its rows written without the new columns get their defaults.
-var revisions = [][]string{{
+// revisions are the changes beyond Schema that an older opx can ignore: revisions[i]
+// takes a store from revision i to i+1 (opx_history.revision; none recorded is 0) — its
+// statements, then its function. An older opx's rows written after get the new columns'
+// defaults.
+var revisions = []struct {
+	stmts []string
+	fn    func(context.Context, *Store, *sql.Tx) error
+}{{
 	// 1: what contended with a point's measurement (another opx run on its machine, a busy
 	// machine), with where it was measured; '' when nothing did (an older opx's contexts)
-	`ALTER TABLE contexts ADD COLUMN contended TEXT NOT NULL DEFAULT ''`,
+	stmts: []string{`ALTER TABLE contexts ADD COLUMN contended TEXT NOT NULL DEFAULT ''`},
+}, {
+	// 2: local series keyed by their machine (local@HOST), as runs added since are
+	fn: rekeyLocal,
 }}
 
 // migrate brings the store to Schema. An empty database is created; one with tables but
@@ -585,8 +592,13 @@ func (s *Store) migrate(ctx context.Context) error {
 		return tx.Commit() // current, or revised further by a newer opx: read and written as it is
 	}
 	for r := rev; r < Revision; r++ {
-		for _, stmt := range revisions[r] {
+		for _, stmt := range revisions[r].stmts {
 			if _, err := tx.ExecContext(ctx, s.q(stmt)); err != nil {
+				return fmt.Errorf("%s: revising history schema %d to revision %d: %v", s.Where, Schema, r+1, err)
+			}
+		}
+		if fn := revisions[r].fn; fn != nil {
+			if err := fn(ctx, s, tx); err != nil {
 				return fmt.Errorf("%s: revising history schema %d to revision %d: %v", s.Where, Schema, r+1, err)
 			}
 		}

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"github.com/semianalysis/opx/internal/results"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -172,4 +173,56 @@ func TestCopySnapshotLetsWritersOn(t *testing.T) {
 	if during != before {
 		t.Errorf("the snapshot saw the writer's row: %d, then %d", before, during)
 	}
+}
+
+// Revision 2 re-keys a series an older opx kept under cluster "local" by the machines that
+// measured it: its points split between local@node-a and local@node-b, none lost, the old
+// series gone, and a triage event follows its change to the id it has under the new key —
+// on SQLite and PostgreSQL.
+func TestRekeyLocalSeries(t *testing.T) {
+	eachStore(t, func(t *testing.T, dsn string) {
+		s := storeOf(t, dsn, genHistory(6, 2, 5))
+		oldKey := results.CaseKey("t", "gemm", `{"m": 0}`, "vllm", 1, LocalRunner)
+		var before int
+		s.db.QueryRow(s.q("SELECT COUNT(*) FROM points p JOIN series s ON s.id = p.series WHERE s.key = 's0'")).Scan(&before)
+		// as an opx of before local@HOST kept it, with a triage event of a change starting at
+		// nightly-02 (measured on node-a)
+		var origin string
+		s.db.QueryRow(s.q("SELECT origin FROM runs WHERE run_id = 'nightly-02'")).Scan(&origin)
+		var node string
+		s.db.QueryRow(s.q(`SELECT c.node FROM points p JOIN contexts c ON c.id = p.ctx JOIN runs r ON r.id = p.run JOIN series s ON s.id = p.series
+			WHERE r.run_id = 'nightly-02' AND s.key = 's0'`)).Scan(&node)
+		for _, q := range []string{"UPDATE series SET cluster = 'local', key = ? WHERE key = 's0'", "UPDATE opx_history SET value = '1' WHERE name = 'revision'"} {
+			args := []any{oldKey}
+			if !strings.Contains(q, "?") {
+				args = nil
+			}
+			if _, err := s.db.Exec(s.q(q), args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Triage(t.Context(), ChangeID(oldKey, "latency_us", "nightly-02", origin), TriageAcknowledged, "me", "cli", "", "", true); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		s2, err := Open(t.Context(), dsn, false, 0) // a writer: revises the store
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s2.Close()
+		var left, a, b int
+		s2.db.QueryRow(s2.q("SELECT COUNT(*) FROM series WHERE cluster = 'local'")).Scan(&left)
+		for n, into := range map[string]*int{"node-a": &a, "node-b": &b} {
+			s2.db.QueryRow(s2.q("SELECT COUNT(*) FROM points p JOIN series s ON s.id = p.series WHERE s.key = ?"),
+				results.CaseKey("t", "gemm", `{"m": 0}`, "vllm", 1, LocalRunner+"@"+n)).Scan(into)
+		}
+		if left != 0 || a == 0 || b == 0 || a+b != before {
+			t.Errorf("after revision 2: %d series left under local; %d points on local@node-a, %d on local@node-b, of %d", left, a, b, before)
+		}
+		newID := ChangeID(results.CaseKey("t", "gemm", `{"m": 0}`, "vllm", 1, LocalRunner+"@"+node), "latency_us", "nightly-02", origin)
+		ev, err := s2.TriageOf(t.Context(), []string{newID})
+		if err != nil || len(ev[newID]) != 1 || ev[newID][0].To != TriageAcknowledged {
+			t.Errorf("the triage did not follow its change to %s: %v %+v", newID, err, ev)
+		}
+	})
 }
