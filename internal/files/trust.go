@@ -25,6 +25,14 @@ func Owner(fi fs.FileInfo) string {
 	return fmt.Sprintf("owner uid %d, mode %04o", UID(fi), fi.Mode().Perm()|stickyBits(fi))
 }
 
+// Inode is a file's inode number (0 where the system gives none).
+func Inode(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
+}
+
 func stickyBits(fi fs.FileInfo) fs.FileMode {
 	if fi.Mode()&fs.ModeSticky != 0 {
 		return 0o1000

@@ -32,6 +32,15 @@ func (s *Store) State(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%d/%d/%d", runs, maxID, added), nil
 }
 
+// NewestAdded is when the newest run was added (zero when none was).
+func (s *Store) NewestAdded(ctx context.Context) (time.Time, error) {
+	var at int64
+	if err := s.db.QueryRowContext(ctx, "SELECT COALESCE(MAX(added_at), 0) FROM runs").Scan(&at); err != nil || at == 0 {
+		return time.Time{}, err
+	}
+	return time.Unix(at, 0), nil
+}
+
 // Triaged gives each change its triage state and events as the store holds them now.
 func (s *Store) Triaged(ctx context.Context, chs []Change) error { return s.triaged(ctx, chs) }
 
@@ -429,6 +438,7 @@ func (s *Store) others(ctx context.Context, se *seriesRow) ([]CasePoint, error) 
 // one another or for the writer), for a process that reads on many goroutines: opx serve.
 // A PostgreSQL store keeps its pool.
 func (s *Store) Readers(n int) {
+	s.readers = n
 	if !s.pg {
 		s.db.SetMaxOpenConns(n)
 	}

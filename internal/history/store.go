@@ -55,6 +55,11 @@ type Store struct {
 	// From is the schema and revision the store had before a writer's open migrated it
 	// (equal to this opx's when nothing was to do).
 	From [2]int
+	// dsn is what it was opened from; file the SQLite file as opened (Replaced); readers
+	// how many connections Readers allowed (a reopened store keeps it)
+	dsn     string
+	file    os.FileInfo
+	readers int
 	// Where names the store in messages: the file, or the server's host and database.
 	Where string
 }
@@ -104,13 +109,58 @@ func open(ctx context.Context, dsn string, create, reader bool, timeout time.Dur
 		timeout = DefaultTimeout
 	}
 	path, pg, err := parseDSN(dsn)
+	var s *Store
 	switch {
 	case err != nil:
 		return nil, err
 	case pg:
-		return openPG(ctx, dsn, reader, timeout)
+		s, err = openPG(ctx, dsn, reader, timeout)
+	default:
+		s, err = openSQLite(ctx, path, create, reader, timeout)
+		if err == nil {
+			s.file, _ = os.Stat(path)
+		}
 	}
-	return openSQLite(ctx, path, create, reader, timeout)
+	if s != nil {
+		s.dsn = dsn
+	}
+	return s, err
+}
+
+// Replaced is whether the SQLite file the store was opened from is no longer at its path
+// (another file put in its place: the workflow's new artifact, a restored backup); a
+// PostgreSQL store never is.
+func (s *Store) Replaced() bool {
+	if s.pg || s.file == nil {
+		return false
+	}
+	path, _, _ := parseDSN(s.dsn)
+	now, err := os.Stat(path)
+	return err != nil || !os.SameFile(s.file, now)
+}
+
+// Reopen closes the store and opens what its path holds now, as it was opened (to read or
+// to write, with its readers). It closes first: the file's WAL and shared memory at the
+// path belong to the store that was there, and go with it.
+func (s *Store) Reopen(ctx context.Context) (*Store, error) {
+	s.Close()
+	ns, err := open(ctx, s.dsn, false, s.reader, s.timeout)
+	if err != nil {
+		return nil, err
+	}
+	if s.readers > 0 {
+		ns.Readers(s.readers)
+	}
+	return ns, nil
+}
+
+// Identity names the store as it is now, for a health check: the file with its inode,
+// size and last change, or the PostgreSQL server and database.
+func (s *Store) Identity() string {
+	if s.pg || s.file == nil {
+		return s.Where
+	}
+	return fmt.Sprintf("%s (inode %d, %d bytes, modified %s)", s.Where, files.Inode(s.file), s.file.Size(), s.file.ModTime().UTC().Format(time.RFC3339))
 }
 
 // parseDSN says what store dsn names: a PostgreSQL URL (pg), else a SQLite file's path

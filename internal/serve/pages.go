@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -16,12 +15,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/semianalysis/opx/internal/compare"
 	"github.com/semianalysis/opx/internal/history"
 	"github.com/semianalysis/opx/internal/history/changes"
 	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/verdict"
 	"github.com/semianalysis/opx/internal/version"
 )
@@ -31,7 +32,9 @@ import (
 // the largest stores takes tens of seconds: a page asked for while the store's new state
 // is being checked waits for it up to fresh, then shows the check before, said to be so.
 type dash struct {
-	s     *history.Store
+	st    atomic.Pointer[history.Store] // the store: store() reopens it when its file was replaced
+	gen   atomic.Int64                  // how many times it was reopened: part of every state
+	swap  sync.Mutex                    // one reopen at a time
 	where string
 	mu    sync.Mutex
 	state string // what the kept check and runs are of
@@ -41,6 +44,7 @@ type dash struct {
 	// refreshErr its error
 	refreshing chan struct{}
 	refreshErr error
+	reopenErr  atomic.Pointer[error] // why the replaced store could not be opened again
 	// triaged is the kept check's changes with their triage as of triage version
 	// triagedAt (history.Store.TriageVersion), of the check of triagedOf
 	triaged              []history.Change
@@ -53,11 +57,49 @@ type dash struct {
 // the check before it.
 const fresh = 2 * time.Second
 
-func newDash(s *history.Store, where string) *dash { return &dash{s: s, where: where} }
+func newDash(s *history.Store, where string) *dash {
+	d := &dash{where: where}
+	d.st.Store(s)
+	return d
+}
+
+// store is the store the dashboard reads: the one it opened, or, once the SQLite file at
+// its path was replaced (the workflow's new artifact, a restored backup), the file there
+// now — opened again, the old one closed first (its WAL is the path's), every kept check
+// let go (the state names the store's generation). A store that cannot be opened again
+// leaves the old one in use, and /healthz says so.
+func (d *dash) store() *history.Store {
+	s := d.st.Load()
+	if !s.Replaced() {
+		return s
+	}
+	d.swap.Lock()
+	defer d.swap.Unlock()
+	if s = d.st.Load(); !s.Replaced() {
+		return s
+	}
+	ns, err := s.Reopen(context.Background())
+	if err != nil {
+		d.reopenErr.Store(&err)
+		return s
+	}
+	d.reopenErr.Store(nil)
+	d.gen.Add(1)
+	d.st.Store(ns)
+	return ns
+}
+
+// state is the store's state (history.Store.State), of its generation.
+func (d *dash) stateOf(ctx context.Context) (string, error) {
+	s := d.store()
+	gen := d.gen.Load()
+	st, err := s.State(ctx)
+	return fmt.Sprintf("%d:%s", gen, st), err
+}
 
 // warm starts the first check, so that the first page does not wait for all of it.
 func (d *dash) warm() {
-	if state, err := d.s.State(context.Background()); err == nil {
+	if state, err := d.stateOf(context.Background()); err == nil {
 		d.mu.Lock()
 		d.startRefresh(state)
 		d.mu.Unlock()
@@ -74,10 +116,11 @@ func (d *dash) startRefresh(state string) chan struct{} {
 	d.refreshing = done
 	go func() {
 		ctx := context.Background() // not a request's: its client may leave
-		found, err := d.s.Check(ctx, history.CheckOptions{Options: changes.Defaults})
+		s := d.store()
+		found, err := s.Check(ctx, history.CheckOptions{Options: changes.Defaults})
 		var runs []history.RunSummary
 		if err == nil {
-			runs, err = d.s.RunList(ctx)
+			runs, err = s.RunList(ctx)
 		}
 		d.mu.Lock()
 		if err == nil {
@@ -102,7 +145,7 @@ func (d *dash) current(ctx context.Context) (*history.Found, []history.RunSummar
 // currentVersion is current, and a version of what it returned: the same while neither
 // the check kept nor the triage changed.
 func (d *dash) currentVersion(ctx context.Context) (*history.Found, []history.RunSummary, bool, string, error) {
-	state, err := d.s.State(ctx)
+	state, err := d.stateOf(ctx)
 	if err != nil {
 		return nil, nil, false, "", err
 	}
@@ -133,13 +176,13 @@ func (d *dash) currentVersion(ctx context.Context) (*history.Found, []history.Ru
 	triaged, at, of := d.triaged, d.triagedAt, d.triagedOf
 	d.mu.Unlock()
 	// the changes' triage, read again only when an event was recorded since
-	version, err := d.s.TriageVersion(ctx)
+	version, err := d.store().TriageVersion(ctx)
 	if err != nil {
 		return nil, nil, false, "", err
 	}
 	if triaged == nil || at != version || of != checks {
 		triaged = slices.Clone(f.Changes)
-		if err := d.s.Triaged(ctx, triaged); err != nil {
+		if err := d.store().Triaged(ctx, triaged); err != nil {
 			return nil, nil, false, "", err
 		}
 		d.mu.Lock()
@@ -253,12 +296,21 @@ func fail(w http.ResponseWriter, code int, err error) {
 func (d *dash) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := d.s.Ping(ctx); err != nil {
+	st := d.store()
+	if err := st.Ping(ctx); err != nil {
 		http.Error(w, "the store does not answer: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
+	if e := d.reopenErr.Load(); e != nil {
+		http.Error(w, "the store's file was replaced, and what is there now cannot be opened: "+(*e).Error()+"; serving the store opened before", http.StatusServiceUnavailable)
+		return
+	}
+	newest := "no run yet"
+	if at, err := st.NewestAdded(ctx); err == nil && !at.IsZero() {
+		newest = fmt.Sprintf("newest run added %s (%s ago)", at.UTC().Format(time.RFC3339), time.Since(at).Round(time.Second))
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	io.WriteString(w, "ok\n")
+	fmt.Fprintf(w, "ok\nstore: %s\n%s\n", safe.Text(st.Identity()), newest)
 }
 
 // changesData is the changes of the newest run, filtered, worst first, with what else
@@ -365,7 +417,7 @@ func (d *dash) series(w http.ResponseWriter, r *http.Request) (*history.SeriesVi
 		fail(w, http.StatusBadRequest, errors.New("give the series: /series?key=KEY (the changes page links each)"))
 		return nil, false
 	}
-	v, err := d.s.Series(r.Context(), key, history.DefaultLookback)
+	v, err := d.store().Series(r.Context(), key, history.DefaultLookback)
 	if errors.Is(err, history.ErrNoSeries) {
 		fail(w, http.StatusNotFound, fmt.Errorf("%s holds no series %q", d.where, key))
 		return nil, false
@@ -470,7 +522,7 @@ func (d *dash) run(w http.ResponseWriter, r *http.Request) (*runData, bool) {
 		for i, c := range choices {
 			one := storedRun{Run: c}
 			if i < MostRunsShown {
-				if one.Cases, err = d.s.RunCases(r.Context(), c.ID); err != nil {
+				if one.Cases, err = d.store().RunCases(r.Context(), c.ID); err != nil {
 					fail(w, http.StatusServiceUnavailable, err)
 					return nil, false
 				}
@@ -481,7 +533,7 @@ func (d *dash) run(w http.ResponseWriter, r *http.Request) (*runData, bool) {
 		}
 		return v, true
 	}
-	cases, err := d.s.RunCases(r.Context(), run.ID)
+	cases, err := d.store().RunCases(r.Context(), run.ID)
 	if err != nil {
 		fail(w, http.StatusServiceUnavailable, err)
 		return nil, false
@@ -532,7 +584,7 @@ func (d *dash) comparison(w http.ResponseWriter, r *http.Request) (*compare.Resu
 			fail(w, http.StatusBadRequest, fmt.Errorf("base and new are the same stored run (%s, sid %d): a run compared with itself always passes; choose another", q.Get(side), run.ID))
 			return nil, false
 		}
-		cases, err := d.s.RunCases(r.Context(), run.ID)
+		cases, err := d.store().RunCases(r.Context(), run.ID)
 		if err != nil {
 			fail(w, http.StatusServiceUnavailable, err)
 			return nil, false
@@ -616,7 +668,7 @@ func (d *dash) triage(w http.ResponseWriter, r *http.Request, name string) {
 		known = known || c.ID == id
 	}
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
-	ev, err := d.s.Triage(r.Context(), id, req.State, name, host, req.Note, req.Link, known)
+	ev, err := d.store().Triage(r.Context(), id, req.State, name, host, req.Note, req.Link, known)
 	if err != nil {
 		if !known {
 			fail(w, http.StatusNotFound, err)

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -205,7 +206,7 @@ func TestPagesAndAPI(t *testing.T) {
 		if code, body, _ = sv.get("/api/compare?base=nightly-8&new=nightly-8", ""); code != 400 || !strings.Contains(body, "the same stored run") {
 			t.Errorf("/api/compare of a run with itself: %d %.300s", code, body)
 		}
-		if code, body, _ = sv.get("/healthz", ""); code != 200 || body != "ok\n" {
+		if code, body, _ = sv.get("/healthz", ""); code != 200 || !strings.HasPrefix(body, "ok\nstore: ") || !strings.Contains(body, "newest run added ") {
 			t.Errorf("/healthz: %d %q", code, body)
 		}
 		// the store is read live: a run added while it serves is on the next page load
@@ -685,5 +686,50 @@ func TestLoopbackRefusesRebinding(t *testing.T) {
 				t.Errorf("Host %s %s: the refusal reads the store or does not say why: %.200s", host, path, body)
 			}
 		}
+	}
+}
+
+// The dashboard follows its store: when the SQLite file at --db is replaced (the workflow's
+// new artifact moved into place), the next request reads the file there now, and /healthz
+// names it (its inode) and the age of its newest run.
+func TestServeFollowsAReplacedStore(t *testing.T) {
+	dir := t.TempDir()
+	dsn := filepath.Join(dir, "h.db")
+	generated(t, dsn)
+	sv := start(t, dsn, serve.Options{})
+	var runs struct{ Runs []history.RunSummary }
+	_, body, _ := sv.get("/api/runs", "")
+	json.Unmarshal([]byte(body), &runs)
+	_, before, _ := sv.get("/healthz", "")
+	if len(runs.Runs) != 8 {
+		t.Fatalf("/api/runs: %s", body)
+	}
+	next := filepath.Join(dir, "next.db")
+	st, err := history.Open(t.Context(), next, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Generate(t.Context(), history.Generated{Runs: 3, Cases: 4, Clusters: []string{"h100_dsxe_8x"}, Seed: 4,
+		From: time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(next, dsn); err != nil {
+		t.Fatal(err)
+	}
+	runs.Runs = nil
+	_, body, _ = sv.get("/api/runs", "")
+	json.Unmarshal([]byte(body), &runs)
+	if len(runs.Runs) != 3 {
+		t.Errorf("after the store was replaced, /api/runs lists %d runs, want the new file's 3", len(runs.Runs))
+	}
+	code, after, _ := sv.get("/healthz", "")
+	inode := regexp.MustCompile(`inode \d+`)
+	if code != 200 || inode.FindString(after) == "" || inode.FindString(after) == inode.FindString(before) {
+		t.Errorf("/healthz does not name the store now there:\nbefore %s\nafter %s", before, after)
+	}
+	if _, body, _ = sv.get("/", ""); !strings.Contains(body, "h100_dsxe_8x") && !strings.Contains(body, "judged") {
+		t.Errorf("the changes page of the new store: %.300s", body)
 	}
 }
