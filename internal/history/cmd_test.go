@@ -435,8 +435,38 @@ func TestPostgresBounded(t *testing.T) {
 	stalled.Host = ln.Addr().String()
 	start = time.Now()
 	o = opx("history", "check", "--db", stalled.String(), "--db-timeout", "2s")
-	if o.Code != 1 || !strings.Contains(o.Stderr, ln.Addr().String()) || time.Since(start) > 20*time.Second {
+	if o.Code != 1 || !strings.Contains(o.Stderr, ln.Addr().String()) || !strings.Contains(o.Stderr, "the server sent nothing for 2s (--db-timeout)") ||
+		time.Since(start) > 5*time.Second {
 		t.Errorf("a server that stalls: exit %d after %s: %q", o.Code, time.Since(start), o.Stderr)
+	}
+	// --db-timeout bounds the command's wait wherever the server stops: opening the store,
+	// reading the points, adding a run
+	for _, c := range []struct {
+		marker string
+		args   []string
+	}{{"opx_history", []string{"history", "check"}}, {"FROM points", []string{"history", "check"}},
+		{"FROM runs", []string{"history", "add", run, "--at", time.Now().Add(-2 * time.Hour).UTC().Format(time.RFC3339)}}} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				c2, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go stallAfter(c2, u.Host, c.marker)
+			}
+		}()
+		at := *u
+		at.Host = ln.Addr().String()
+		start := time.Now()
+		o := opx(append(c.args, "--db", at.String(), "--db-timeout", "2s")...)
+		if o.Code != 1 || time.Since(start) > 5*time.Second || strings.Contains(o.Stderr, "not an opx history store") {
+			t.Errorf("%v, the server stalling at %q: exit %d after %s: %q", c.args[:2], c.marker, o.Code, time.Since(start).Round(time.Millisecond), o.Stderr)
+		}
+		ln.Close()
 	}
 	o = opx("history", "check", "--db", "postgres://opx@127.0.0.1:1/opx?sslmode=disable&password=hunter2&sslpassword=swordfish")
 	if o.Code != 1 || strings.Contains(o.Stderr, "hunter2") || strings.Contains(o.Stderr, "swordfish") {

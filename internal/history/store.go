@@ -349,7 +349,7 @@ func openPG(ctx context.Context, dsn string, reader bool, timeout time.Duration)
 		if err != nil {
 			return nil, err
 		}
-		return &idleConn{Conn: c, idle: timeout + 5*time.Second}, nil
+		return &idleConn{Conn: c, idle: timeout}, nil
 	}
 	where := fmt.Sprintf("PostgreSQL at %s/%s", net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), cfg.Database)
 	db := stdlib.OpenDB(*cfg)
@@ -392,8 +392,10 @@ func (s *Store) readable(ctx context.Context) error {
 		return fmt.Errorf("%s holds no history yet: record a run first (opx history add RUN_DIR)", s.Where)
 	}
 	var v string
-	if err := tx.QueryRowContext(ctx, s.q("SELECT value FROM opx_history WHERE name = 'schema'")).Scan(&v); err != nil {
-		return fmt.Errorf("%s is not an opx history store: it has no schema version (%v)", s.Where, err)
+	if err := tx.QueryRowContext(ctx, s.q("SELECT value FROM opx_history WHERE name = 'schema'")).Scan(&v); isNoRows(err) {
+		return fmt.Errorf("%s is not an opx history store: it has no schema version", s.Where)
+	} else if err != nil {
+		return s.opening(err)
 	}
 	version, err := strconv.Atoi(v)
 	switch {
@@ -411,7 +413,8 @@ func (s *Store) readable(ctx context.Context) error {
 	return nil
 }
 
-// idleConn is a server connection whose every read waits at most idle for its bytes.
+// idleConn is a server connection whose every read waits at most idle (--db-timeout) for
+// its bytes: a server that stops answering ends the command within --db-timeout of it.
 type idleConn struct {
 	net.Conn
 	idle time.Duration
@@ -419,8 +422,27 @@ type idleConn struct {
 
 func (c *idleConn) Read(b []byte) (int, error) {
 	c.Conn.SetReadDeadline(time.Now().Add(c.idle))
-	return c.Conn.Read(b)
+	n, err := c.Conn.Read(b)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		err = &stalled{idle: c.idle, err: err}
+	}
+	return n, err
 }
+
+// stalled is a read of a server that sent nothing for the command's --db-timeout: the
+// command ends then, whatever it was waiting for (the bound is the command's wait, not
+// each statement's).
+type stalled struct {
+	idle time.Duration
+	err  error
+}
+
+func (e *stalled) Error() string {
+	return fmt.Sprintf("the server sent nothing for %s (--db-timeout): it stopped answering", e.idle)
+}
+func (e *stalled) Timeout() bool   { return true }
+func (e *stalled) Temporary() bool { return false }
+func (e *stalled) Unwrap() error   { return e.err }
 
 // secretParams are the DSN parameters Redact hides.
 var secretParams = []string{"password", "passfile", "sslkey", "sslpassword", "sslcert", "sslrootcert", "sslcrl"}
@@ -607,8 +629,10 @@ func (s *Store) migrate(ctx context.Context) error {
 	version := 0
 	if tables["opx_history"] {
 		var v string
-		if err := tx.QueryRowContext(ctx, s.q("SELECT value FROM opx_history WHERE name = 'schema'")).Scan(&v); err != nil {
-			return fmt.Errorf("%s is not an opx history store: it has no schema version (%v)", s.Where, err)
+		if err := tx.QueryRowContext(ctx, s.q("SELECT value FROM opx_history WHERE name = 'schema'")).Scan(&v); isNoRows(err) {
+			return fmt.Errorf("%s is not an opx history store: it has no schema version", s.Where)
+		} else if err != nil {
+			return s.opening(err)
 		}
 		if version, err = strconv.Atoi(v); err != nil || version < 1 {
 			return fmt.Errorf("%s is not an opx history store: its schema version is %q", s.Where, v)
