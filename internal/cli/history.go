@@ -402,6 +402,9 @@ the run's points, and says so.`,
 				if a.Extra > 0 {
 					after += fmt.Sprintf("; %d extra row(s) of no requested case not recorded", a.Extra)
 				}
+				if len(a.Escaped) > 0 {
+					after += "; kept escaped (a NUL byte as \\x00, invalid UTF-8 as U+FFFD, as both stores can hold them): " + safe.Text(strings.Join(a.Escaped, ", "))
+				}
 				fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s%s: %d cases (%d measured) recorded in %s%s\n",
 					safe.Text(dir), safe.Text(a.RunID), a.At.UTC().Format(time.RFC3339), what, a.Cases, a.Measured, safe.Text(s.Where), after)
 			}

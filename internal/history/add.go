@@ -35,6 +35,9 @@ type Added struct {
 	Already  bool // the run was in the store: nothing was written
 	// Confirms is the run a confirmation run re-measured suspects of ("" for a run of its own).
 	Confirms string
+	// Escaped names the texts (a few, with their field) that held a NUL byte or invalid
+	// UTF-8, which the store keeps escaped (storable) on SQLite and PostgreSQL alike.
+	Escaped []string
 }
 
 // Replaced is what the store held of a run that an add replaced.
@@ -330,6 +333,7 @@ func (s *Store) Add(ctx context.Context, r *Run) (*Added, error) {
 	if rec.confirms != nil {
 		out.Confirms = rec.confirms.RunID
 	}
+	out.Escaped = rec.storableRun() // one text on both stores
 	err := s.write(ctx, dir, rec)
 	if errors.Is(err, errAlready) {
 		out.Already, out.At = true, rec.at

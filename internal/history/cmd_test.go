@@ -3,6 +3,7 @@ package history_test
 import (
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -888,4 +889,43 @@ func TestReadersNeverWriteOrWait(t *testing.T) {
 		t.Errorf("check beside a writer: exit %d after %s %s", o.Code, time.Since(start).Round(time.Millisecond), o.Stderr)
 	}
 	tx.Rollback()
+}
+
+// One answer per store: text PostgreSQL cannot hold (a NUL byte, invalid UTF-8) is kept
+// escaped the same way on SQLite and PostgreSQL when a run brings it (the field named),
+// and a lookup of such text is "no such series" / "no such change" on both, never 503.
+func TestOneAnswerPerStore(t *testing.T) {
+	run := realRun(t)
+	fps, _ := filepath.Glob(filepath.Join(run, "shards", "*", "fingerprint-*.json"))
+	for _, fp := range fps {
+		b, _ := os.ReadFile(fp)
+		b = regexp.MustCompile(`"node": "[^"]*"`).ReplaceAll(b, []byte(`"node": "vm\u0000x"`))
+		os.WriteFile(fp, b, 0o644)
+	}
+	for _, db := range []string{filepath.Join(t.TempDir(), "h.db"), testenv.Postgres(t)} {
+		o := opx("history", "add", "--db", db, run)
+		if o.Code != 0 || !strings.Contains(o.Stderr, `kept escaped`) || !strings.Contains(o.Stderr, `node "vm\x00x"`) {
+			t.Errorf("%s: add of a run whose node name holds a NUL: exit %d %s", db, o.Code, o.Stderr)
+		}
+		js := filepath.Join(t.TempDir(), "c.json")
+		if o := opx("history", "check", "--db", db, "--all", "--json", js); o.Code != 0 {
+			t.Errorf("%s: check: exit %d %s", db, o.Code, o.Stderr)
+		}
+		if b, _ := os.ReadFile(js); !strings.Contains(string(b), `local@vm\\x00x`) {
+			t.Errorf("%s: the node is not kept escaped: %.300s", db, b)
+		}
+		s, err := history.OpenReader(t.Context(), db, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"a\x00b", "a\xffb"} {
+			if _, err := s.Series(t.Context(), key, 10); !errors.Is(err, history.ErrNoSeries) {
+				t.Errorf("%s: series %q: %v, want no such series", db, key, err)
+			}
+			if _, err := s.Triage(t.Context(), key, history.TriageExpected, "me", "cli", "", "", false); err == nil || !strings.Contains(err.Error(), "no change") {
+				t.Errorf("%s: triage %q: %v, want no such change", db, key, err)
+			}
+		}
+		s.Close()
+	}
 }

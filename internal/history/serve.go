@@ -319,6 +319,9 @@ var ErrNoSeries = fmt.Errorf("no such series")
 // Series is the series of key: its newest lookback points, its changes as check finds
 // them at the newest run (with their triage), its plot, and the same case elsewhere.
 func (s *Store) Series(ctx context.Context, key string, lookback int) (*SeriesView, error) {
+	if !lookupable(key) { // no store holds it: the same answer from both
+		return nil, ErrNoSeries
+	}
 	se := &seriesRow{}
 	var lower int
 	err := s.db.QueryRowContext(ctx, s.q("SELECT id, key, testlist, op, args, backend, world_size, cluster, metric, lower_is_better FROM series WHERE key = ?"), key).

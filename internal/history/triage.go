@@ -80,6 +80,10 @@ func (s *Store) Triage(ctx context.Context, id, state, who, via, note, link stri
 	if err := CheckTriage(state, note, link); err != nil {
 		return TriageEvent{}, err
 	}
+	if !lookupable(id) { // no store holds it: the same answer from both
+		return TriageEvent{}, fmt.Errorf("no change %s in %s (opx history check --json lists each change's id)", storable(id), s.Where)
+	}
+	who, via = storable(who), storable(via)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return TriageEvent{}, fmt.Errorf("%s: %v", s.Where, err)

@@ -44,7 +44,8 @@ type dash struct {
 	// refreshErr its error
 	refreshing chan struct{}
 	refreshErr error
-	reopenErr  atomic.Pointer[error] // why the replaced store could not be opened again
+	reopenErr  atomic.Pointer[error]      // why the replaced store could not be opened again
+	allIDs     map[string]map[string]bool // the ids of every series' changes, by state (anyChange)
 	// triaged is the kept check's changes with their triage as of triage version
 	// triagedAt (history.Store.TriageVersion), of the check of triagedOf
 	triaged              []history.Change
@@ -644,6 +645,33 @@ func (d *dash) compareAPI(w http.ResponseWriter, r *http.Request) {
 	res.WriteJSON(r.Context(), w)
 }
 
+// anyChange is whether id is a change of any series (a check of every series, as opx
+// history triage makes, kept while the store's runs stay as they are): the dashboard
+// accepts triage of every change any of its pages shows.
+func (d *dash) anyChange(ctx context.Context, id string) (bool, error) {
+	state, err := d.stateOf(ctx)
+	if err != nil {
+		return false, err
+	}
+	d.mu.Lock()
+	ids, ok := d.allIDs[state]
+	d.mu.Unlock()
+	if !ok {
+		f, err := d.store().Check(ctx, history.CheckOptions{Options: changes.Defaults, All: true})
+		if err != nil {
+			return false, err
+		}
+		ids = map[string]bool{}
+		for _, c := range f.Changes {
+			ids[c.ID] = true
+		}
+		d.mu.Lock()
+		d.allIDs = map[string]map[string]bool{state: ids} // only the newest state's
+		d.mu.Unlock()
+	}
+	return ids[id], nil
+}
+
 // triage records a triage event from an authenticated request: {"state", "note", "link"}.
 func (d *dash) triage(w http.ResponseWriter, r *http.Request, name string) {
 	var req struct{ State, Note, Link string }
@@ -666,6 +694,12 @@ func (d *dash) triage(w http.ResponseWriter, r *http.Request, name string) {
 	known := false
 	for _, c := range f.Changes {
 		known = known || c.ID == id
+	}
+	if !known { // a change a series page shows that the newest run did not touch (another machine's)
+		if known, err = d.anyChange(r.Context(), id); err != nil {
+			fail(w, http.StatusServiceUnavailable, err)
+			return
+		}
 	}
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
 	ev, err := d.store().Triage(r.Context(), id, req.State, name, host, req.Note, req.Link, known)

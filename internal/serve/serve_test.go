@@ -166,6 +166,12 @@ func TestPagesAndAPI(t *testing.T) {
 		if code, _, _ := sv.get("/series?key=nope", ""); code != 404 {
 			t.Errorf("an unknown series: %d", code)
 		}
+		// text no store can hold is no such series on both stores, never "does not answer"
+		for _, q := range []string{"/series?key=a%00b", "/api/series?key=a%FFb", "/api/series?key=%C3"} {
+			if code, body, _ := sv.get(q, ""); code != 404 {
+				t.Errorf("%s: %d %s", q, code, body)
+			}
+		}
 		var runs struct{ Runs []history.RunSummary }
 		_, body, _ = sv.get("/api/runs", "")
 		if err := json.Unmarshal([]byte(body), &runs); err != nil || len(runs.Runs) != 8 || runs.Runs[0].RunID != "nightly-8" || runs.Runs[0].Verdict != "success" ||
@@ -731,5 +737,46 @@ func TestServeFollowsAReplacedStore(t *testing.T) {
 	}
 	if _, body, _ = sv.get("/", ""); !strings.Contains(body, "h100_dsxe_8x") && !strings.Contains(body, "judged") {
 		t.Errorf("the changes page of the new store: %.300s", body)
+	}
+}
+
+// The dashboard offers triage exactly where the API accepts it: a change the series page
+// shows on a series the newest run did not touch (another machine's) is triaged, not 404;
+// an id of no change is still refused.
+func TestTriageWhereverShown(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "h.db")
+	generated(t, dsn)
+	sv := start(t, dsn, serve.Options{TokenFile: tokens(t)})
+	var doc changesDoc
+	_, body, _ := sv.get("/api/changes", "")
+	json.Unmarshal([]byte(body), &doc)
+	if len(doc.Changes) == 0 {
+		t.Fatal("no change to triage")
+	}
+	ch := doc.Changes[0]
+	// another machine's run is the newest: the changes page no longer lists ch
+	st, err := history.Open(t.Context(), dsn, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Generate(t.Context(), history.Generated{Runs: 1, Cases: 3, Clusters: []string{"h100_dsxe_8x"}, Seed: 5,
+		From: time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ = sv.get("/api/changes", "")
+	if strings.Contains(body, ch.ID) {
+		t.Fatalf("the newest run's check still lists %s", ch.ID)
+	}
+	_, page, _ := sv.get("/series?key="+url.QueryEscape(ch.Key), "")
+	if !strings.Contains(page, `data-change="`+ch.ID+`"`) {
+		t.Fatalf("the series page offers no triage of %s", ch.ID)
+	}
+	if code, msg := sv.triage(ch.ID, "0123456789abcdef0123", `{"state": "acknowledged"}`); code != 200 {
+		t.Errorf("triage of a change the series page shows: %d %s", code, msg)
+	}
+	if code, _ := sv.triage("c000000000000000", "0123456789abcdef0123", `{"state": "acknowledged"}`); code != 404 {
+		t.Errorf("triage of no change: %d", code)
 	}
 }
