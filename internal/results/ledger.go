@@ -267,6 +267,9 @@ func appendCaseKey[A ~string | ~[]byte](dst []byte, testlist, op string, argsJSO
 
 // CellCases are a cell's requested cases, one per distinct key, in case then backend order.
 func CellCases(c *manifest.Cell) ([]Case, error) {
+	if len(c.Backends) == 0 && len(c.Cases) > 0 { // a case's key names its backend: ci.py's minimal cells name none
+		return nil, &Unkeyed{Shard: c.ID, Why: "its cell names no backends"}
+	}
 	all := make([]Case, 0, len(c.Cases)*len(c.Backends))
 	var buf keyBuf
 	var err error
@@ -289,8 +292,8 @@ func CellCases(c *manifest.Cell) ([]Case, error) {
 }
 
 // Unkeyed is a shard whose cases cannot be keyed: a manifest of ci.py's minimal form
-// (its own tests write one), whose cells hold only an id and cases without shapes, and
-// whose rows carry only a status. Such a shard is judged by ci.py's rule instead: its
+// (its own tests write one), whose cells name no backends (a case's key names one), or
+// whose counted attempt's rows all carry only a status (no op to key them by). Such a shard is judged by ci.py's rule instead: its
 // newest attempt's rows counted by status, a success when it exited 0 with an ok row and
 // no error row (docs/verdict.md).
 type Unkeyed struct{ Shard, Why string }

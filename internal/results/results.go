@@ -376,7 +376,10 @@ func (wk *walker) readShard(ctx context.Context, s *summary.Shard) (*shardRead, 
 			r.counted, r.runID, r.sha = true, e.exe.RunID, e.exe.SourceSHA
 		}
 	}
-	s.Cell = nil // keyed: the cell's shapes are let go as the walk goes
+	s.Cell = nil                                      // keyed: the cell's shapes are let go as the walk goes
+	if r.unkeyed == nil && statusOnly(execs, s.Dir) { // rows of ci.py's minimal form: nothing to key them by
+		r.unkeyed, r.cases = &Unkeyed{Shard: s.ID, Why: "its rows carry only a status"}, nil
+	}
 	if r.kept, r.attempts, r.extra, err = settleShard(ctx, r.cases, execs, s.Dir); err != nil {
 		return nil, err
 	}
@@ -437,6 +440,28 @@ func (wk *walker) settle(i int, r *shardRead) error {
 // seedShardStatus is ci.py's status of a shard whose cases cannot be keyed (Unkeyed):
 // not run, or a success when its newest attempt exited 0 with an ok row and no error row,
 // else failed. Its rows carry no op, so no metric of theirs is judged (rowOf).
+// statusOnly is whether the counted execution (dir), of a cell of ci.py's minimal form (its
+// execution.json names no backends: opx execute always writes the whole cell), wrote rows
+// and every one carries only a status: no op, no args (ci.py's own tests write such rows).
+// opx's own runs are never judged so: a row of theirs without an op is missing.
+func statusOnly(execs []*execRows, dir string) bool {
+	for _, e := range execs {
+		if e.ex.Dir != dir {
+			continue
+		}
+		if len(e.rows) == 0 || len(e.exe.Cell.Backends) > 0 { // opx execute writes the whole cell: its rows are keyed, or missing
+			return false
+		}
+		for i := range e.rows {
+			if r := &e.rows[i]; r.OpType != "" || r.Testlist != "" || (r.ArgsKey != "" && r.ArgsKey != "{}") || len(r.Metrics) > 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
 func seedShardStatus(s *summary.Shard) string {
 	switch {
 	case !s.HasAttempt:
