@@ -1,8 +1,10 @@
 package history_test
 
 import (
+	"context"
 	"encoding/json"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/semianalysis/opx/internal/history"
+	"github.com/semianalysis/opx/internal/serve"
 	"github.com/semianalysis/opx/internal/testenv"
 )
 
@@ -387,6 +390,12 @@ func TestOlderWriterBesideANewerStore(t *testing.T) {
 		if o := with(older, "history", "check"); o.Code != 0 {
 			t.Fatalf("night %d: the older opx cannot read the store: exit %d %s", i, o.Code, o.Stderr)
 		}
+		if i == 3 { // the newer opx reads and serves it too, before the older writes again
+			if o := with(opxBin, "history", "check"); o.Code != 0 {
+				t.Fatalf("night %d: check: exit %d %s", i, o.Code, o.Stderr)
+			}
+			served(t, db)
+		}
 	}
 	js := filepath.Join(t.TempDir(), "c.json")
 	for _, bin := range []string{opxBin, older} {
@@ -437,5 +446,35 @@ func TestUpgradeKeepsSeriesWhole(t *testing.T) {
 	}
 	if strings.Contains(string(b), `| local"`) {
 		t.Errorf("a series is left under cluster local:\n%.600s", b)
+	}
+}
+
+// served opens the store as opx serve does, serves one request of every page it reads
+// with, and stops.
+func served(t *testing.T, db string) {
+	t.Helper()
+	st, err := history.OpenReader(t.Context(), db, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	ready, done := make(chan string, 1), make(chan error, 1)
+	go func() {
+		done <- serve.Run(ctx, serve.Options{Store: st, Where: st.Where, Listen: "127.0.0.1:0", Ready: func(a string) { ready <- a }})
+	}()
+	addr := <-ready
+	for _, p := range []string{"/", "/runs", "/api/changes", "/healthz"} {
+		resp, err := http.Get("http://" + addr + p)
+		if err != nil || resp.StatusCode != 200 {
+			t.Errorf("serving %s: %v %v", p, err, resp)
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Error(err)
 	}
 }
