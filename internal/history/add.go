@@ -334,6 +334,9 @@ func (s *Store) Add(ctx context.Context, r *Run) (*Added, error) {
 		out.Confirms = rec.confirms.RunID
 	}
 	out.Escaped = rec.storableRun() // one text on both stores
+	if d := storable(dir); d != dir {
+		out.Escaped, dir = append(out.Escaped, fmt.Sprintf("run directory %q", dir)), d
+	}
 	err := s.write(ctx, dir, rec)
 	if errors.Is(err, errAlready) {
 		out.Already, out.At = true, rec.at

@@ -730,7 +730,7 @@ func TestServeCommand(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != "ok\n" {
+	if resp.StatusCode != 200 || !strings.HasPrefix(string(b), "ok\nstore: ") {
 		t.Errorf("/healthz: %d %q", resp.StatusCode, b)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
@@ -902,10 +902,15 @@ func TestOneAnswerPerStore(t *testing.T) {
 		b = regexp.MustCompile(`"node": "[^"]*"`).ReplaceAll(b, []byte(`"node": "vm\u0000x"`))
 		os.WriteFile(fp, b, 0o644)
 	}
+	latin := filepath.Join(t.TempDir(), "r\xe9sum\xe9") // a directory named in Latin-1
+	if err := exec.Command("cp", "-r", run, latin).Run(); err != nil {
+		t.Fatal(err)
+	}
 	for _, db := range []string{filepath.Join(t.TempDir(), "h.db"), testenv.Postgres(t)} {
-		o := opx("history", "add", "--db", db, run)
-		if o.Code != 0 || !strings.Contains(o.Stderr, `kept escaped`) || !strings.Contains(o.Stderr, `node "vm\x00x"`) {
-			t.Errorf("%s: add of a run whose node name holds a NUL: exit %d %s", db, o.Code, o.Stderr)
+		// a run whose node name holds a NUL, in a directory named in Latin-1
+		o := opx("history", "add", "--db", db, latin)
+		if o.Code != 0 || !strings.Contains(o.Stderr, `kept escaped`) || !strings.Contains(o.Stderr, `node "vm\x00x"`) || !strings.Contains(o.Stderr, "run directory") {
+			t.Errorf("%s: add of a run whose node name holds a NUL, in a Latin-1 directory: exit %d %s", db, o.Code, o.Stderr)
 		}
 		js := filepath.Join(t.TempDir(), "c.json")
 		if o := opx("history", "check", "--db", db, "--all", "--json", js); o.Code != 0 {
@@ -924,6 +929,9 @@ func TestOneAnswerPerStore(t *testing.T) {
 			}
 			if _, err := s.Triage(t.Context(), key, history.TriageExpected, "me", "cli", "", "", false); err == nil || !strings.Contains(err.Error(), "no change") {
 				t.Errorf("%s: triage %q: %v, want no such change", db, key, err)
+			}
+			if _, err := s.Triage(t.Context(), "cabc", history.TriageExpected, "me", "cli", "a note "+key, "", true); err == nil || !strings.Contains(err.Error(), "without NUL bytes") {
+				t.Errorf("%s: a note %q: %v, want refused alike", db, key, err)
 			}
 		}
 		s.Close()

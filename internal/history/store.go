@@ -60,6 +60,7 @@ type Store struct {
 	dsn     string
 	file    os.FileInfo
 	readers int
+	closed  bool // closed by Reopen
 	// Where names the store in messages: the file, or the server's host and database.
 	Where string
 }
@@ -128,9 +129,13 @@ func open(ctx context.Context, dsn string, create, reader bool, timeout time.Dur
 }
 
 // Replaced is whether the SQLite file the store was opened from is no longer at its path
-// (another file put in its place: the workflow's new artifact, a restored backup); a
-// PostgreSQL store never is.
+// (another file put in its place: the workflow's new artifact, a restored backup — told by
+// its inode, which a file made after the old one was freed may reuse, so a store closed
+// by Reopen is always replaced); a PostgreSQL store never is.
 func (s *Store) Replaced() bool {
+	if s.closed { // closed by a Reopen whose open failed: the path has still to be opened
+		return true
+	}
 	if s.pg || s.file == nil {
 		return false
 	}
@@ -139,11 +144,31 @@ func (s *Store) Replaced() bool {
 	return err != nil || !os.SameFile(s.file, now)
 }
 
+// ErrBusy is Reopen's answer while the store it would close is still being read: its WAL
+// cannot be emptied yet (try again later; the store is still open).
+var ErrBusy = errors.New("the store is in use: its WAL cannot be emptied yet")
+
 // Reopen closes the store and opens what its path holds now, as it was opened (to read or
-// to write, with its readers). It closes first: the file's WAL and shared memory at the
-// path belong to the store that was there, and go with it.
+// to write, with its readers). The WAL and shared memory at the path are the old file's:
+// opened with a file put in its place they would be replayed into it, and corrupt it. So
+// the old store's WAL is first emptied into its own file (a TRUNCATE checkpoint: ErrBusy,
+// the store left open, while a read of it is in progress), then the store is closed (with
+// its WAL, now empty), and only then the path opened again. A store already closed by a
+// reopen whose open failed is opened again at once.
 func (s *Store) Reopen(ctx context.Context) (*Store, error) {
-	s.Close()
+	if !s.closed {
+		if !s.pg {
+			var busy, logged, done int
+			if err := s.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logged, &done); err != nil {
+				return nil, fmt.Errorf("%s: emptying its WAL before opening the file put in its place: %v", s.Where, err)
+			}
+			if busy != 0 {
+				return nil, ErrBusy
+			}
+		}
+		s.Close()
+		s.closed = true
+	}
 	ns, err := open(ctx, s.dsn, false, s.reader, s.timeout)
 	if err != nil {
 		return nil, err
@@ -154,13 +179,19 @@ func (s *Store) Reopen(ctx context.Context) (*Store, error) {
 	return ns, nil
 }
 
-// Identity names the store as it is now, for a health check: the file with its inode,
-// size and last change, or the PostgreSQL server and database.
+// Identity names the store as it is now, for a health check: the file it has open with its
+// inode, size and last change (as they are now), or the PostgreSQL server and database.
 func (s *Store) Identity() string {
 	if s.pg || s.file == nil {
 		return s.Where
 	}
-	return fmt.Sprintf("%s (inode %d, %d bytes, modified %s)", s.Where, files.Inode(s.file), s.file.Size(), s.file.ModTime().UTC().Format(time.RFC3339))
+	fi := s.file
+	if path, _, _ := parseDSN(s.dsn); path != "" {
+		if now, err := os.Stat(path); err == nil && os.SameFile(now, fi) {
+			fi = now
+		}
+	}
+	return fmt.Sprintf("%s (inode %d, %d bytes, modified %s)", s.Where, files.Inode(fi), fi.Size(), fi.ModTime().UTC().Format(time.RFC3339))
 }
 
 // parseDSN says what store dsn names: a PostgreSQL URL (pg), else a SQLite file's path

@@ -35,6 +35,10 @@ func (rec *recorded) storableRun() (escaped []string) {
 		}
 	}
 	fix("run id", &rec.runID)
+	if c := rec.confirms; c != nil {
+		fix("confirmed run id", &c.RunID)
+		fix("confirmed run's origin", &c.Origin)
+	}
 	fix("origin", &rec.origin)
 	fix("source SHA", &rec.sourceSHA)
 	fix("opx version", &rec.opxVersion)

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Triage states. A change starts open; acknowledged (someone is on it) still fails the
@@ -61,8 +60,8 @@ func CheckTriage(state, note, link string) error {
 	if !slices.Contains(TriageStates, state) {
 		return fmt.Errorf("state %q: one of %s", state, strings.Join(TriageStates, ", "))
 	}
-	if len(note) > MaxNote || !utf8.ValidString(note) {
-		return fmt.Errorf("note: at most %d bytes of UTF-8 text", MaxNote)
+	if len(note) > MaxNote || !lookupable(note) { // no NUL: one answer on SQLite and PostgreSQL
+		return fmt.Errorf("note: at most %d bytes of UTF-8 text, without NUL bytes", MaxNote)
 	}
 	if link != "" {
 		u, err := url.Parse(link)

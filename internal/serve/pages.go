@@ -66,9 +66,11 @@ func newDash(s *history.Store, where string) *dash {
 
 // store is the store the dashboard reads: the one it opened, or, once the SQLite file at
 // its path was replaced (the workflow's new artifact, a restored backup), the file there
-// now — opened again, the old one closed first (its WAL is the path's), every kept check
-// let go (the state names the store's generation). A store that cannot be opened again
-// leaves the old one in use, and /healthz says so.
+// now — opened again once the old one's WAL is emptied into its own file and it is closed
+// (history.Store.Reopen: the WAL at the path is the old file's), every kept check let go
+// (the state names the store's generation). While the old store is still being read it
+// serves on, and the next request tries again; when what is there cannot be opened, every
+// request fails saying why (/healthz too) until a store is.
 func (d *dash) store() *history.Store {
 	s := d.st.Load()
 	if !s.Replaced() {
@@ -80,7 +82,10 @@ func (d *dash) store() *history.Store {
 		return s
 	}
 	ns, err := s.Reopen(context.Background())
-	if err != nil {
+	if errors.Is(err, history.ErrBusy) {
+		return s // read still: the next request tries again
+	}
+	if err != nil { // the old store is closed (its WAL emptied): every request says why until a store is there
 		d.reopenErr.Store(&err)
 		return s
 	}
@@ -298,12 +303,12 @@ func (d *dash) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	st := d.store()
-	if err := st.Ping(ctx); err != nil {
-		http.Error(w, "the store does not answer: "+err.Error(), http.StatusServiceUnavailable)
+	if e := d.reopenErr.Load(); e != nil {
+		http.Error(w, "the store's file was replaced, and what is there now cannot be opened: "+(*e).Error()+" (opx serve opens it as soon as it can be)", http.StatusServiceUnavailable)
 		return
 	}
-	if e := d.reopenErr.Load(); e != nil {
-		http.Error(w, "the store's file was replaced, and what is there now cannot be opened: "+(*e).Error()+"; serving the store opened before", http.StatusServiceUnavailable)
+	if err := st.Ping(ctx); err != nil {
+		http.Error(w, "the store does not answer: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	newest := "no run yet"

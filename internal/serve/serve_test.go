@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -702,7 +703,18 @@ func TestServeFollowsAReplacedStore(t *testing.T) {
 	dir := t.TempDir()
 	dsn := filepath.Join(dir, "h.db")
 	generated(t, dsn)
-	sv := start(t, dsn, serve.Options{})
+	sv := start(t, dsn, serve.Options{TokenFile: tokens(t)})
+	// triage written by the dashboard: frames in the WAL at the path, which are the old
+	// file's and must never reach the file put in its place
+	var doc changesDoc
+	_, body0, _ := sv.get("/api/changes", "")
+	json.Unmarshal([]byte(body0), &doc)
+	for i := range 30 {
+		state := []string{"acknowledged", "open"}[i%2]
+		if code, msg := sv.triage(doc.Changes[0].ID, "0123456789abcdef0123", `{"state": "`+state+`"}`); code != 200 {
+			t.Fatalf("triage: %d %s", code, msg)
+		}
+	}
 	var runs struct{ Runs []history.RunSummary }
 	_, body, _ := sv.get("/api/runs", "")
 	json.Unmarshal([]byte(body), &runs)
@@ -737,6 +749,21 @@ func TestServeFollowsAReplacedStore(t *testing.T) {
 	}
 	if _, body, _ = sv.get("/", ""); !strings.Contains(body, "h100_dsxe_8x") && !strings.Contains(body, "judged") {
 		t.Errorf("the changes page of the new store: %.300s", body)
+	}
+	// the file put in place is whole, and holds nothing of the old one's WAL
+	sv.stop()
+	raw, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var check string
+	var triaged, nruns int
+	raw.QueryRow("PRAGMA integrity_check").Scan(&check)
+	raw.QueryRow("SELECT COUNT(*) FROM triage").Scan(&triaged)
+	raw.QueryRow("SELECT COUNT(*) FROM runs").Scan(&nruns)
+	if check != "ok" || triaged != 0 || nruns != 3 {
+		t.Errorf("the replacing file after serve: integrity %q, %d triage events, %d runs (want ok, 0, 3)", check, triaged, nruns)
 	}
 }
 
@@ -778,5 +805,48 @@ func TestTriageWhereverShown(t *testing.T) {
 	}
 	if code, _ := sv.triage("c000000000000000", "0123456789abcdef0123", `{"state": "acknowledged"}`); code != 404 {
 		t.Errorf("triage of no change: %d", code)
+	}
+}
+
+// A replaced file that cannot be opened (a copy still in progress: an empty file) is said
+// so by /healthz, never served as if it were the store; once a store is there, the next
+// request serves it.
+func TestServeWaitsForAReplacementItCanOpen(t *testing.T) {
+	dir := t.TempDir()
+	dsn := filepath.Join(dir, "h.db")
+	generated(t, dsn)
+	sv := start(t, dsn, serve.Options{})
+	if code, _, _ := sv.get("/api/runs", ""); code != 200 {
+		t.Fatalf("/api/runs: %d", code)
+	}
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, nil, 0o644)
+	if err := os.Rename(empty, dsn); err != nil {
+		t.Fatal(err)
+	}
+	code, body, _ := sv.get("/healthz", "")
+	if code != 503 || !strings.Contains(body, "replaced, and what is there now cannot be opened") || !strings.Contains(body, "an empty file") {
+		t.Errorf("/healthz over an empty replacement: %d %s", code, body)
+	}
+	next := filepath.Join(dir, "next.db")
+	st, err := history.Open(t.Context(), next, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Generate(t.Context(), history.Generated{Runs: 2, Cases: 3, Clusters: []string{"h100_dsxe_8x"}, Seed: 6,
+		From: time.Date(2026, 4, 1, 2, 0, 0, 0, time.UTC)})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Rename(next, dsn)
+	var runs struct{ Runs []history.RunSummary }
+	code, body, _ = sv.get("/api/runs", "")
+	json.Unmarshal([]byte(body), &runs)
+	if code != 200 || len(runs.Runs) != 2 {
+		t.Errorf("once a store is there: %d, %d runs", code, len(runs.Runs))
+	}
+	if code, body, _ := sv.get("/healthz", ""); code != 200 {
+		t.Errorf("/healthz once a store is there: %d %s", code, body)
 	}
 }
