@@ -323,7 +323,7 @@ func newest(s []Obs, y []float64, o Options, pre prefixes, outer bool) (Change, 
 			at-- // dated at its first run: the reference's last runs that lie at the new level
 		}
 		if r, ok := shift(s, y, from, at, n, o); ok {
-			return Change{At: at, Ratio: r, P: p * float64(len(Tails)), Tail: true, Level: median(y[at:n]), Noise: sd}, true
+			return Change{At: at, Ratio: r, P: p * float64(len(Tails)), Tail: true, Level: levelOf(y[at:n]), Noise: sd}, true
 		}
 	}
 	return Change{}, false
@@ -340,6 +340,9 @@ func newest(s []Obs, y []float64, o Options, pre prefixes, outer bool) (Change, 
 func tailTest(pre, tl []float64) (z float64, joined int, med, sd float64) {
 	c := center(tl)
 	med, sd = median(pre), robustSD(pre)
+	if q := coarse(pre, tl); q > 0 { // values that tie: a level between two quanta is their mean, not either quantum
+		return coarseTail(pre, tl, q)
+	}
 	if len(tl) == 1 {
 		z = tailStat(tl, med, sd)
 	}
@@ -358,6 +361,26 @@ func tailTest(pre, tl []float64) (z float64, joined int, med, sd float64) {
 		med, sd = median(ref), robustSD(ref)
 	}
 	return tailStat(tl, med, sd), joined, med, sd
+}
+
+// coarse is the resolution (resolution) of a reference and the newest runs together, 0
+// unless their values tie (recorded at a coarse resolution), so that a median is a quantum,
+// not a level. The newest runs count: a reference that is one value throughout (16, 16, …)
+// shows no step between quanta until the first value off it (18).
+func coarse(pre, tl []float64) float64 {
+	s := append(slices.Clone(pre), tl...)
+	slices.Sort(s)
+	return resolution(s)
+}
+
+// coarseTail is tailTest for values that tie, of resolution q: levels are means (rounding
+// to a quantum dithers a level that lies between two; their mean finds it, a median snaps
+// to one), the newest runs' centre their mean, its standard error the spread (never below
+// half a quantum) over √k.
+func coarseTail(pre, tl []float64, q float64) (z float64, joined int, med, sd float64) {
+	med, sd = mean(pre), math.Max(robustSD(pre), q)
+	c := mean(tl)
+	return math.Abs(c-med) / (sd / math.Sqrt(float64(len(tl)))), 0, med, sd
 }
 
 // tailStat is how far the newest runs' centre lies from the reference's median, in
@@ -434,6 +457,9 @@ func segment(s []Obs, y []float64, a, b int, alpha float64, o Options) []Change 
 // least MinChange and the new level is outside the old runs' typical recorded spread.
 func shift(s []Obs, y []float64, a, at, b int, o Options) (float64, bool) {
 	before, after := median(y[a:at]), median(y[at:b])
+	if coarse(y[a:at], y[at:b]) > 0 { // values that tie: levels between quanta are means
+		before, after = mean(y[a:at]), mean(y[at:b])
+	}
 	r := math.Exp(after - before)
 	if math.Abs(r-1) < o.MinChange {
 		return r, false
@@ -694,13 +720,22 @@ func mannWhitney(a, b []float64) float64 {
 	return math.Erfc(math.Abs(z) / math.Sqrt2)
 }
 
-// Level is the log of the median of s[a:b].
+// Level is the log of the median of s[a:b] (of their mean when the values tie: a level
+// between two quanta of a coarse resolution).
 func Level(s []Obs, a, b int) float64 {
 	v := make([]float64, 0, b-a)
 	for _, x := range s[a:b] {
 		v = append(v, math.Log(x.V))
 	}
-	return median(v)
+	return levelOf(v)
+}
+
+// levelOf is the level of logs y: their median, or their mean when they tie (coarse).
+func levelOf(y []float64) float64 {
+	if coarse(y, nil) > 0 {
+		return mean(y)
+	}
+	return median(y)
 }
 
 func median(v []float64) float64 {
@@ -752,7 +787,26 @@ func robustSD(v []float64) float64 {
 			hi--
 		}
 	}
-	return math.Max(sd(s[lo:hi]), 0.001)
+	return math.Max(sd(s[lo:hi]), math.Max(0.001, resolution(s)))
+}
+
+// resolution is the spread a series recorded at a coarse resolution cannot be below: when
+// its values tie (at most half of them distinct: a ~20 µs kernel timed to 1 µs reads 19,
+// 20, 21), half the smallest step between two of its values, relative to its median — one
+// quantum off is then two spreads, never fifty (the trimmed spread of tied values is 0).
+// sorted are the values' logs, sorted.
+func resolution(sorted []float64) float64 {
+	distinct, step := 1, math.Inf(1)
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] != sorted[i-1] {
+			distinct++
+			step = math.Min(step, math.Exp(sorted[i])-math.Exp(sorted[i-1]))
+		}
+	}
+	if distinct*2 > len(sorted) || math.IsInf(step, 1) {
+		return 0
+	}
+	return math.Log1p(step / 2 / math.Exp(median(sorted)))
 }
 
 // sd is v's standard deviation (0 for fewer than two points).

@@ -139,6 +139,42 @@ func Scenarios(seed uint64, count int) []Scenario {
 		ofSix.Series = append(ofSix.Series, Labelled{Obs: s, Steps: []LStep{{at, 1.2}}, Node: node, Outlier: -1})
 	}
 	out = append(out, global, ofTwo, ofSix)
+	return append(out, coarse(seed, count)...) // drawn apart: the rows above keep their draw
+}
+
+// coarse are series of a ~20 µs kernel at 2.5% noise recorded at a coarse resolution — 1,
+// 2 or 5 µs, so its values tie (19, 20, 21 at 1 µs) — over 50 nights: stationary (the gate
+// must not fail on a value one quantum off), and with a lasting 30% step (still found).
+func coarse(seed uint64, count int) []Scenario {
+	rng := rand.New(rand.NewPCG(seed, 0xc0a5e))
+	var out []Scenario
+	for _, stepped := range []bool{false, true} {
+		for _, q := range []float64{1, 2, 5} {
+			name := "a ~20 µs kernel recorded at " + strconv.Itoa(int(q)) + " µs (values tie), 2.5% noise, 50 runs"
+			if stepped {
+				name += ", a 30% step"
+			}
+			sc := Scenario{Name: name, Nightly: true, Goal: true}
+			for range count {
+				level := 15 + 10*rng.Float64()
+				s := make([]changes.Obs, 50)
+				at := 25 + rng.IntN(15)
+				for i := range s {
+					v := level * math.Exp(rng.NormFloat64()*0.025)
+					if stepped && i >= at {
+						v *= 1.3
+					}
+					s[i] = changes.Obs{V: math.Max(q, math.Round(v/q)*q), Node: sixNodes[rng.IntN(6)]}
+				}
+				l := Labelled{Obs: s, Outlier: -1}
+				if stepped {
+					l.Steps = []LStep{{at, 1.3}}
+				}
+				sc.Series = append(sc.Series, l)
+			}
+			out = append(out, sc)
+		}
+	}
 	return out
 }
 

@@ -24,6 +24,22 @@ func TestScenarioGoals(t *testing.T) {
 		}
 		m := synth.Measure(sc, o)
 		rate := func(a, b int) float64 { return float64(a) / float64(max(1, b)) }
+		// values that tie (a coarse timer): a value a quantum off is no change; a 30% step
+		// is still found. Measured: 6, 25 and 14 false gate nights of 9,200 at 1, 2 and 5 µs
+		// (75, 183 and 81 before the resolution was taken into account)
+		if strings.Contains(sc.Name, "values tie") {
+			limit := 0.001
+			if !strings.Contains(sc.Name, "at 1 µs") {
+				limit = 0.004
+			}
+			if rate(m.FalseGate, m.Nights) > limit {
+				t.Errorf("%s: %d false gate nights of %d", sc.Name, m.FalseGate, m.Nights)
+			}
+			if m.Steps > 0 && rate(m.Found, m.Steps) < 0.95 {
+				t.Errorf("%s: recall %.3f", sc.Name, rate(m.Found, m.Steps))
+			}
+			continue
+		}
 		if rate(m.Found, m.Steps) < 0.9 || rate(m.Dated, m.Found) < 0.9 {
 			t.Errorf("%s: recall %.3f, dated %.3f", sc.Name, rate(m.Found, m.Steps), rate(m.Dated, m.Found))
 		}
