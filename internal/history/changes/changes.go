@@ -528,13 +528,92 @@ func levelOfRanks(r []float64) (at, s, e int, z float64) {
 // (the rank statistic's peak wanders by several runs; this does not, and an outlier
 // weighs only its distance). Both sides hold at least two points.
 func locate(y []float64) int {
+	n := len(y)
+	left := prefixDeviations(y)
+	rev := slices.Clone(y)
+	slices.Reverse(rev)
+	right := prefixDeviations(rev) // right[k]: the deviation of the last k
 	best, at := math.Inf(1), 0
-	for t := 2; t <= len(y)-2; t++ {
-		if c := deviation(y[:t]) + deviation(y[t:]); c < best {
+	for t := 2; t <= n-2; t++ { // the earliest of the best splits (sums equal but for rounding are equal)
+		if c := left[t] + right[n-t]; at == 0 || c < best-1e-9*math.Max(1, math.Abs(best)) {
 			best, at = c, t
 		}
 	}
 	return at
+}
+
+// prefixDeviations are deviation(y[:t]) for every t (0..len(y)), in O(n log n): a running
+// median kept by two heaps, with their sums (the deviation about a median is the upper
+// half's sum less the lower half's, less the median times the difference of their sizes —
+// the same for any median between the two middle values of an even count).
+func prefixDeviations(y []float64) []float64 {
+	out := make([]float64, len(y)+1)
+	var lo, hi floatHeap // lo: the lower half, its largest first (stored negated); hi: the upper half
+	var sumLo, sumHi float64
+	for i, x := range y {
+		if lo.Len() == 0 || x <= -lo.top() {
+			lo.push(-x)
+			sumLo += x
+		} else {
+			hi.push(x)
+			sumHi += x
+		}
+		if lo.Len() > hi.Len()+1 { // keep len(lo) == len(hi) or one more
+			v := -lo.pop()
+			sumLo -= v
+			hi.push(v)
+			sumHi += v
+		} else if hi.Len() > lo.Len() {
+			v := hi.pop()
+			sumHi -= v
+			lo.push(-v)
+			sumLo += v
+		}
+		m := -lo.top()
+		out[i+1] = (sumHi - float64(hi.Len())*m) + (float64(lo.Len())*m - sumLo)
+	}
+	return out
+}
+
+// floatHeap is a min-heap of float64.
+type floatHeap []float64
+
+func (h floatHeap) Len() int     { return len(h) }
+func (h floatHeap) top() float64 { return h[0] }
+func (h *floatHeap) push(v float64) {
+	*h = append(*h, v)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if a[p] <= a[i] {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+}
+func (h *floatHeap) pop() float64 {
+	a := *h
+	top := a[0]
+	last := len(a) - 1
+	a[0] = a[last]
+	a = a[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(a) && a[l] < a[m] {
+			m = l
+		}
+		if r < len(a) && a[r] < a[m] {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		a[i], a[m] = a[m], a[i]
+		i = m
+	}
+	*h = a
+	return top
 }
 
 // deviation is the total absolute deviation of v from its median.
