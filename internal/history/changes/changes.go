@@ -616,16 +616,6 @@ func (h *floatHeap) pop() float64 {
 	return top
 }
 
-// deviation is the total absolute deviation of v from its median.
-func deviation(v []float64) float64 {
-	m := median(v)
-	d := 0.0
-	for _, x := range v {
-		d += math.Abs(x - m)
-	}
-	return d
-}
-
 // ranks are y's ranks, 1-based, ties given their average.
 func ranks(y []float64) []float64 {
 	type iv struct {

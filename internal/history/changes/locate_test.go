@@ -50,3 +50,14 @@ func BenchmarkAtNewest1000(b *testing.B) {
 		AtNewest(s, Defaults)
 	}
 }
+
+// deviation is v's sum of absolute deviations about its median: the direct sum
+// prefixDeviations is held to.
+func deviation(v []float64) float64 {
+	m := median(v)
+	d := 0.0
+	for _, x := range v {
+		d += math.Abs(x - m)
+	}
+	return d
+}
