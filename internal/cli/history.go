@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/semianalysis/opx/internal/compare"
 	"github.com/semianalysis/opx/internal/files"
@@ -105,8 +106,7 @@ func newHistoryCheckCmd(env Env) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error { return runHistoryCheck(env, c, h) },
 	}
-	c.Flags().StringVar(&h.db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
-	c.Flags().DurationVar(&h.dbTimeout, "db-timeout", history.DefaultTimeout, "wait at most this long on the store: another writer's lock, a server that stops answering")
+	addStoreFlags(c.Flags(), &h.db, &h.dbTimeout)
 	c.Flags().StringVar(&h.jsonOut, "json", "", "write every change here (JSON)")
 	c.Flags().StringVar(&h.junitOut, "junit", "", "write JUnit XML here for CI test reporters: a testcase per change and unmeasured case, a failure per regression")
 	c.Flags().StringVar(&h.confirm, "confirm-manifest", "", "write a manifest of the run under test's suspects here, each cell excluding the nodes that measured them")
@@ -411,8 +411,7 @@ the run's points, and says so.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
-	c.Flags().DurationVar(&dbTimeout, "db-timeout", history.DefaultTimeout, "wait at most this long on the store: another writer's lock, a server that stops answering")
+	addStoreFlags(c.Flags(), &db, &dbTimeout)
 	c.Flags().StringVar(&at, "at", "", "the runs' time, RFC 3339 (default: when each measured)")
 	c.Flags().StringVar(&manifest, "manifest", "", "the run's manifest (default: found in RUN_DIR)")
 	return c
@@ -449,9 +448,20 @@ rest counted) so that it opens at once at any history size.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
-	c.Flags().DurationVar(&dbTimeout, "db-timeout", history.DefaultTimeout, "wait at most this long on the store: another writer's lock, a server that stops answering")
+	addStoreFlags(c.Flags(), &db, &dbTimeout)
 	c.Flags().StringVarP(&out, "out", "o", "opx-history.html", "write the page here, atomically")
 	c.Flags().IntVar(&o.Lookback, "lookback", history.DefaultLookback, "how many newest runs of each series are read")
 	return c
+}
+
+// addStoreFlags declares --db and --db-timeout as every command over a history store has
+// them: one name, default and help for each.
+func addStoreFlags(f *pflag.FlagSet, db *string, timeout *time.Duration) {
+	f.StringVar(db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
+	addDBTimeout(f, timeout)
+}
+
+// addDBTimeout declares --db-timeout (history copy has it for both of its stores).
+func addDBTimeout(f *pflag.FlagSet, timeout *time.Duration) {
+	f.DurationVar(timeout, "db-timeout", history.DefaultTimeout, "wait at most this long on the store (each, for a copy): another writer's lock, a server that stops answering")
 }

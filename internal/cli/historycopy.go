@@ -70,7 +70,7 @@ OPX_HISTORY / --db to the new store (docs/history.md).`,
 	}
 	c.Flags().StringVar(&from, "from", "", "the store to copy: a SQLite file or postgres:// URL")
 	c.Flags().StringVar(&to, "to", "", "the new store: a SQLite file that does not exist yet, or an empty PostgreSQL database")
-	c.Flags().DurationVar(&dbTimeout, "db-timeout", history.DefaultTimeout, "wait at most this long on either store: another writer's lock, a server that stops answering")
+	addDBTimeout(c.Flags(), &dbTimeout)
 	return c
 }
 
@@ -102,7 +102,6 @@ schema goes on writing the store; a new schema locks older writers out ("upgrade
 			return nil
 		},
 	}
-	c.Flags().StringVar(&db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
-	c.Flags().DurationVar(&dbTimeout, "db-timeout", history.DefaultTimeout, "wait at most this long on the store")
+	addStoreFlags(c.Flags(), &db, &dbTimeout)
 	return c
 }

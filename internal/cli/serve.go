@@ -6,7 +6,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/semianalysis/opx/internal/history"
 	"github.com/semianalysis/opx/internal/serve"
 	"github.com/spf13/cobra"
 )
@@ -68,8 +67,7 @@ addressed to this machine (Host localhost, 127.0.0.0/8, [::1]): DNS rebinding re
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
-	f.DurationVar(&dbTimeout, "db-timeout", history.DefaultTimeout, "wait at most this long on the store")
+	addStoreFlags(f, &db, &dbTimeout)
 	f.StringVar(&o.Listen, "listen", "127.0.0.1:8080", "host:port to listen on (a non-loopback address needs --token-file)")
 	f.StringVar(&o.TokenFile, "token-file", "", "bearer tokens, one a line (name:token to name it): triage needs one, and reads too off loopback")
 	f.BoolVar(&o.PublicRead, "public-read", false, "with --token-file off loopback: reads need no token (triage still does)")

@@ -60,8 +60,7 @@ unique start of its id (4 characters or more) names it.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
-	f.DurationVar(&dbTimeout, "db-timeout", history.DefaultTimeout, "wait at most this long on the store")
+	addStoreFlags(f, &db, &dbTimeout)
 	f.StringVar(&state, "state", "", "acknowledged, expected, invalid or open (required)")
 	f.StringVar(&note, "note", "", "why (at most 4000 bytes)")
 	f.StringVar(&link, "link", "", "where it is followed: an http or https URL")
