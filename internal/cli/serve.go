@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"errors"
-	"fmt"
-	"net"
 	"time"
 
 	"github.com/semianalysis/opx/internal/serve"
@@ -45,14 +42,8 @@ addressed to this machine (Host localhost, 127.0.0.0/8, [::1]): DNS rebinding re
   opx serve --db "$OPX_HISTORY_DSN" --listen 0.0.0.0:8080 --token-file /etc/opx/tokens`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if _, _, err := net.SplitHostPort(o.Listen); err != nil {
-				return &UsageError{fmt.Errorf("--listen %s: give host:port, such as 127.0.0.1:8080", o.Listen)}
-			}
-			if !serve.Loopback(o.Listen) && o.TokenFile == "" {
-				return &UsageError{fmt.Errorf("--listen %s is not a loopback address: give --token-file, so that only the team reads the store (and --public-read to open reads)", o.Listen)}
-			}
-			if o.PublicRead && o.TokenFile == "" {
-				return &UsageError{errors.New("--public-read opens reads off loopback: it needs --token-file (triage always needs a token)")}
+			if err := serve.CheckListen(o.Listen, o.TokenFile, o.PublicRead); err != nil {
+				return &UsageError{err} // before the store is opened
 			}
 			if err := notTheStore("--token-file", o.TokenFile, db); err != nil {
 				return err

@@ -97,13 +97,30 @@ func Loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// CheckListen is the one rule for where the dashboard listens and who reads it: a
+// host:port; off loopback, a token file (only the team reads the store); --public-read
+// only with one (triage always needs a token). opx serve checks it before it opens the
+// store (a usage error), Run again.
+func CheckListen(listen, tokenFile string, publicRead bool) error {
+	if _, _, err := net.SplitHostPort(listen); err != nil {
+		return fmt.Errorf("--listen %s: give host:port, such as 127.0.0.1:8080", listen)
+	}
+	if !Loopback(listen) && tokenFile == "" {
+		return fmt.Errorf("--listen %s is not a loopback address: give --token-file, so that only the team reads the store (and --public-read to open reads)", listen)
+	}
+	if publicRead && tokenFile == "" {
+		return errors.New("--public-read opens reads off loopback: it needs --token-file (triage always needs a token)")
+	}
+	return nil
+}
+
 // Run serves until ctx ends, then drains the requests in flight (up to 20 s) and returns nil.
 func Run(ctx context.Context, o Options) error {
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:8080"
 	}
-	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
-		return fmt.Errorf("--listen %s: give host:port, such as 127.0.0.1:8080", o.Listen)
+	if err := CheckListen(o.Listen, o.TokenFile, o.PublicRead); err != nil {
+		return err
 	}
 	var tokens []token
 	if o.TokenFile != "" {
@@ -113,9 +130,6 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	open := Loopback(o.Listen) || o.PublicRead
-	if !Loopback(o.Listen) && tokens == nil {
-		return fmt.Errorf("--listen %s is not a loopback address: give --token-file, so that only the team reads the store (and --public-read to open reads)", o.Listen)
-	}
 	ln, err := net.Listen("tcp", o.Listen)
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return fmt.Errorf("--listen %s: the address is already in use (another opx serve, or another server): give --listen another port, e.g. --listen %s", o.Listen, nextPort(o.Listen))
