@@ -606,10 +606,11 @@ func (d *dash) comparison(w http.ResponseWriter, r *http.Request) (*compare.Resu
 func rowsOf(cases []history.CasePoint) []results.Row {
 	out := make([]results.Row, 0, len(cases))
 	for _, c := range cases {
-		status, ok := map[string]string{verdict.Measured.String(): "ok", verdict.Unsupported.String(): "unsupported", verdict.Error.String(): "error"}[c.Outcome]
-		if !ok {
+		o, _ := verdict.ParseOutcome(c.Outcome)
+		if o == verdict.Missing {
 			continue // missing
 		}
+		status := o.Status()
 		row := results.Row{Testlist: c.Testlist, OpType: c.Op, ArgsKey: c.Args, ArgsLabel: c.Label, Backend: c.Backend, Cluster: c.Cluster,
 			WorldSize: c.WorldSize, Status: status, Metrics: map[string]float64{}, Runner: history.RunnerOf(c.Cluster)}
 		if c.Value != nil {

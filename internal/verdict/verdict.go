@@ -40,6 +40,25 @@ func (o Outcome) String() string {
 	return "missing"
 }
 
+// Status is the row status of an outcome, OfStatus's inverse ("ok" for measured; "missing"
+// for a case no row answered).
+func (o Outcome) Status() string {
+	if o == Measured {
+		return "ok"
+	}
+	return o.String()
+}
+
+// ParseOutcome is the outcome String names, and whether it names one.
+func ParseOutcome(word string) (Outcome, bool) {
+	for _, o := range []Outcome{Measured, Unsupported, Error, Missing} {
+		if o.String() == word {
+			return o, true
+		}
+	}
+	return Missing, false
+}
+
 // OfStatus is a row's outcome from its status as the reader settled it ("ok" rows whose
 // headline value is no measurement are already "error" then, see Invalid): ok is
 // measured, unsupported unsupported, missing or none missing, anything else an error.

@@ -123,3 +123,18 @@ func TestRunVerdict(t *testing.T) {
 		t.Errorf("why %q", why)
 	}
 }
+
+// An outcome's word and its row status go back to it: one vocabulary for every command.
+func TestOutcomeWords(t *testing.T) {
+	for _, o := range []Outcome{Measured, Unsupported, Error, Missing} {
+		if got, ok := ParseOutcome(o.String()); !ok || got != o {
+			t.Errorf("ParseOutcome(%q) = %v %v", o.String(), got, ok)
+		}
+		if got := OfStatus(o.Status()); got != o {
+			t.Errorf("OfStatus(%q) = %v, want %v", o.Status(), got, o)
+		}
+	}
+	if _, ok := ParseOutcome("fine"); ok {
+		t.Error("ParseOutcome took a word of no outcome")
+	}
+}
