@@ -324,17 +324,7 @@ func (s *Run) judge(r *results.Row, j *judged) {
 // nodes its shards ran on.
 func (s *Run) finish(run *results.Run) {
 	s.Dir, s.RunID, s.SourceSHA = run.Dir, run.RunID, run.SourceSHA
-	var first time.Time
-	var attempts []results.Attempt
-	if run.Ledger != nil {
-		attempts = run.Ledger.Attempts
-	}
-	for _, a := range attempts {
-		if a.GrantedAt != nil && (first.IsZero() || a.GrantedAt.Before(first)) {
-			first = *a.GrantedAt
-		}
-	}
-	if !first.IsZero() {
+	if first, _ := run.Ledger.Measured(); !first.IsZero() {
 		s.At = first.UTC().Format(time.RFC3339)
 	}
 	s.countMeasured()

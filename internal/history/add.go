@@ -212,10 +212,8 @@ func (rec *recorded) settle(ctx context.Context, dir string, run *results.Run, m
 	}
 	for _, a := range run.Ledger.Attempts {
 		rec.attempt = max(rec.attempt, a.Attempt)
-		if a.GrantedAt != nil && (rec.at.IsZero() || a.GrantedAt.Before(rec.at)) {
-			rec.at = *a.GrantedAt // when the run measured: its first allocation
-		}
 	}
+	rec.at, _ = run.Ledger.Measured() // when the run measured: its first allocation
 	if rec.at.IsZero() {
 		rec.at = first // else its fingerprints' times
 	}

@@ -160,15 +160,7 @@ func (b *builder) write(ctx context.Context, w io.Writer, run *results.Run) erro
 
 // when is the run's time: its first allocation's grant, UTC, and its last release.
 func when(run *results.Run, runDir string) string {
-	var first, last time.Time
-	for _, a := range run.Ledger.Attempts {
-		if a.GrantedAt != nil && (first.IsZero() || a.GrantedAt.Before(first)) {
-			first = *a.GrantedAt
-		}
-		if a.ReleasedAt != nil && a.ReleasedAt.After(last) {
-			last = *a.ReleasedAt
-		}
-	}
+	first, last := run.Ledger.Measured()
 	if first.IsZero() { // nothing allocated: when the run started, as its run.json says
 		if rec, err := results.ReadRunRecord(context.Background(), runDir); err == nil {
 			if t, err := time.Parse(time.RFC3339, rec.StartedAt); err == nil {

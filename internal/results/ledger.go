@@ -168,6 +168,23 @@ func (c *Case) Outcome() verdict.Outcome { return verdict.OfStatus(c.Status) }
 // Done is whether the case needs no rerun: measured or unsupported.
 func (c *Case) Done() bool { return c.Outcome() >= verdict.Unsupported }
 
+// Measured is when the run measured: its first allocation's grant and its last release
+// (zero when no attempt recorded one) — the one answer report, compare and history give.
+func (l *Ledger) Measured() (first, last time.Time) {
+	if l == nil {
+		return first, last
+	}
+	for _, a := range l.Attempts {
+		if a.GrantedAt != nil && (first.IsZero() || a.GrantedAt.Before(first)) {
+			first = *a.GrantedAt
+		}
+		if a.ReleasedAt != nil && a.ReleasedAt.After(last) {
+			last = *a.ReleasedAt
+		}
+	}
+	return first, last
+}
+
 // Attempt is one execution of a shard and what it cost (its accounting.json).
 type Attempt struct {
 	Shard   string
