@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/semianalysis/opx/internal/compare"
 	"github.com/semianalysis/opx/internal/history/changes"
 	"github.com/semianalysis/opx/internal/par"
 	"github.com/semianalysis/opx/internal/results"
@@ -97,6 +98,14 @@ type Contended struct {
 	Speedup float64 `json:"speedup,omitempty"`
 	lower   bool
 }
+
+// A change's status: Suspected until ConfirmAfter runs hold its new level (or a
+// confirmation run reproduces it), then Confirmed; its Direction is compare's words,
+// compare.Slower or compare.Faster.
+const (
+	Suspected = "suspected"
+	Confirmed = "confirmed"
+)
 
 // YoungSeries is a series that cannot be judged yet: it has Runs measured runs and
 // needs Needs.
@@ -465,20 +474,20 @@ func (se *seriesRow) changesOf(found []changes.Judged, byID map[int64]RunRef, ct
 		before := changes.Level(se.obs, max(from, c.At-30), c.At)
 		ch := Change{Key: se.key, Metric: se.metric, RunID: r.RunID, At: r.At.UTC().Format(time.RFC3339), Ratio: c.Ratio, P: c.P,
 			Before: math.Exp(before), After: math.Exp(changes.Level(se.obs, c.At, min(len(se.obs), c.At+30))), Runs: c.After,
-			at: r.At, cluster: se.cluster, run: p.run, Status: "confirmed", caseKey: se.key}
+			at: r.At, cluster: se.cluster, run: p.run, Status: Confirmed, caseKey: se.key}
 		if strings.HasPrefix(se.cluster, LocalRunner+"@") {
 			ch.caseKey = results.CaseKey(se.testlist, se.op, se.args, se.backend, se.ws, LocalRunner)
 		}
 		if c.After < o.ConfirmAfter {
-			ch.Status = "suspected"
+			ch.Status = Suspected
 		}
 		ch.Speedup = 1 / c.Ratio
 		if !se.lower {
 			ch.Speedup = c.Ratio
 		}
-		ch.Direction = "faster"
+		ch.Direction = compare.Faster
 		if ch.Speedup < 1 {
-			ch.Direction = "slower"
+			ch.Direction = compare.Slower
 		}
 		ch.Provenance = provenance(se, c.At, ctxs, meta)
 		ch.Nodes = changes.Attribute(se.obs, plain, i, o.Alpha)
@@ -518,8 +527,8 @@ func (se *seriesRow) changesOf(found []changes.Judged, byID map[int64]RunRef, ct
 
 // worse orders changes worst first: slower before faster, then by size.
 func worse(a, b Change) bool {
-	if (a.Direction == "slower") != (b.Direction == "slower") {
-		return a.Direction == "slower"
+	if (a.Direction == compare.Slower) != (b.Direction == compare.Slower) {
+		return a.Direction == compare.Slower
 	}
 	return math.Abs(math.Log(a.Speedup)) > math.Abs(math.Log(b.Speedup))
 }

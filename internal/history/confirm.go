@@ -97,14 +97,14 @@ func (s *Store) settle(ctx context.Context, f *Found, found []finding, ctxs map[
 				vs, on, by = append(vs, math.Log(c.value)), appendNew(on, c.node), c.runID
 			}
 		}
-		if len(vs) == 0 || ch.Status != "suspected" {
+		if len(vs) == 0 || ch.Status != Suspected {
 			kept = append(kept, fc)
 			continue
 		}
 		slices.Sort(vs)
 		v := vs[len(vs)/2]
 		if math.Abs(v-math.Log(ch.After)) < math.Abs(v-math.Log(ch.Before)) {
-			ch.Status = "confirmed"
+			ch.Status = Confirmed
 			ch.Confirmation = fmt.Sprintf("confirmed by run %s on %s", by, strings.Join(on, ", "))
 			kept = append(kept, finding{fc.se, *ch})
 			continue
@@ -209,7 +209,7 @@ func newestSuspects(f *Found) (int64, []*Change) {
 	var runsOrder []int64
 	for i := range f.Changes {
 		ch := &f.Changes[i]
-		if ch.Status != "suspected" {
+		if ch.Status != Suspected {
 			continue
 		}
 		if _, ok := byRun[ch.run]; !ok {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/semianalysis/opx/internal/compare"
 	"github.com/semianalysis/opx/internal/history/changes"
 	"github.com/semianalysis/opx/internal/verdict"
 )
@@ -49,7 +50,7 @@ func (f *Found) Regressions(g Gate) []Change {
 		if c.Triage == TriageExpected || c.Triage == TriageInvalid {
 			continue // triaged as no regression: it no longer fails the gate
 		}
-		if c.Direction != "slower" {
+		if c.Direction != compare.Slower {
 			continue
 		}
 		if c.judged.Fails(pct, c.lower, newOnly) || (recent[c.run] && c.judged.Fails(pct, c.lower, false)) {

@@ -35,7 +35,7 @@ func (f *Found) JUnit(g *Gate, why string) junit.Suite {
 	for i, c := range f.Changes {
 		msg := fmt.Sprintf("%s %s from run %s (%s, %s → %s)", c.Metric, compare.Words(c.Speedup), c.RunName(), c.Status, fmtLevel(c.Before), fmtLevel(c.After))
 		tc := junit.Case{Classname: "history." + c.Direction, Name: c.Key + " " + c.Metric}
-		if failing[i] || (!gate && c.Direction == "slower" && c.New && c.Holds) {
+		if failing[i] || (!gate && c.Direction == compare.Slower && c.New && c.Holds) {
 			tc.Failure = &junit.Problem{Message: msg, Type: "regression", Text: c.Confirmation}
 		} else {
 			tc.Out = msg

@@ -27,10 +27,10 @@ func (f *Found) Markdown(w io.Writer) {
 	}
 	slower, suspected := 0, 0
 	for _, c := range f.Changes {
-		if c.Direction == "slower" {
+		if c.Direction == compare.Slower {
 			slower++
 		}
-		if c.Status == "suspected" {
+		if c.Status == Suspected {
 			suspected++
 		}
 	}

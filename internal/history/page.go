@@ -58,7 +58,7 @@ func (f *Found) Page(w io.Writer) error {
 		d.Newest = f.Newest.Name()
 	}
 	for _, c := range f.Changes {
-		if c.Direction == "slower" {
+		if c.Direction == compare.Slower {
 			d.Slower++
 		}
 	}
