@@ -47,19 +47,11 @@ func TestUpstreamSummarizeCase(t *testing.T) {
 		writeJSONFile(t, filepath.Join(root, "results", "run.json"), map[string]any{"rows": []any{map[string]any{"status": status}, map[string]any{"status": "unsupported"}}})
 	}
 	seedOut, opxOut := filepath.Join(dir, "seed.json"), filepath.Join(dir, "opx.json")
-	seed := exec.Command(filepath.Join(shared, "seed", "seedcli"), filepath.Join(shared, "reference"), "--", "summarize",
-		"--manifest", filepath.Join(dir, "manifest.json"), "--artifacts", art, "--out", seedOut)
-	seedStdout, err := seed.Output()
-	seedCode := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		seedCode = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	seedCode, seedStdout, _ := seedSummarize(t, shared, filepath.Join(dir, "manifest.json"), art, seedOut)
 	r := runOpx(t, "summarize", "--manifest", filepath.Join(dir, "manifest.json"), "--artifacts", art, "--out", opxOut)
 	want, _ := os.ReadFile(seedOut)
 	got, _ := os.ReadFile(opxOut)
-	if seedCode != 1 || r.code != seedCode || string(got) != string(want) || r.stdout != string(seedStdout) {
+	if seedCode != 1 || r.code != seedCode || string(got) != string(want) || r.stdout != seedStdout {
 		t.Errorf("exit %d (ci.py %d)\nreport:\n%s\nci.py's:\n%s\nstdout:\n%s\nci.py's:\n%s", r.code, seedCode, got, want, r.stdout, seedStdout)
 	}
 	if !strings.Contains(r.stderr, "judged by ci.py's rule") || !strings.Contains(r.stderr, "could not be keyed (shard one: its cell names no backends)") ||
@@ -134,19 +126,11 @@ func TestCiPyFallbackIsCiPys(t *testing.T) {
 				writeJSONFile(t, filepath.Join(root, "results", "run.json"), map[string]any{"rows": rows})
 			}
 			seedOut, opxOut := filepath.Join(dir, "seed.json"), filepath.Join(dir, "opx.json")
-			seed := exec.Command(filepath.Join(shared, "seed", "seedcli"), filepath.Join(shared, "reference"), "--", "summarize",
-				"--manifest", filepath.Join(dir, "manifest.json"), "--artifacts", filepath.Join(dir, "art"), "--out", seedOut)
-			seedStdout, err := seed.Output()
-			seedCode := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				seedCode = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
+			seedCode, seedStdout, _ := seedSummarize(t, shared, filepath.Join(dir, "manifest.json"), filepath.Join(dir, "art"), seedOut)
 			r := runOpx(t, "summarize", "--manifest", filepath.Join(dir, "manifest.json"), "--artifacts", filepath.Join(dir, "art"), "--out", opxOut)
 			want, _ := os.ReadFile(seedOut)
 			got, _ := os.ReadFile(opxOut)
-			if r.code != seedCode || string(got) != string(want) || r.stdout != string(seedStdout) || !strings.Contains(r.stderr, "judged by ci.py's rule") {
+			if r.code != seedCode || string(got) != string(want) || r.stdout != seedStdout || !strings.Contains(r.stderr, "judged by ci.py's rule") {
 				t.Errorf("exit %d (ci.py %d)\nreport:\n%s\nci.py's:\n%s\nstderr: %s", r.code, seedCode, got, want, r.stderr)
 			}
 		})

@@ -103,14 +103,7 @@ func Take(ctx context.Context, phase string, o Options) *Fingerprint {
 	if b, err := os.ReadFile(filepath.Join(o.Root, "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")); err == nil {
 		f.Governor = strings.TrimSpace(string(b))
 	}
-	if b, err := os.ReadFile(filepath.Join(o.Root, "/proc/loadavg")); err == nil {
-		fields := strings.Fields(string(b))
-		for _, field := range fields[:min(3, len(fields))] {
-			if x, err := strconv.ParseFloat(field, 64); err == nil {
-				f.Load = append(f.Load, x)
-			}
-		}
-	}
+	f.Load = loadAverage(o.Root)
 	f.BusyLoad = BusyLoad(o.Env, f.Cores)
 	f.OtherRuns = OthersMeasuring(o.Env, envOf(o.Env, SelfEnv))
 	if b, err := os.ReadFile(filepath.Join(o.Root, "/proc/sys/kernel/osrelease")); err == nil {
@@ -268,6 +261,23 @@ func envOf(env []string, k string) string {
 		}
 	}
 	return ""
+}
+
+// loadAverage is the machine's 1-, 5- and 15-minute load averages (/proc/loadavg under
+// root; none when it cannot be read).
+func loadAverage(root string) []float64 {
+	b, err := os.ReadFile(filepath.Join(root, "/proc/loadavg"))
+	if err != nil {
+		return nil
+	}
+	var out []float64
+	fields := strings.Fields(string(b))
+	for _, field := range fields[:min(3, len(fields))] {
+		if x, err := strconv.ParseFloat(field, 64); err == nil {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // Write writes the snapshot to path, atomically.

@@ -205,15 +205,8 @@ func BusyNow(env []string, self string) string {
 // on 2 cores"), "" when it is not or cannot be read: what opx run warns of before a local
 // shard measures.
 func LoadNow(env []string) string {
-	f := &Fingerprint{}
+	f := &Fingerprint{Load: loadAverage("")}
 	_, f.Cores, _ = cpuInfo("/proc/cpuinfo")
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if fields := strings.Fields(string(b)); len(fields) > 0 {
-			if x, err := strconv.ParseFloat(fields[0], 64); err == nil {
-				f.Load = []float64{x}
-			}
-		}
-	}
 	f.BusyLoad = BusyLoad(env, f.Cores)
 	return strings.Replace(f.Busy(0), "load was", "load is", 1)
 }

@@ -107,6 +107,19 @@ func generated(t *testing.T, dsn string) {
 	}
 }
 
+// generateInto adds generated runs to the store at dsn (made when it is not there).
+func generateInto(t *testing.T, dsn string, g history.Generated) {
+	t.Helper()
+	s, err := history.Open(t.Context(), dsn, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Generate(t.Context(), g); err != nil {
+		t.Fatal(err)
+	}
+}
+
 const token = "ci-bot:0123456789abcdef0123"
 
 func tokens(t *testing.T) string {
@@ -217,16 +230,8 @@ func TestPagesAndAPI(t *testing.T) {
 			t.Errorf("/healthz: %d %q", code, body)
 		}
 		// the store is read live: a run added while it serves is on the next page load
-		st, err := history.Open(t.Context(), dsn, false, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = st.Generate(t.Context(), history.Generated{Runs: 1, Cases: 60, Clusters: []string{"h200_dgxc_8x", "mi355x_amds_8x"}, Seed: 9,
+		generateInto(t, dsn, history.Generated{Runs: 1, Cases: 60, Clusters: []string{"h200_dgxc_8x", "mi355x_amds_8x"}, Seed: 9,
 			From: time.Date(2026, 2, 1, 2, 0, 0, 0, time.UTC)})
-		st.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
 		var after changesDoc
 		_, body, _ = sv.get("/api/changes", "")
 		if json.Unmarshal([]byte(body), &after); after.Newest != "nightly-1 of 2026-02-01T02:00Z" {
@@ -609,16 +614,8 @@ func TestPagesSayWhatWasJudged(t *testing.T) {
 
 	dsn := filepath.Join(t.TempDir(), "h.db")
 	generated(t, dsn)
-	st, err := history.Open(t.Context(), dsn, false, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = st.Generate(t.Context(), history.Generated{Runs: 1, Cases: 60, Clusters: []string{"h200_dgxc_8x", "mi355x_amds_8x"}, Seed: 9,
+	generateInto(t, dsn, history.Generated{Runs: 1, Cases: 60, Clusters: []string{"h200_dgxc_8x", "mi355x_amds_8x"}, Seed: 9,
 		From: time.Date(2026, 2, 1, 2, 0, 0, 0, time.UTC)})
-	st.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	sv := start(t, dsn, serve.Options{})
 	code, page, _ := sv.get("/runs/nightly-1", "")
 	if code != 200 || strings.Count(page, `class="stored"`) != 2 || strings.Count(page, `href="/series?key=`) != 240 {
@@ -723,16 +720,8 @@ func TestServeFollowsAReplacedStore(t *testing.T) {
 		t.Fatalf("/api/runs: %s", body)
 	}
 	next := filepath.Join(dir, "next.db")
-	st, err := history.Open(t.Context(), next, true, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = st.Generate(t.Context(), history.Generated{Runs: 3, Cases: 4, Clusters: []string{"h100_dsxe_8x"}, Seed: 4,
+	generateInto(t, next, history.Generated{Runs: 3, Cases: 4, Clusters: []string{"h100_dsxe_8x"}, Seed: 4,
 		From: time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)})
-	st.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := os.Rename(next, dsn); err != nil {
 		t.Fatal(err)
 	}
@@ -782,16 +771,8 @@ func TestTriageWhereverShown(t *testing.T) {
 	}
 	ch := doc.Changes[0]
 	// another machine's run is the newest: the changes page no longer lists ch
-	st, err := history.Open(t.Context(), dsn, false, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = st.Generate(t.Context(), history.Generated{Runs: 1, Cases: 3, Clusters: []string{"h100_dsxe_8x"}, Seed: 5,
+	generateInto(t, dsn, history.Generated{Runs: 1, Cases: 3, Clusters: []string{"h100_dsxe_8x"}, Seed: 5,
 		From: time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)})
-	st.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	_, body, _ = sv.get("/api/changes", "")
 	if strings.Contains(body, ch.ID) {
 		t.Fatalf("the newest run's check still lists %s", ch.ID)
@@ -829,16 +810,8 @@ func TestServeWaitsForAReplacementItCanOpen(t *testing.T) {
 		t.Errorf("/healthz over an empty replacement: %d %s", code, body)
 	}
 	next := filepath.Join(dir, "next.db")
-	st, err := history.Open(t.Context(), next, true, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = st.Generate(t.Context(), history.Generated{Runs: 2, Cases: 3, Clusters: []string{"h100_dsxe_8x"}, Seed: 6,
+	generateInto(t, next, history.Generated{Runs: 2, Cases: 3, Clusters: []string{"h100_dsxe_8x"}, Seed: 6,
 		From: time.Date(2026, 4, 1, 2, 0, 0, 0, time.UTC)})
-	st.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	os.Rename(next, dsn)
 	var runs struct{ Runs []history.RunSummary }
 	code, body, _ = sv.get("/api/runs", "")

@@ -18,6 +18,7 @@ package changes
 
 import (
 	"cmp"
+	"container/heap"
 	"math"
 	"slices"
 	"sort"
@@ -552,21 +553,21 @@ func prefixDeviations(y []float64) []float64 {
 	var sumLo, sumHi float64
 	for i, x := range y {
 		if lo.Len() == 0 || x <= -lo.top() {
-			lo.push(-x)
+			heap.Push(&lo, -x)
 			sumLo += x
 		} else {
-			hi.push(x)
+			heap.Push(&hi, x)
 			sumHi += x
 		}
 		if lo.Len() > hi.Len()+1 { // keep len(lo) == len(hi) or one more
-			v := -lo.pop()
+			v := -heap.Pop(&lo).(float64)
 			sumLo -= v
-			hi.push(v)
+			heap.Push(&hi, v)
 			sumHi += v
 		} else if hi.Len() > lo.Len() {
-			v := hi.pop()
+			v := heap.Pop(&hi).(float64)
 			sumHi -= v
-			lo.push(-v)
+			heap.Push(&lo, -v)
 			sumLo += v
 		}
 		m := -lo.top()
@@ -575,46 +576,20 @@ func prefixDeviations(y []float64) []float64 {
 	return out
 }
 
-// floatHeap is a min-heap of float64.
+// floatHeap is a min-heap of float64 (container/heap's).
 type floatHeap []float64
 
-func (h floatHeap) Len() int     { return len(h) }
+func (h floatHeap) Len() int           { return len(h) }
+func (h floatHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h floatHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *floatHeap) Push(v any)        { *h = append(*h, v.(float64)) }
+func (h *floatHeap) Pop() any {
+	old := *h
+	v := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return v
+}
 func (h floatHeap) top() float64 { return h[0] }
-func (h *floatHeap) push(v float64) {
-	*h = append(*h, v)
-	a := *h
-	for i := len(a) - 1; i > 0; {
-		p := (i - 1) / 2
-		if a[p] <= a[i] {
-			break
-		}
-		a[p], a[i] = a[i], a[p]
-		i = p
-	}
-}
-func (h *floatHeap) pop() float64 {
-	a := *h
-	top := a[0]
-	last := len(a) - 1
-	a[0] = a[last]
-	a = a[:last]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(a) && a[l] < a[m] {
-			m = l
-		}
-		if r < len(a) && a[r] < a[m] {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		a[i], a[m] = a[m], a[i]
-		i = m
-	}
-	*h = a
-	return top
-}
 
 // ranks are y's ranks, 1-based, ties given their average.
 func ranks(y []float64) []float64 {
