@@ -66,6 +66,19 @@ type context_ struct {
 	Contended string
 }
 
+// kind is what kind of machine the context is, as the detector tells a pool's machines
+// apart (changes.Obs.Kind): its GPU model and max SM clock; "" without a GPU (a local run:
+// its one machine is its node).
+func (c context_) kind() string {
+	switch {
+	case c.GPU == "":
+		return ""
+	case c.SMClock == "":
+		return c.GPU
+	}
+	return c.GPU + " at " + c.SMClock
+}
+
 func (c context_) digest() string {
 	parts := []string{c.Node, c.GPU, c.Driver, c.ImageDigest, c.SMClock, c.Throttle}
 	if c.Contended != "" { // a quiet context keeps the digest it had before contention was kept

@@ -70,6 +70,10 @@ type Found struct {
 	// Cleared are suspects a confirmation run measured at their old level elsewhere: noise,
 	// or the node that measured them (when it was the odd one out for several at once).
 	Cleared []Cleared `json:"cleared"`
+	// ByKind are the series a judged run measured on a kind of machine whose level in the
+	// series is its own (a pool of machines that differ): judged against that level, so a
+	// change of the pool's mix is not a change (changes.Kinds).
+	ByKind []KindLevel `json:"judged_by_kind"`
 	// OddNodes counts, per node, the changes confined to it: a node that is repeatedly
 	// the odd one out.
 	OddNodes map[string]int `json:"odd_nodes"`
@@ -106,6 +110,17 @@ const (
 	Suspected = "suspected"
 	Confirmed = "confirmed"
 )
+
+// KindLevel is a series' newest run on a kind of machine with a level of its own there:
+// Ratio (of the metric) to the level of the series' most frequent kind, Of, and how many of
+// the series' newest 10 runs ran on it.
+type KindLevel struct {
+	Key    string  `json:"key"`
+	Kind   string  `json:"kind"`
+	Of     string  `json:"of"`
+	Ratio  float64 `json:"ratio"`
+	Recent int     `json:"of_newest_10"`
+}
 
 // YoungSeries is a series that cannot be judged yet: it has Runs measured runs and
 // needs Needs.
@@ -153,6 +168,11 @@ type Change struct {
 	// Nodes are where the shift shows, when it is confined to some of the nodes that
 	// measured the new level.
 	Nodes []string `json:"nodes"`
+	// MachinesChanged is set when the kinds of machine changed with the level (the old
+	// level's runs and the new one's on different recorded kinds, none on both sides:
+	// "MI300X at 2100 MHz → MI300X at 1900 MHz"): a change of machine, not of the code's
+	// speed, and it never fails the gate (changes.Change.Mix).
+	MachinesChanged string `json:"machines_changed,omitempty"`
 	// Confirmation is what a confirmation run on another node said of a suspect ("" when
 	// none was run): "confirmed by run R on node-c".
 	Confirmation string `json:"confirmation,omitempty"`
@@ -242,7 +262,7 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 	if o.Lookback <= 0 {
 		o.Lookback = DefaultLookback
 	}
-	f := &Found{OddNodes: map[string]int{}, Changes: []Change{}, Stopped: []Stopped{}, Cleared: []Cleared{}, Unmeasured: []Stopped{}, Young: []YoungSeries{}}
+	f := &Found{OddNodes: map[string]int{}, Changes: []Change{}, Stopped: []Stopped{}, Cleared: []Cleared{}, Unmeasured: []Stopped{}, Young: []YoungSeries{}, ByKind: []KindLevel{}}
 	runs, err := s.runs(ctx)
 	if err != nil {
 		return nil, err
@@ -383,6 +403,20 @@ func (se *seriesRow) atTest(f *Found, byID map[int64]RunRef, ctxs map[int64]cont
 	if n >= 2 && last != verdict.Measured && se.points[n-2].outcome == verdict.Measured {
 		f.Stopped = append(f.Stopped, Stopped{Key: se.key, RunID: test.RunID, Outcome: last.String()})
 	}
+	if k := len(se.obs); k > 0 && last == verdict.Measured && ctxs[se.points[n-1].ctx].Contended == "" {
+		newest, kinds := se.obs[k-1].Kind, changes.Kinds(se.obs, o)
+		for _, kd := range kinds {
+			if kd.Key == newest && kd.Ratio != 1 {
+				recent := 0
+				for _, x := range se.obs[max(0, k-10):] {
+					if x.Kind == newest {
+						recent++
+					}
+				}
+				f.ByKind = append(f.ByKind, KindLevel{Key: se.key, Kind: newest, Of: kinds[0].Key, Ratio: kd.Ratio, Recent: recent})
+			}
+		}
+	}
 	if young, needs := changes.Young(len(se.obs)); young && last == verdict.Measured {
 		f.Young = append(f.Young, YoungSeries{Key: se.key, Runs: len(se.obs), Needs: needs})
 	}
@@ -431,7 +465,7 @@ func (se *seriesRow) load(ctxs map[int64]context_, byID map[int64]RunRef, where 
 			se.busyRun = p.run // the newest so far
 			continue           // measured under contention: never the evidence of a change (atTest asks for it again)
 		}
-		x := changes.Obs{V: p.value.Float64, Node: ctxs[p.ctx].Node}
+		x := changes.Obs{V: p.value.Float64, Node: ctxs[p.ctx].Node, Kind: ctxs[p.ctx].kind()}
 		if p.lo.Valid && p.hi.Valid {
 			x.Lo, x.Hi, x.Spread = p.lo.Float64, p.hi.Float64, true
 		}
@@ -489,8 +523,8 @@ func (se *seriesRow) changesOf(found []changes.Judged, byID map[int64]RunRef, ct
 		if ch.Speedup < 1 {
 			ch.Direction = compare.Slower
 		}
-		ch.Provenance = provenance(se, c.At, ctxs, meta)
-		ch.Nodes = changes.Attribute(se.obs, plain, i, o.Alpha)
+		ch.Provenance, ch.MachinesChanged = provenance(se, c.At, ctxs, meta), c.Mix
+		ch.Nodes = changes.Attribute(se.obs, plain, i, o.Options)
 		if c.Node != "" {
 			ch.Nodes = []string{c.Node}
 			ch.Before = math.Exp(nodeLevel(se.obs, c.Node, c.At, -30))

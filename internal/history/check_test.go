@@ -23,9 +23,9 @@ import (
 // genRun is one generated nightly run of a store's history: each series' value in it, with
 // its node and driver.
 type genRun struct {
-	values       map[string]float64
-	node, driver map[string]string
-	outcome      map[string]verdict.Outcome
+	values              map[string]float64
+	node, driver, clock map[string]string
+	outcome             map[string]verdict.Outcome
 }
 
 // genHistory is a generated nightly history: runs of series "s0".."sN", lognormal noise
@@ -34,7 +34,7 @@ func genHistory(runs, series int, seed uint64) []genRun {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	out := make([]genRun, runs)
 	for i := range out {
-		r := genRun{values: map[string]float64{}, node: map[string]string{}, driver: map[string]string{}, outcome: map[string]verdict.Outcome{}}
+		r := genRun{values: map[string]float64{}, node: map[string]string{}, driver: map[string]string{}, clock: map[string]string{}, outcome: map[string]verdict.Outcome{}}
 		for j := range series {
 			k := fmt.Sprintf("s%d", j)
 			r.values[k] = float64(10+j) * math.Exp(rng.NormFloat64()*0.01)
@@ -58,6 +58,15 @@ func storeOf(t *testing.T, dsn string, hist []genRun) *Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	for i, r := range hist {
+		addGen(t, s, i, r)
+	}
+	return s
+}
+
+// addGen writes the generated run r as the store's run nightly-i.
+func addGen(t *testing.T, s *Store, i int, r genRun) {
+	t.Helper()
+	{
 		rec := &recorded{runID: fmt.Sprintf("nightly-%02d", i), attempt: 1, at: day0.AddDate(0, 0, i), sourceSHA: fmt.Sprintf("%040x", i+1),
 			opxVersion: "opx test", cells: map[string]*pyjson.Object{"c": pyjson.NewObject()}}
 		rec.origin = rec.at.Format(time.RFC3339Nano)
@@ -65,7 +74,7 @@ func storeOf(t *testing.T, dsn string, hist []genRun) *Store {
 			k := fmt.Sprintf("s%d", j)
 			p := point{key: k, testlist: "t", op: "gemm", args: fmt.Sprintf(`{"m": %d}`, j), backend: "vllm", cluster: "h200", ws: 1,
 				metric: "latency_us", lower: true, outcome: r.outcome[k], gpuSeconds: 0.5, cell: "c",
-				ctx: context_{Node: r.node[k], GPU: "NVIDIA H200", Driver: r.driver[k], ImageDigest: "sha256:aaa"}}
+				ctx: context_{Node: r.node[k], GPU: "NVIDIA H200", Driver: r.driver[k], ImageDigest: "sha256:aaa", SMClock: r.clock[k]}}
 			if p.outcome == verdict.Measured {
 				p.value = r.values[k]
 				rec.measured++
@@ -76,7 +85,6 @@ func storeOf(t *testing.T, dsn string, hist []genRun) *Store {
 			t.Fatal(err)
 		}
 	}
-	return s
 }
 
 // A store of generated nightly runs: check finds each known step at the run it starts,
@@ -173,6 +181,79 @@ func TestGateOnTheNewestRun(t *testing.T) {
 			t.Errorf("a 10%% step at the newest run: %+v (all: %+v)", bad, f.Changes)
 		}
 	})
+}
+
+// A pool of two kinds of machine, one 1.4x slower (its max SM clock lower), whose mix
+// changes from nine nights in ten on the fast kind to nine in ten on the slow one: every
+// night's gate passes, the check names no change of the code, and the Markdown says which
+// kind each case was judged by. The same history with the clocks not recorded (nothing
+// tells the machines apart) fails the gate: the kinds are what saves it.
+func TestMixedPoolIsNoChange(t *testing.T) {
+	pool := func(recorded bool) []genRun {
+		hist := genHistory(40, 6, 11)
+		for i, r := range hist {
+			slow := i%10 == 3
+			if i >= 22 {
+				slow = i%10 != 3
+			}
+			for k := range r.values {
+				r.node[k], r.clock[k] = "node-a", "1980 MHz"
+				if slow {
+					r.node[k], r.clock[k] = "node-b", "1500 MHz"
+					r.values[k] *= 1.4
+				}
+				if !recorded {
+					r.clock[k] = ""
+				}
+			}
+		}
+		return hist
+	}
+	eachStore(t, func(t *testing.T, dsn string) {
+		hist := pool(true)
+		s := storeOf(t, dsn, hist[:10])
+		judgedByKind := 0
+		for night := 10; night < 40; night++ {
+			addGen(t, s, night, hist[night])
+			f, err := s.Check(t.Context(), defaultsForTest())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bad := f.Regressions(Gate{Pct: 5, Window: 1}); len(bad) != 0 {
+				t.Errorf("night %d: the gate fails on a change of the mix: %+v", night, bad)
+			}
+			for _, c := range f.Changes {
+				if c.MachinesChanged == "" {
+					t.Errorf("night %d: a change of the code: %+v", night, c)
+				}
+			}
+			if len(f.ByKind) > 0 {
+				judgedByKind++
+				var md bytes.Buffer
+				f.Markdown(&md)
+				if !strings.Contains(md.String(), "- NVIDIA H200 at 1500 MHz: 6 series, 1.") || !strings.Contains(md.String(), "the metric of NVIDIA H200 at 1980 MHz\n") {
+					t.Errorf("night %d: the Markdown does not say which kind judged the cases:\n%s", night, md.String())
+				}
+			}
+		}
+		if judgedByKind < 10 {
+			t.Errorf("judged by kind on %d nights", judgedByKind)
+		}
+	})
+	hist := pool(false)
+	s := storeOf(t, filepath.Join(t.TempDir(), "h.db"), hist[:10])
+	failed := 0
+	for night := 10; night < 40; night++ {
+		addGen(t, s, night, hist[night])
+		f, err := s.Check(t.Context(), defaultsForTest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed += len(f.Regressions(Gate{Pct: 5, Window: 1}))
+	}
+	if failed == 0 {
+		t.Error("with no kind recorded, the same history never failed the gate: the test shows nothing")
+	}
 }
 
 // The page opens in headless Chromium with no console message, draws the changed series

@@ -3,6 +3,8 @@ package history
 import (
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net/url"
 	"slices"
 	"sort"
@@ -57,6 +59,9 @@ func (f *Found) Markdown(w io.Writer) {
 				isNew = "new"
 			}
 			words := compare.Words(c.Speedup)
+			if c.MachinesChanged != "" {
+				words += " (machines changed: " + c.MachinesChanged + "; not a change of the code's speed)"
+			}
 			if f.ServeURL != "" { // the change's page on the team's opx serve
 				words = "[" + words + "](" + strings.TrimRight(f.ServeURL, "/") + "/series?key=" + url.QueryEscape(c.Key) + "#" + c.ID + ")"
 			}
@@ -80,6 +85,10 @@ func (f *Found) Markdown(w io.Writer) {
 			vs = compare.Words(c.Speedup) + " than its quiet level"
 		}
 		return fmt.Sprintf("%s at run %s: %s (%s)", cell(CaseName(c.Key)), cell(c.RunID), vs, cell(c.Why))
+	})
+	kinds := byKindGroups(f.ByKind)
+	bullets(w, "**Judged against their own kind of machine** (the pool's kinds measure at levels of their own: each run is set against its kind's level, so a change of the mix is no change):", len(kinds), func(i int) string {
+		return cell(kinds[i])
 	})
 	bullets(w, "**Cleared by a confirmation run** (measured again elsewhere, at the old level):", len(f.Cleared), func(i int) string {
 		c := f.Cleared[i]
@@ -165,3 +174,36 @@ func orNone(s string) string {
 }
 
 func cell(s string) string { return safe.Markdown(s) }
+
+// byKindGroups are the series judged against their own kind's level, one line per kind:
+// "MI300X at 1900 MHz: 72 series, 1.3x–1.7x the metric of MI300X at 2100 MHz".
+func byKindGroups(ks []KindLevel) []string {
+	type group struct {
+		n      int
+		lo, hi float64
+		of     map[string]bool
+	}
+	by := map[string]*group{}
+	var order []string
+	for _, k := range ks {
+		g := by[k.Kind]
+		if g == nil {
+			g = &group{lo: k.Ratio, hi: k.Ratio, of: map[string]bool{}}
+			by[k.Kind] = g
+			order = append(order, k.Kind)
+		}
+		g.n++
+		g.lo, g.hi = math.Min(g.lo, k.Ratio), math.Max(g.hi, k.Ratio)
+		g.of[k.Of] = true
+	}
+	out := make([]string, 0, len(order))
+	for _, kind := range order {
+		g := by[kind]
+		span := fmt.Sprintf("%.2fx", g.lo)
+		if g.hi-g.lo >= 0.005 {
+			span = fmt.Sprintf("%.2fx–%.2fx", g.lo, g.hi)
+		}
+		out = append(out, fmt.Sprintf("%s: %d series, %s the metric of %s", kind, g.n, span, strings.Join(slices.Sorted(maps.Keys(g.of)), ", ")))
+	}
+	return out
+}

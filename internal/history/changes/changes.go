@@ -30,6 +30,9 @@ type Obs struct {
 	Lo, Hi float64 // its recorded spread, when Spread
 	Spread bool
 	Node   string
+	// Kind is what the node is, as its context recorded it (GPU model and clocks, or CPU
+	// model): the level of a node with few points in the series is its kind's (kinds.go).
+	Kind string
 }
 
 // Options are the detector's thresholds.
@@ -61,6 +64,11 @@ type Change struct {
 	// Level is the new level (the log of its runs' median) and Noise the robust spread of
 	// the old one (log units): what tells whether two checks found the same change.
 	Level, Noise float64
+	// Mix is set when the machines changed with the level: the old level's runs and the
+	// new one's were all on recorded kinds of machine, none of them on both sides ("MI300X
+	// at 2100 MHz → MI300X at 1900 MHz"). It is reported as a change of machine, never a
+	// change of the code's speed, and never fails a gate.
+	Mix string
 }
 
 // Judged is a change as the gate sees it at a series' newest run.
@@ -80,6 +88,7 @@ type Judged struct {
 // each new or not, holding there or not, and its size now. It is what opx history check's
 // gate decides on (Fails), and what scripts/history-bench measures.
 func AtNewest(s []Obs, o Options) []Judged {
+	s = onOneLevel(s, o)
 	ys := logsOf(s)
 	pre := prefixes{}
 	cur := detect(s, ys, o, pre)
@@ -134,7 +143,7 @@ func Slower(ratio float64, lowerIsBetter bool) float64 {
 // stands, not only the first; with newOnly, only on the night it is new (at its size
 // then). Triage (expected, invalid) is the caller's: it releases a change.
 func (j Judged) Fails(pct float64, lowerIsBetter, newOnly bool) bool {
-	if !j.Holds {
+	if !j.Holds || j.Mix != "" {
 		return false
 	}
 	if newOnly {
@@ -168,6 +177,7 @@ func Young(n int) (bool, int) { return n < MinRef+1, MinRef + 1 }
 
 // Detect is the series' changes, oldest first.
 func Detect(s []Obs, o Options) []Change {
+	s = onOneLevel(s, o)
 	return detect(s, logsOf(s), o, prefixes{})
 }
 
@@ -261,6 +271,7 @@ func detect(s []Obs, y []float64, o Options, pre prefixes) []Change {
 	for i := range out {
 		out[i].After = n - out[i].At
 	}
+	markMixes(s, out)
 	return out
 }
 
@@ -322,6 +333,9 @@ func newest(s []Obs, y []float64, o Options, pre prefixes, outer bool) (Change, 
 		at := n - k - joined
 		for at-1 > from && math.Abs(y[at-1]-c) < math.Abs(y[at-1]-med) && math.Abs(y[at-1]-c) <= tol {
 			at-- // dated at its first run: the reference's last runs that lie at the new level
+		}
+		if ofItsKind(s[:n-k], y[:n-k], s[n-k:], med, c, o) {
+			continue // the newest runs are on a machine whose level this is: a change of the mix
 		}
 		if r, ok := shift(s, y, from, at, n, o); ok {
 			return Change{At: at, Ratio: r, P: p * float64(len(Tails)), Tail: true, Level: levelOf(y[at:n]), Noise: sd}, true
@@ -655,16 +669,18 @@ func nodePoints(s []Obs, y []float64, node string) ([]int, []float64) {
 const MinNodeRuns = 3
 
 // Attribute names the nodes the change found[i] (of a series' changes, oldest first) is
-// confined to, on evidence only, between the changes before and after it: each point after the change is set against its own node's level
+// confined to, at o.Alpha, on evidence only, between the changes before and after it: each point after the change is set against its own node's level
 // before it (the pooled level for a node with fewer than 5 points before: a level of a
 // few points is itself too noisy to judge a node by), and each
 // node's residuals with at least MinNodeRuns points after are compared with the rest's
-// (Mann–Whitney), Holm-corrected at alpha over the nodes (a Kruskal–Wallis omnibus first
+// (Mann–Whitney), Holm-corrected at o.Alpha over the nodes (a Kruskal–Wallis omnibus first
 // was tried: one slow node among six is too small a part of it to clear). The nodes named
 // differ from the rest and show the change (at least half of it, on its side) while the
 // rest do not. nil when no node differs, fewer than two nodes can be judged, or every
 // node shows it.
-func Attribute(s []Obs, found []Change, i int, alpha float64) []string {
+func Attribute(s []Obs, found []Change, i int, o Options) []string {
+	alpha := o.Alpha
+	s = onOneLevel(s, o) // each kind of machine on its own level, as the change was found
 	at, ratio := found[i].At, found[i].Ratio
 	from, to := max(0, at-30), len(s) // the level before it and the one after: up to the next change each way
 	for _, d := range found {

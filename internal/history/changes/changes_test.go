@@ -156,7 +156,7 @@ func TestAttribute(t *testing.T) {
 				s[i].V *= 1.05
 			}
 		}
-		if got := changes.Attribute(s, []changes.Change{{At: 30, Ratio: 1.05}}, 0, changes.Defaults.Alpha); got != nil {
+		if got := changes.Attribute(s, []changes.Change{{At: 30, Ratio: 1.05}}, 0, changes.Defaults); got != nil {
 			wrong++
 		}
 	}
@@ -170,7 +170,7 @@ func TestAttribute(t *testing.T) {
 			s[i].V *= 1.2
 		}
 	}
-	if got := changes.Attribute(s, []changes.Change{{At: 30, Ratio: 1.2}}, 0, changes.Defaults.Alpha); len(got) != 1 || got[0] != "n4" {
+	if got := changes.Attribute(s, []changes.Change{{At: 30, Ratio: 1.2}}, 0, changes.Defaults); len(got) != 1 || got[0] != "n4" {
 		t.Errorf("one node's 20%% step: %v, want n4", got)
 	}
 }

@@ -139,7 +139,11 @@ func Scenarios(seed uint64, count int) []Scenario {
 		ofSix.Series = append(ofSix.Series, Labelled{Obs: s, Steps: []LStep{{at, 1.2}}, Node: node, Outlier: -1})
 	}
 	out = append(out, global, ofTwo, ofSix)
-	return append(out, coarse(seed, count)...) // drawn apart: the rows above keep their draw
+	out = append(out, coarse(seed, count)...) // each drawn apart: the rows above keep their draw
+	out = append(out, FirstNight(seed, count)...)
+	out = append(out, Plain(seed, count))
+	out = append(out, Pools(seed, count)...)
+	return append(out, AR1(seed, count)...)
 }
 
 // coarse are series of a ~20 µs kernel at 2.5% noise recorded at a coarse resolution — 1,
@@ -246,7 +250,9 @@ func measureOne(sc Scenario, l Labelled, o changes.Options) Tally {
 	match := func(c changes.Change, st LStep, tol int) bool {
 		return abs(c.At-st.At) <= tol && (c.Ratio > 1) == (st.Ratio > 1)
 	}
-	final := changes.Detect(l.Obs, o)
+	// a change of machine (Mix) is reported as one, never as a change of the code: not a
+	// call
+	final := slices.DeleteFunc(changes.Detect(l.Obs, o), func(c changes.Change) bool { return c.Mix != "" })
 	used := make([]bool, len(final))
 	for _, st := range l.Steps {
 		for i, c := range final {
@@ -256,7 +262,7 @@ func measureOne(sc Scenario, l Labelled, o changes.Options) Tally {
 				if c.At == st.At {
 					t.Dated++
 				}
-				if nodes := changes.Attribute(l.Obs, final, i, o.Alpha); true {
+				if nodes := changes.Attribute(l.Obs, final, i, o); true {
 					t.Named++
 					want := []string(nil)
 					if l.Node != "" {

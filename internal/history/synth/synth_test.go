@@ -40,6 +40,26 @@ func TestScenarioGoals(t *testing.T) {
 			}
 			continue
 		}
+		// a young series' first night, and its A/A (issue 56's goal: first night >= 0.97;
+		// measured 0.912 at draw 1, not met yet)
+		if strings.HasPrefix(sc.Name, "8 quiet runs") && rate(m.FirstNight, m.Slower) < 0.9 {
+			t.Errorf("%s: first night %.3f", sc.Name, rate(m.FirstNight, m.Slower))
+		}
+		if m.Steps == 0 && !strings.Contains(sc.Name, "A/A") {
+			// stationary: few series with a false change, and the gate as quiet as on a
+			// plain series (pools: the issue asks for 1% and never; measured 0.5-2% and
+			// 1-11 of 11,200 nights at draw 1, the plain baseline 4)
+			if rate(m.FalseSeries, m.Series) > 0.025 {
+				t.Errorf("%s: %d of %d series with a false change", sc.Name, m.FalseSeries, m.Series)
+			}
+			if rate(m.FalseGate, m.Nights) > 0.002 {
+				t.Errorf("%s: %d false gate nights of %d", sc.Name, m.FalseGate, m.Nights)
+			}
+			continue
+		}
+		if strings.HasPrefix(sc.Name, "mixed pool") && (rate(m.Found, m.Steps) < 0.95 || rate(m.Dated, m.Found) < 0.95 || m.NamedWrong > 0) {
+			t.Errorf("%s: recall %.3f, dated %.3f, %d named wrongly", sc.Name, rate(m.Found, m.Steps), rate(m.Dated, m.Found), m.NamedWrong)
+		}
 		if rate(m.Found, m.Steps) < 0.9 || rate(m.Dated, m.Found) < 0.9 {
 			t.Errorf("%s: recall %.3f, dated %.3f", sc.Name, rate(m.Found, m.Steps), rate(m.Dated, m.Found))
 		}

@@ -1,0 +1,275 @@
+package changes
+
+import (
+	"math"
+	"slices"
+	"strings"
+)
+
+// Kinds: a series measured on a pool of machines that differ (CPU models, GPU SKUs,
+// clocks, power limits) alternates between their levels from run to run, and a change of
+// the mix would read as a shift of the whole series though no code moved. Each machine's
+// (or machine kind's) points are judged against its own level instead: its offset from the
+// rest, measured against the other machines' points of the same nights, is taken out
+// before the tests, so the series is on one level — the most frequent machine's. A
+// machine's offset is only taken out when it is interleaved with the others (they ran
+// between its first and last nights: a machine that replaced all the others at one night
+// is a change, not a level of its own), the same in the first and
+// second half of its points (a machine whose level moved is a change of that machine),
+// at least MinChange and clear of its own noise.
+
+// minKindRuns is the fewest points a machine (or kind) needs for a level of its own.
+const minKindRuns = 5
+
+// kindWindow is how many nights each way a point is set against the other machines'.
+const kindWindow = 8
+
+// A Kind is one machine's (or kind's) level in a series that its points are judged by.
+type Kind struct {
+	Key string // the kind of machine its context recorded (Obs.Kind)
+	// Ratio is its level over the series' (the most frequent machine's): 1.7 is 1.7x
+	// the metric of the rest.
+	Ratio float64
+	Runs  int // its points in the series
+}
+
+// keysOf are the levels the points are judged by: the kind of machine its context
+// recorded (Obs.Kind), when the series holds minKindRuns points of it; else none ("").
+// Nodes alone are not levels: a node's level, of a handful of points, is too noisy to take
+// out (tried: it cost steps on six like nodes their first nights).
+func keysOf(s []Obs) []string {
+	count := map[string]int{}
+	for _, x := range s {
+		count[x.Kind]++
+	}
+	keys := make([]string, len(s))
+	for i, x := range s {
+		if x.Kind != "" && count[x.Kind] >= minKindRuns {
+			keys[i] = x.Kind
+		}
+	}
+	return keys
+}
+
+// Kinds are the levels of the series' machines that its points are judged by, when they
+// differ (see above), the most frequent first (its Ratio 1: the level the others are
+// measured against), then by how often they ran; nil when they do not differ.
+func Kinds(s []Obs, o Options) []Kind {
+	keys := keysOf(s)
+	off, top := offsets(logsOf(s), keys, o)
+	if off == nil {
+		return nil
+	}
+	runs := map[string]int{}
+	for _, k := range keys {
+		runs[k]++
+	}
+	out := []Kind{{Key: top, Ratio: 1, Runs: runs[top]}}
+	for k, v := range off {
+		out = append(out, Kind{Key: k, Ratio: math.Exp(v), Runs: runs[k]})
+	}
+	slices.SortFunc(out[1:], func(a, b Kind) int {
+		if a.Runs != b.Runs {
+			return b.Runs - a.Runs
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return out
+}
+
+// offsets are the machines' levels (log) off the most frequent one's, for those whose
+// level is their own (see above); nil when none is.
+func offsets(y []float64, keys []string, o Options) (off map[string]float64, top string) {
+	count := map[string]int{}
+	for _, k := range keys {
+		if k != "" {
+			count[k]++
+		}
+	}
+	if len(count) < 2 {
+		return nil, ""
+	}
+	var ordered []string
+	for k := range count {
+		ordered = append(ordered, k)
+	}
+	slices.Sort(ordered)
+	top = ordered[0] // the most frequent machine: the level the others are put on
+	for _, k := range ordered {
+		if count[k] > count[top] {
+			top = k
+		}
+	}
+	// a first guess, each machine's median off the most frequent one's, that the rounds
+	// below set right locally (a level that moved shifts medians, not the nights around it)
+	byKey := map[string][]float64{}
+	for i, k := range keys {
+		byKey[k] = append(byKey[k], y[i])
+	}
+	off = map[string]float64{}
+	for _, k := range ordered {
+		off[k] = median(byKey[k]) - median(byKey[top])
+	}
+	adj := func(j int) float64 { return y[j] - off[keys[j]] }
+	for range 3 { // each machine against the others as they stand, a few times round
+		for _, k := range ordered {
+			if k == top {
+				continue
+			}
+			var d []float64
+			var paired []int
+			for i := range y {
+				if keys[i] != k {
+					continue
+				}
+				var around []float64
+				for j := max(0, i-kindWindow); j <= min(len(y)-1, i+kindWindow); j++ {
+					if keys[j] != k {
+						around = append(around, adj(j))
+					}
+				}
+				if len(around) > 0 {
+					d, paired = append(d, y[i]-median(around)), append(paired, i)
+				}
+			}
+			delete(off, k)
+			if len(d) < minKindRuns || !interleaved(keys, k, paired[0], paired[len(paired)-1]) {
+				continue // met the others around one night only: it replaced them, a change
+			}
+			m := median(d)
+			h := len(d) / 2
+			first, second := median(d[:h]), median(d[h:])
+			noise := robustSD(d)
+			if math.Abs(m) < o.MinChange || math.Abs(m) < 4*noise/math.Sqrt(float64(len(d))) ||
+				math.Abs(first-second) > math.Max(math.Abs(m)/2, 4*noise/math.Sqrt(float64(h))) {
+				continue
+			}
+			off[k] = m
+		}
+	}
+	delete(off, top)
+	if len(off) == 0 {
+		return nil, ""
+	}
+	return off, top
+}
+
+// interleaved is whether another machine than k ran at least once between k's points
+// first and last (the nights k was set against them): k ran beside them, and did not
+// replace them at one night.
+func interleaved(keys []string, k string, first, last int) bool {
+	others := 0
+	for j := first + 1; j < last; j++ {
+		if keys[j] != k {
+			others++
+		}
+	}
+	return others >= 1
+}
+
+// onOneLevel is the series with each machine's points on the series' level (offsets):
+// the series itself when its machines do not differ.
+func onOneLevel(s []Obs, o Options) []Obs {
+	keys := keysOf(s)
+	off, _ := offsets(logsOf(s), keys, o)
+	if off == nil {
+		return s
+	}
+	out := slices.Clone(s)
+	for i := range out {
+		if v, ok := off[keys[i]]; ok {
+			f := math.Exp(-v)
+			out[i].V *= f
+			out[i].Lo *= f
+			out[i].Hi *= f
+		}
+	}
+	return out
+}
+
+// ofItsKind is whether the newest runs tl lie at a level their own kind of machine
+// already had: all on one recorded kind (Obs.Kind) of which the runs before them (pre,
+// logs y) hold one or more (none: a kind new to the series has no level yet, and is not
+// judged against the others'), whose level is as far off the reference's (med) as the newest runs' centre
+// c is, on the same side, and within 4 standard errors (the spread of each machine's
+// points about its own level, for c less the level of its few runs; never below
+// MinChange) of c. A machine that
+// rarely ran, too rarely for a level of its own (offsets), is then still judged by the
+// level it had: a night on the slow kind of a pool is no change.
+func ofItsKind(pre []Obs, y []float64, tl []Obs, med, c float64, o Options) bool {
+	k := tl[0].Kind
+	if k == "" {
+		return false
+	}
+	for _, x := range tl[1:] {
+		if x.Kind != k {
+			return false
+		}
+	}
+	by := map[string][]float64{}
+	for i, x := range pre {
+		by[x.Kind] = append(by[x.Kind], y[i])
+	}
+	own := by[k]
+	if len(own) == 0 {
+		return true // a kind of machine the series never ran on: no level of its own yet
+	}
+	lvl := median(own)
+	if (lvl-med)*(c-med) <= 0 || math.Abs(lvl-med) < math.Abs(c-med)/2 {
+		return false
+	}
+	var dev []float64
+	for key, v := range by {
+		if key == "" || len(v) < 2 {
+			continue
+		}
+		m := median(v)
+		for _, x := range v {
+			dev = append(dev, x-m)
+		}
+	}
+	return math.Abs(c-lvl) <= math.Max(2*o.MinChange, 4*robustSD(dev)*math.Sqrt(1+1/float64(len(own))))
+}
+
+// markMixes sets Mix on the pooled changes (found, oldest first, of series s) where the
+// kinds of machine changed with the level: every run of the old level (since the change
+// before) and of the new (until the change after) on a recorded kind, and no kind on both
+// sides.
+func markMixes(s []Obs, found []Change) {
+	var pooled []int
+	for i, c := range found {
+		if c.Node == "" {
+			pooled = append(pooled, i)
+		}
+	}
+	for j, i := range pooled {
+		from, to := 0, len(s)
+		if j > 0 {
+			from = found[pooled[j-1]].At
+		}
+		if j+1 < len(pooled) {
+			to = found[pooled[j+1]].At
+		}
+		before, okB := kindsIn(s[from:found[i].At])
+		after, okA := kindsIn(s[found[i].At:to])
+		if !okB || !okA || slices.ContainsFunc(before, func(k string) bool { return slices.Contains(after, k) }) {
+			continue
+		}
+		found[i].Mix = strings.Join(before, ", ") + " → " + strings.Join(after, ", ")
+	}
+}
+
+// kindsIn are the recorded kinds of the runs, sorted; false when one has none.
+func kindsIn(s []Obs) ([]string, bool) {
+	var out []string
+	for _, x := range s {
+		if x.Kind == "" {
+			return nil, false
+		}
+		if !slices.Contains(out, x.Kind) {
+			out = append(out, x.Kind)
+		}
+	}
+	slices.Sort(out)
+	return out, len(out) > 0
+}
