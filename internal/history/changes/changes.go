@@ -45,6 +45,9 @@ type Options struct {
 	// ConfirmAfter is how many runs of the new level make a change confirmed; fewer is
 	// suspected (a shift at the newest runs).
 	ConfirmAfter int
+	// inflation is how much more the series' noise varies over many runs than over one
+	// (drift.go): 1, or 0, for runs that are independent.
+	inflation float64
 }
 
 // Defaults are the thresholds docs/history.md measured.
@@ -90,12 +93,11 @@ type Judged struct {
 func AtNewest(s []Obs, o Options) []Judged {
 	s = onOneLevel(s, o)
 	ys := logsOf(s)
-	pre := prefixes{}
-	cur := detect(s, ys, o, pre)
+	cur, how := drifting(s, ys, o)
 	if len(cur) == 0 {
 		return nil
 	}
-	prev := detect(s[:len(s)-1], ys[:len(s)-1], o, pre)
+	prev := how.again(s, ys, len(s)-1)
 	n := len(s)
 	y := math.Log(s[n-1].V)
 	last := 0 // the first run of the newest level: no level before it is "now"
@@ -178,7 +180,8 @@ func Young(n int) (bool, int) { return n < MinRef+1, MinRef + 1 }
 // Detect is the series' changes, oldest first.
 func Detect(s []Obs, o Options) []Change {
 	s = onOneLevel(s, o)
-	return detect(s, logsOf(s), o, prefixes{})
+	found, _ := drifting(s, logsOf(s), o)
+	return found
 }
 
 // prefixes keeps the rank test's changes of a series' first m points (segment over
@@ -254,7 +257,21 @@ func detect(s []Obs, y []float64, o Options, pre prefixes) []Change {
 		for j, i := range idx {
 			sub[j] = s[i]
 		}
-		for _, ch := range segment(sub, ny, 0, len(ny), o.Alpha/4/float64(len(tested)), o) {
+		alpha := o.Alpha / 4 / float64(len(tested))
+		// its own noise when it has the runs to tell (the pooled series' drift may be its
+		// nodes' mix, not any node's), else the pooled series'
+		on := o
+		if len(ny) >= minDriftRuns {
+			on.inflation = 0
+		}
+		found := segment(sub, ny, 0, len(ny), alpha, on)
+		if len(ny) >= minDriftRuns {
+			if f := inflationOf(ny, found); f > 1 {
+				on.inflation = f
+				found = segment(sub, ny, 0, len(ny), alpha, on)
+			}
+		}
+		for _, ch := range found {
 			// the pooled series' change seen in this node's points (where a node's own
 			// split falls is a few of its points off the pooled one's): not the node's alone
 			seen := slices.ContainsFunc(pooled, func(d Change) bool {
@@ -317,7 +334,7 @@ func newest(s []Obs, y []float64, o Options, pre prefixes, outer bool) (Change, 
 		}
 		tl := y[n-k:]
 		z, joined, med, sd := tailTest(y[from:n-k], tl)
-		p := tailP(z, n-k-from, k)
+		p := tailP(z/math.Sqrt(min(o.inflated(), float64(k))), n-k-from, k) // k drifting runs tell no more than fewer independent ones
 		if p > alpha {
 			continue
 		}
@@ -431,7 +448,7 @@ func segment(s []Obs, y []float64, a, b int, alpha float64, o Options) []Change 
 			return
 		}
 		split, s0, e0, stat := levelOfRanks(ranks(y[a:b]))
-		p := levelP(stat, b-a)
+		p := levelP(stat/math.Sqrt(o.inflated()), b-a)
 		if p > alpha {
 			return
 		}
@@ -439,6 +456,9 @@ func segment(s []Obs, y []float64, a, b int, alpha float64, o Options) []Change 
 			split = s0 + locate(y[a+s0:a+e0])
 		}
 		at := a + split
+		if at <= a || at >= b {
+			return // no split inside (a statistic of equal values)
+		}
 		cut = append(cut, Change{At: at, P: p})
 		walk(a, at)
 		walk(at, b)
