@@ -40,9 +40,9 @@ func TestScenarioGoals(t *testing.T) {
 			}
 			continue
 		}
-		// a young series' first night, and its A/A (issue 56's goal: first night >= 0.97;
-		// measured 0.912 at draw 1, not met yet)
-		if strings.HasPrefix(sc.Name, "8 quiet runs") && rate(m.FirstNight, m.Slower) < 0.9 {
+		// a young series' first night (issue 56's goal: >= 0.97 after 8 runs; measured 0.990
+		// at draw 1, 0.912 before a short reference's outliers were judged by outlierSDs)
+		if strings.HasPrefix(sc.Name, "8 quiet runs") && rate(m.FirstNight, m.Slower) < 0.97 {
 			t.Errorf("%s: first night %.3f", sc.Name, rate(m.FirstNight, m.Slower))
 		}
 		// noise that drifts (AR(1)): the issue asks for 1%, 2% and 5% at 0.3, 0.6 and 0.9;
@@ -59,7 +59,11 @@ func TestScenarioGoals(t *testing.T) {
 			// stationary: few series with a false change, and the gate as quiet as on a
 			// plain series (pools: the issue asks for 1% and never; measured 0.5-2% and
 			// 1-11 of 11,200 nights at draw 1, the plain baseline 4)
-			if rate(m.FalseSeries, m.Series) > 0.025 {
+			limit := 0.025
+			if strings.HasPrefix(sc.Name, "14 quiet runs") {
+				limit = 0.01 // the first night's A/A (goal 0.5%: measured 0 of 200)
+			}
+			if rate(m.FalseSeries, m.Series) > limit {
 				t.Errorf("%s: %d of %d series with a false change", sc.Name, m.FalseSeries, m.Series)
 			}
 			if rate(m.FalseGate, m.Nights) > 0.002 {
