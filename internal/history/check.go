@@ -74,6 +74,9 @@ type Found struct {
 	// series is its own (a pool of machines that differ): judged against that level, so a
 	// change of the pool's mix is not a change (changes.Kinds).
 	ByKind []KindLevel `json:"judged_by_kind"`
+	// Alerts are the changes grouped as a team triages them: those of one run that share
+	// their first run, cluster, direction and what changed under them (corroborate.go).
+	Alerts []Alert `json:"alerts"`
 	// OddNodes counts, per node, the changes confined to it: a node that is repeatedly
 	// the odd one out.
 	OddNodes map[string]int `json:"odd_nodes"`
@@ -89,6 +92,8 @@ type Found struct {
 	gated  map[int64]bool
 	series []*seriesRow // what was read, for the page
 	byID   map[int64]RunRef
+	// measuredAt counts the series each judged run measured, by sibling key (corroborate)
+	measuredAt siblingsAt
 }
 
 // Contended is a series' newest point measured under contention: Why, and its value
@@ -176,6 +181,13 @@ type Change struct {
 	// Confirmation is what a confirmation run on another node said of a suspect ("" when
 	// none was run): "confirmed by run R on node-c".
 	Confirmation string `json:"confirmation,omitempty"`
+	// Corroboration is, on a change's first night, what its sibling cases (the same op on
+	// the same cluster, measured by the same run) or a confirmation run said of it:
+	// "3 of 40 sibling cases moved with it", "none of 40 …" (then Uncorroborated: the gate
+	// waits for a second run unless it is large; corroborate.go). "" when there was none
+	// to ask, or after its first night.
+	Corroboration  string `json:"corroboration,omitempty"`
+	Uncorroborated bool   `json:"uncorroborated"`
 	// New is whether the change is new at the run under test: the same check as of the
 	// series' run before it did not report it (changes.Same).
 	New bool `json:"new"`
@@ -262,7 +274,7 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 	if o.Lookback <= 0 {
 		o.Lookback = DefaultLookback
 	}
-	f := &Found{OddNodes: map[string]int{}, Changes: []Change{}, Stopped: []Stopped{}, Cleared: []Cleared{}, Unmeasured: []Stopped{}, Young: []YoungSeries{}, ByKind: []KindLevel{}}
+	f := &Found{OddNodes: map[string]int{}, Changes: []Change{}, Stopped: []Stopped{}, Cleared: []Cleared{}, Unmeasured: []Stopped{}, Young: []YoungSeries{}, ByKind: []KindLevel{}, Alerts: []Alert{}, measuredAt: siblingsAt{}}
 	runs, err := s.runs(ctx)
 	if err != nil {
 		return nil, err
@@ -352,6 +364,8 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 	if err := s.triaged(ctx, f.Changes); err != nil {
 		return nil, err
 	}
+	f.corroborate()
+	f.Alerts = f.alerts()
 	return f, nil
 }
 
@@ -384,6 +398,7 @@ func (se *seriesRow) atTest(f *Found, byID map[int64]RunRef, ctxs map[int64]cont
 	last := se.points[n-1].outcome
 	if last == verdict.Measured {
 		f.MeasuredAtTest++
+		f.measuredAt.add(se.points[n-1].run, sibling{se.op, se.cluster})
 		if why := ctxs[se.points[n-1].ctx].Contended; why != "" {
 			// judged against the series' quiet level: the gate asks for it again when slower
 			c := Contended{Key: se.key, RunID: test.RunID, Why: why, lower: se.lower}

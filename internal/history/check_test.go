@@ -169,16 +169,64 @@ func TestGateOnTheNewestRun(t *testing.T) {
 		}
 	})
 	eachStore(t, func(t *testing.T, dsn string) {
+		// two gemm cases of twenty 10% slower at the newest run: corroborated, one alert
 		hist := genHistory(30, 20, 3)
 		hist[29].values["s5"] *= 1.10
+		hist[29].values["s7"] *= 1.10
 		hist[29].values["s6"] *= 1.03
 		f, err := storeOf(t, dsn, hist).Check(t.Context(), defaultsForTest())
 		if err != nil {
 			t.Fatal(err)
 		}
 		bad := f.Regressions(Gate{Pct: 5, Window: 1})
-		if len(bad) != 1 || bad[0].Key != "s5" || bad[0].Status != "suspected" || bad[0].RunID != "nightly-29" {
-			t.Errorf("a 10%% step at the newest run: %+v (all: %+v)", bad, f.Changes)
+		if len(bad) != 2 || bad[0].Key != "s5" && bad[0].Key != "s7" || bad[0].Status != "suspected" || bad[0].RunID != "nightly-29" ||
+			bad[0].Corroboration != "1 of 19 sibling cases moved with it" {
+			t.Errorf("a 10%% step of two cases at the newest run: %+v (all: %+v)", bad, f.Changes)
+		}
+		var md bytes.Buffer
+		f.Gate = &Gate{Pct: 5, Window: 1}
+		f.Markdown(&md)
+		if len(f.Alerts) == 0 || !strings.Contains(md.String(), "- 2 gemm cases on h200, 1.") || !strings.Contains(md.String(), "slower, from run nightly-29 of 2026-09-30T02:00Z (source sha 00000000000") {
+			t.Errorf("no alert of the two cases: %+v\n%s", f.Alerts, md.String())
+		}
+	})
+	eachStore(t, func(t *testing.T, dsn string) {
+		// one case of twenty 10% slower: uncorroborated, the gate waits a night, then fails
+		hist := genHistory(31, 20, 3)
+		hist[29].values["s5"] *= 1.10
+		hist[30].values["s5"] *= 1.10
+		s := storeOf(t, dsn, hist[:30])
+		f, err := s.Check(t.Context(), defaultsForTest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bad := f.Regressions(Gate{Pct: 5, Window: 1}); len(bad) != 0 {
+			t.Errorf("a lone 10%% step failed the gate on its first night: %+v", bad)
+		}
+		var md bytes.Buffer
+		f.Gate = &Gate{Pct: 5, Window: 1}
+		f.Markdown(&md)
+		if !strings.Contains(md.String(), "**Uncorroborated: the gate waits for a second run**") || !strings.Contains(md.String(), "none of 19 sibling cases moved with it") {
+			t.Errorf("the Markdown does not list the waiting change:\n%s", md.String())
+		}
+		addGen(t, s, 30, hist[30])
+		if f, err = s.Check(t.Context(), defaultsForTest()); err != nil {
+			t.Fatal(err)
+		}
+		if bad := f.Regressions(Gate{Pct: 5, Window: 1}); len(bad) != 1 || bad[0].Key != "s5" {
+			t.Errorf("a lone 10%% step did not fail the gate on its second night: %+v", bad)
+		}
+	})
+	eachStore(t, func(t *testing.T, dsn string) {
+		// one case 25% slower: large, fails at once though uncorroborated
+		hist := genHistory(30, 20, 3)
+		hist[29].values["s5"] *= 1.25
+		f, err := storeOf(t, dsn, hist).Check(t.Context(), defaultsForTest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bad := f.Regressions(Gate{Pct: 5, Window: 1}); len(bad) != 1 || bad[0].Key != "s5" || !bad[0].Uncorroborated {
+			t.Errorf("a lone 25%% step at the newest run: %+v", bad)
 		}
 	})
 }

@@ -31,7 +31,9 @@ type Gate struct {
 // run and is slower by pct now — every night it stands, until the series recovers or the
 // team marks it expected or invalid (open and acknowledged still fail); with newOnly,
 // only those new at that run. With window > 1, also those (still holding) that start
-// within the newest window runs (by time) up to the run under test.
+// within the newest window runs (by time) up to the run under test. An uncorroborated
+// change on its first night waits for a second run unless it is slower by twice pct
+// (Change.waits, corroborate.go).
 func (f *Found) Regressions(g Gate) []Change {
 	pct, window, newOnly := g.Pct, g.Window, g.NewOnly
 	recent := map[int64]bool{}
@@ -50,8 +52,8 @@ func (f *Found) Regressions(g Gate) []Change {
 		if c.Triage == TriageExpected || c.Triage == TriageInvalid {
 			continue // triaged as no regression: it no longer fails the gate
 		}
-		if c.Direction != compare.Slower {
-			continue
+		if c.Direction != compare.Slower || c.waits(pct) {
+			continue // faster; or uncorroborated on its first night, and not large (corroborate.go)
 		}
 		if c.judged.Fails(pct, c.lower, newOnly) || (recent[c.run] && c.judged.Fails(pct, c.lower, false)) {
 			out = append(out, c)

@@ -42,6 +42,9 @@ func (f *Found) Markdown(w io.Writer) {
 		fmt.Fprintln(w, "Nothing was judged: no series matched.")
 		fmt.Fprintln(w)
 	}
+	bullets(w, "**Alerts** (the changes of one run that share their first run, cluster, direction and what changed under them):", len(f.Alerts), func(i int) string {
+		return cell(f.Alerts[i].line())
+	})
 	if len(f.Changes) > 0 {
 		fmt.Fprintln(w, "| Case | Metric | Change | From run | Status | New | Runs since | What changed | Nodes | Triage |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---:|---|---|---|")
@@ -71,6 +74,16 @@ func (f *Found) Markdown(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if f.Gate != nil {
+		var waiting []Change
+		for _, c := range f.Changes {
+			if c.waits(f.Gate.Pct) && c.Triage != TriageExpected && c.Triage != TriageInvalid {
+				waiting = append(waiting, c)
+			}
+		}
+		bullets(w, fmt.Sprintf("**Uncorroborated: the gate waits for a second run** (slower on its first night only, and no sibling case of the run moved with it; it fails the gate from its second run, or a confirmation run, and at once at %g%% or more):", 2*f.Gate.Pct), len(waiting), func(i int) string {
+			c := waiting[i]
+			return fmt.Sprintf("%s: %s at run %s (%s)", cell(CaseName(c.Key)), compare.Words(c.SpeedupNow), cell(c.RunName()), cell(c.Corroboration))
+		})
 		bad := f.Regressions(*f.Gate)
 		bullets(w, fmt.Sprintf("**Fails the gate** (slower by at least %g%% and standing; nobody has decided):", f.Gate.Pct), len(bad), func(i int) string {
 			c := bad[i]
@@ -143,9 +156,15 @@ func bullets(w io.Writer, title string, n int, item func(i int) string) {
 }
 
 // provenanceText is what changed under the shift, in one line: "driver 550.54 → 555.42".
-func (c *Change) provenanceText() string {
+func (c *Change) provenanceText() string { return c.provenanceExcept("") }
+
+// provenanceExcept is provenanceText without the field skip.
+func (c *Change) provenanceExcept(skip string) string {
 	var parts []string
 	for _, f := range provenanceFields {
+		if f == skip {
+			continue
+		}
 		d, ok := c.Provenance[f]
 		if !ok {
 			continue
