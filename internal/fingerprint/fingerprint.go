@@ -15,6 +15,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,8 +44,13 @@ type Fingerprint struct {
 	// cpufreq governor ("" where the machine has no cpufreq, as most VMs), Load the
 	// 1-, 5- and 15-minute load averages: what tells a busy or slowed machine's CPU numbers
 	// from its quiet ones.
-	Cores    int       `json:"cpu_cores,omitempty"`
-	CPUMHz   float64   `json:"cpu_mhz,omitempty"`
+	Cores  int     `json:"cpu_cores,omitempty"`
+	CPUMHz float64 `json:"cpu_mhz,omitempty"`
+	// CPUFlags is the CPU's feature flags, as one digest ("sha256:" and 12 hex digits of
+	// the sorted set): two machines of one model name whose flags differ (microcode,
+	// a hypervisor that hides AVX-512) tell apart. MemMiB is the memory the kernel has.
+	CPUFlags string    `json:"cpu_flags,omitempty"`
+	MemMiB   int       `json:"mem_total_mib,omitempty"`
 	Governor string    `json:"cpu_governor,omitempty"`
 	Load     []float64 `json:"load_average,omitempty"`
 	// BusyLoad is the 1-minute load above which the machine is busy (Contention): its
@@ -99,7 +106,8 @@ func Take(ctx context.Context, phase string, o Options) *Fingerprint {
 	}
 	f := &Fingerprint{Phase: phase, TakenAt: now().UTC(), Vendor: "none", GPUs: []GPU{}}
 	f.Node, _ = os.Hostname()
-	f.CPU, f.Cores, f.CPUMHz = cpuInfo(filepath.Join(o.Root, "/proc/cpuinfo"))
+	f.CPU, f.Cores, f.CPUMHz, f.CPUFlags = cpuInfo(filepath.Join(o.Root, "/proc/cpuinfo"))
+	f.MemMiB = memTotal(filepath.Join(o.Root, "/proc/meminfo"))
 	if b, err := os.ReadFile(filepath.Join(o.Root, "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")); err == nil {
 		f.Governor = strings.TrimSpace(string(b))
 	}
@@ -171,10 +179,10 @@ func errorsIsNotFound(err error) bool {
 
 // cpuInfo is /proc/cpuinfo's first "model name" (x86) or "Model" line, how many
 // processors it lists, and their mean "cpu MHz" (0 where it gives none).
-func cpuInfo(path string) (model string, cores int, mhz float64) {
+func cpuInfo(path string) (model string, cores int, mhz float64, flags string) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", 0, 0
+		return "", 0, 0, ""
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -192,6 +200,13 @@ func cpuInfo(path string) (model string, cores int, mhz float64) {
 			}
 		case "processor":
 			cores++
+		case "flags", "Features": // x86, arm64: the first CPU's (they are the same set)
+			if flags == "" {
+				set := strings.Fields(v)
+				slices.Sort(set)
+				h := sha256.Sum256([]byte(strings.Join(slices.Compact(set), " ")))
+				flags = "sha256:" + hex.EncodeToString(h[:6])
+			}
 		case "cpu MHz":
 			if x, err := strconv.ParseFloat(v, 64); err == nil {
 				sum += x
@@ -202,7 +217,26 @@ func cpuInfo(path string) (model string, cores int, mhz float64) {
 	if n > 0 {
 		mhz = math.Round(sum / float64(n))
 	}
-	return model, cores, mhz
+	return model, cores, mhz, flags
+}
+
+// memTotal is /proc/meminfo's MemTotal in MiB (0 when it cannot be read).
+func memTotal(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			f := strings.Fields(v) // "263890084 kB"
+			if len(f) == 2 && f[1] == "kB" {
+				if kb, err := strconv.Atoi(f[0]); err == nil {
+					return kb / 1024
+				}
+			}
+		}
+	}
+	return 0
 }
 
 var pyxisRE = regexp.MustCompile(`pyxis: version v([0-9][0-9A-Za-z.+-]*)`)

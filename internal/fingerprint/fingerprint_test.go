@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -284,5 +285,59 @@ func TestNVIDIADriver375FromHadoop(t *testing.T) {
 	}
 	if th := Throttled(f, f, 2); len(th.GPUs) != 0 {
 		t.Errorf("an idle GPU read as throttled: %+v", th)
+	}
+}
+
+// A fingerprint tells machines of one CPU model apart by their flags and memory: read off
+// this machine's own /proc/cpuinfo and /proc/meminfo (real output), the flags are one
+// digest whatever their order, another when one flag differs, and the memory is the
+// kernel's total as sysinfo(2) gives it.
+func TestCPUFlagsAndMemory(t *testing.T) {
+	cpuinfo, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		t.Skip("no /proc/cpuinfo on this machine")
+	}
+	meminfo, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Skip("no /proc/meminfo on this machine")
+	}
+	take := func(cpu string) *Fingerprint {
+		root := t.TempDir()
+		os.MkdirAll(filepath.Join(root, "proc"), 0o755)
+		os.WriteFile(filepath.Join(root, "proc", "cpuinfo"), []byte(cpu), 0o644)
+		os.WriteFile(filepath.Join(root, "proc", "meminfo"), meminfo, 0o644)
+		return Take(t.Context(), "before", Options{Root: root, Env: []string{"PATH=" + t.TempDir()}})
+	}
+	f := take(string(cpuinfo))
+	if !strings.HasPrefix(f.CPUFlags, "sha256:") || len(f.CPUFlags) != len("sha256:")+12 {
+		t.Fatalf("cpu flags %q", f.CPUFlags)
+	}
+	var flagsLine string
+	for line := range strings.Lines(string(cpuinfo)) {
+		if k, _, ok := strings.Cut(line, ":"); ok && (strings.TrimSpace(k) == "flags" || strings.TrimSpace(k) == "Features") {
+			flagsLine = line
+			break
+		}
+	}
+	if flagsLine == "" {
+		t.Skip("this machine's cpuinfo lists no flags")
+	}
+	k, v, _ := strings.Cut(flagsLine, ":")
+	fields := strings.Fields(v)
+	slices.Reverse(fields)
+	reordered := strings.Replace(string(cpuinfo), flagsLine, k+": "+strings.Join(fields, " ")+"\n", -1)
+	if g := take(reordered).CPUFlags; g != f.CPUFlags {
+		t.Errorf("the same flags in another order: %s, not %s", g, f.CPUFlags)
+	}
+	fewer := strings.Replace(string(cpuinfo), flagsLine, k+": "+strings.Join(fields[1:], " ")+"\n", -1)
+	if g := take(fewer).CPUFlags; g == f.CPUFlags {
+		t.Errorf("one flag fewer, the same digest %s", g)
+	}
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		t.Fatal(err)
+	}
+	if want := int(uint64(si.Totalram) * uint64(si.Unit) / (1 << 20)); f.MemMiB < want-1 || f.MemMiB > want+1 {
+		t.Errorf("memory %d MiB, sysinfo says %d", f.MemMiB, want)
 	}
 }

@@ -206,7 +206,7 @@ func BusyNow(env []string, self string) string {
 // shard measures.
 func LoadNow(env []string) string {
 	f := &Fingerprint{Load: loadAverage("")}
-	_, f.Cores, _ = cpuInfo("/proc/cpuinfo")
+	_, f.Cores, _, _ = cpuInfo("/proc/cpuinfo")
 	f.BusyLoad = BusyLoad(env, f.Cores)
 	return strings.Replace(f.Busy(0), "load was", "load is", 1)
 }

@@ -61,16 +61,21 @@ type point struct {
 // context_ is where and on what a point was measured: what a change is tied to.
 type context_ struct {
 	Node, GPU, Driver, ImageDigest, SMClock, Throttle string
+	// Kind is what kind of machine measured (machineKind; revision 3): what tells a
+	// pool's machines apart. "" in a context of before it (kind derives one).
+	Kind string
 	// Contended is what contended with the measurement (results.Row.Contended): check
 	// never opens a change on such points alone, and the gate asks for them again
 	Contended string
 }
 
 // kind is what kind of machine the context is, as the detector tells a pool's machines
-// apart (changes.Obs.Kind): its GPU model and max SM clock; "" without a GPU (a local run:
-// its one machine is its node).
+// apart (changes.Obs.Kind): its recorded Kind, else (a context of before revision 3) its
+// GPU model and max SM clock; "" without either.
 func (c context_) kind() string {
 	switch {
+	case c.Kind != "":
+		return c.Kind
 	case c.GPU == "":
 		return ""
 	case c.SMClock == "":
@@ -83,6 +88,9 @@ func (c context_) digest() string {
 	parts := []string{c.Node, c.GPU, c.Driver, c.ImageDigest, c.SMClock, c.Throttle}
 	if c.Contended != "" { // a quiet context keeps the digest it had before contention was kept
 		parts = append(parts, c.Contended)
+	}
+	if c.Kind != "" { // and one of no kind the digest it had before kinds were kept
+		parts = append(parts, "kind", c.Kind)
 	}
 	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return hex.EncodeToString(h[:16])
@@ -588,8 +596,8 @@ func (s *Store) contextIDs(ctx context.Context, tx *sql.Tx, points []point) (map
 		c := points[i].ctx
 		want[c.digest()] = c
 	}
-	return dedupe(ctx, s, tx, "contexts", "(digest, node, gpu, driver, image_digest, sm_clock, throttle, contended)", 8, want, func(d string, c context_, a []any) {
-		a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7] = d, c.Node, c.GPU, c.Driver, c.ImageDigest, c.SMClock, c.Throttle, c.Contended
+	return dedupe(ctx, s, tx, "contexts", "(digest, node, gpu, driver, image_digest, sm_clock, throttle, contended, kind)", 9, want, func(d string, c context_, a []any) {
+		a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8] = d, c.Node, c.GPU, c.Driver, c.ImageDigest, c.SMClock, c.Throttle, c.Contended, c.Kind
 	})
 }
 
@@ -652,8 +660,41 @@ func shardContext(sh *results.Shard) context_ {
 		}
 		n := f.Summary()
 		c.GPU, c.Driver, c.SMClock = n.Models, f.Driver, n.MaxSMClock
+		c.Kind = machineKind(f, n)
 	}
 	return c
+}
+
+// machineKind is what kind of machine a fingerprint is, in words: its GPUs' model, max SM
+// clock and power limit ("NVIDIA H200 at 1980 MHz, 700 W"); without a GPU, its CPU model,
+// cores and memory ("AMD EPYC 9654 96-Core Processor, 192 cores, 755 GiB"), with its flags'
+// digest. Two machines of one kind measure alike; a pool of kinds is judged kind by kind.
+func machineKind(f *fingerprint.Fingerprint, n fingerprint.Node) string {
+	var parts []string
+	if n.Models != "" {
+		parts = append(parts, n.Models)
+		if n.MaxSMClock != "" {
+			parts[0] += " at " + n.MaxSMClock
+		}
+		if n.PowerLimit != "" {
+			parts = append(parts, n.PowerLimit)
+		}
+		return strings.Join(parts, ", ")
+	}
+	if f.CPU == "" {
+		return ""
+	}
+	parts = append(parts, f.CPU)
+	if f.Cores > 0 {
+		parts = append(parts, fmt.Sprintf("%d cores", f.Cores))
+	}
+	if f.MemMiB > 0 {
+		parts = append(parts, fmt.Sprintf("%d GiB", (f.MemMiB+512)/1024))
+	}
+	if f.CPUFlags != "" {
+		parts = append(parts, "flags "+f.CPUFlags)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // confirmsOf is the manifest's "confirms" member (nil when it has none: a run of its own).

@@ -671,11 +671,14 @@ func (s *Store) runMeta(ctx context.Context) (map[int64]runMeta, error) {
 }
 
 func (s *Store) contexts(ctx context.Context) (map[int64]context_, error) {
-	contended := "contended"
+	contended, kind := "contended", "kind"
 	if s.rev < 1 { // a store of before revision 1, read as it is: every context quiet
 		contended = "''"
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT id, node, gpu, driver, image_digest, sm_clock, throttle, "+contended+" FROM contexts")
+	if s.rev < 3 { // before revision 3: no kind recorded (kind() derives one)
+		kind = "''"
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT id, node, gpu, driver, image_digest, sm_clock, throttle, "+contended+", "+kind+" FROM contexts")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", s.Where, err)
 	}
@@ -684,7 +687,7 @@ func (s *Store) contexts(ctx context.Context) (map[int64]context_, error) {
 	for rows.Next() {
 		var id int64
 		var c context_
-		if err := rows.Scan(&id, &c.Node, &c.GPU, &c.Driver, &c.ImageDigest, &c.SMClock, &c.Throttle, &c.Contended); err != nil {
+		if err := rows.Scan(&id, &c.Node, &c.GPU, &c.Driver, &c.ImageDigest, &c.SMClock, &c.Throttle, &c.Contended, &c.Kind); err != nil {
 			return nil, err
 		}
 		out[id] = c

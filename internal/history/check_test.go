@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/semianalysis/opx/internal/fingerprint"
 	"github.com/semianalysis/opx/internal/history/changes"
 	"github.com/semianalysis/opx/internal/junit"
 	"github.com/semianalysis/opx/internal/pyjson"
@@ -625,5 +626,21 @@ func TestCheckJUnit(t *testing.T) {
 	}
 	if r := testenv.ValidJUnit(t, path); r.Failures != 1 || r.Suites[0].Cases[0].Failure.Message != "h.db holds no run: nothing to judge, the gate fails" {
 		t.Errorf("nothing to judge: %+v", r)
+	}
+}
+
+// A point's machine kind is said from its fingerprint: the GPUs' model, max SM clock and
+// power limit; a machine without a GPU by its CPU, cores, memory and flags.
+func TestMachineKind(t *testing.T) {
+	gpu := &fingerprint.Fingerprint{Vendor: "nvidia", GPUs: []fingerprint.GPU{{Model: "NVIDIA H200", MaxSMMHz: 1980, PowerLimitW: 700}, {Index: 1, Model: "NVIDIA H200", MaxSMMHz: 1980, PowerLimitW: 700}}}
+	if got := machineKind(gpu, gpu.Summary()); got != "NVIDIA H200 at 1980 MHz, 700 W" {
+		t.Errorf("a GPU node: %q", got)
+	}
+	cpu := &fingerprint.Fingerprint{Vendor: "none", CPU: "AMD EPYC 9654 96-Core Processor", Cores: 192, MemMiB: 773_000, CPUFlags: "sha256:0123456789ab", GPUs: []fingerprint.GPU{}}
+	if got := machineKind(cpu, cpu.Summary()); got != "AMD EPYC 9654 96-Core Processor, 192 cores, 755 GiB, flags sha256:0123456789ab" {
+		t.Errorf("a CPU node: %q", got)
+	}
+	if got := machineKind(&fingerprint.Fingerprint{GPUs: []fingerprint.GPU{}}, fingerprint.Node{}); got != "" {
+		t.Errorf("nothing known: %q", got)
 	}
 }

@@ -630,6 +630,11 @@ var revisions = []struct {
 }, {
 	// 2: local series keyed by their machine (local@HOST), as runs added since are
 	fn: rekeyLocal,
+}, {
+	// 3: what kind of machine measured (GPU model, max SM clock and power limit; a CPU's
+	// model, cores, memory and flags): '' in an older opx's contexts (check derives one
+	// from the GPU model and clock)
+	stmts: []string{`ALTER TABLE contexts ADD COLUMN kind TEXT NOT NULL DEFAULT ''`},
 }}
 
 // migrate brings the store to Schema. An empty database is created; one with tables but

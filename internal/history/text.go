@@ -49,7 +49,7 @@ func (rec *recorded) storableRun() (escaped []string) {
 			v    *string
 		}{{"case key", &p.key}, {"testlist", &p.testlist}, {"op", &p.op}, {"args", &p.args}, {"backend", &p.backend},
 			{"cluster", &p.cluster}, {"metric", &p.metric}, {"node", &p.ctx.Node}, {"GPU", &p.ctx.GPU}, {"driver", &p.ctx.Driver},
-			{"image digest", &p.ctx.ImageDigest}, {"SM clock", &p.ctx.SMClock}, {"throttle", &p.ctx.Throttle}, {"contention", &p.ctx.Contended}} {
+			{"image digest", &p.ctx.ImageDigest}, {"SM clock", &p.ctx.SMClock}, {"throttle", &p.ctx.Throttle}, {"contention", &p.ctx.Contended}, {"machine kind", &p.ctx.Kind}} {
 			fix(f.name, f.v)
 		}
 	}
