@@ -2,8 +2,9 @@
 // gate's verdict night by night (changes.AtNewest, a 5% gate), the nodes it names
 // (changes.Attribute) — on labelled series of many shapes (internal/history/synth): young
 // stores, several steps per series, outliers before a step, steps on every node or on one,
-// stationary stores of 1, 10 and 10,000 series; and the corpus of earlier figures. It
-// prints the per-scenario table of docs/history.md.
+// stationary stores of 1, 10 and 10,000 series; pools of machines of two and three kinds;
+// noise that drifts (AR(1)); and the corpus of earlier figures; then what a 1,000-run
+// series costs. It prints the per-scenario table of docs/history.md.
 //
 //	go run ./scripts/history-bench              (draw 1, 200 series a scenario)
 //	go run ./scripts/history-bench -draw 2
@@ -13,8 +14,11 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/semianalysis/opx/internal/history/changes"
 	"github.com/semianalysis/opx/internal/history/synth"
@@ -49,6 +53,39 @@ func main() {
 	}
 	fmt.Printf("\nThe earlier corpus (synth.Default, draw 1): steps >= 5%% at 1-2%% noise among A/A and outlier series: %s\n", goal)
 	fmt.Printf("Its A/A series: %s\n", aa)
+	for _, shape := range []string{"quiet", "steps"} {
+		ms, mb := long(*draw, shape == "steps")
+		fmt.Printf("A 1,000-run series (%s) judged at its newest run: %.1f ms, %.1f MB allocated (the median of 20, one core)\n", shape, ms, mb)
+	}
+}
+
+// long is what judging a 1,000-run series at its newest run (changes.AtNewest) costs: the
+// median of 20 series' time (ms) and bytes allocated (MB), one at a time — quiet at 2%
+// noise on six nodes, or with a 15% step every 50 runs and a slow drift.
+func long(draw uint64, steps bool) (float64, float64) {
+	rng := rand.New(rand.NewPCG(draw, 1000))
+	var ms, mb []float64
+	for range 20 {
+		s := make([]changes.Obs, 1000)
+		for i := range s {
+			v := 20 * math.Exp(rng.NormFloat64()*0.02)
+			if steps {
+				v *= math.Pow(1.15, float64((i/50)%2)) * (1 + 0.0005*float64(i))
+			}
+			s[i] = changes.Obs{V: v, Node: string(rune('a' + rng.IntN(6)))}
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		changes.AtNewest(s, changes.Defaults)
+		took := time.Since(start)
+		runtime.ReadMemStats(&after)
+		ms = append(ms, took.Seconds()*1000)
+		mb = append(mb, float64(after.TotalAlloc-before.TotalAlloc)/1e6)
+	}
+	slices.Sort(ms)
+	slices.Sort(mb)
+	return ms[len(ms)/2], mb[len(mb)/2]
 }
 
 // measure is the scenario's tally, its series judged on every core.
