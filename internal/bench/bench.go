@@ -147,7 +147,7 @@ func selectJobs(o Options) ([]job, error) {
 	if p := getenv("OPERATORX_PARALLEL"); p != "" && p != "null" {
 		v, err := pyjson.Parse([]byte(p))
 		if err != nil {
-			return nil, fmt.Errorf("OPERATORX_PARALLEL: %v", err)
+			return nil, fmt.Errorf("OPERATORX_PARALLEL: %w", err)
 		}
 		if po, ok := v.(*pyjson.Object); ok {
 			split = recipes.Normalize(po)

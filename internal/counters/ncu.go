@@ -82,7 +82,7 @@ func ncuKernels(r io.Reader) ([]*ncuKernelRows, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("record %d: %v", line, err)
+			return nil, fmt.Errorf("record %d: %w", line, err)
 		}
 		if len(rec) == 1 && strings.HasPrefix(strings.TrimSpace(rec[0]), "==") { // ==PROF==, ==WARNING==, ==ERROR==
 			continue
@@ -166,7 +166,7 @@ func (t *ncuTable) add(k *ncuKernelRows, rec []string) error {
 			if !ncuUsed[name] {
 				return nil
 			}
-			return fmt.Errorf("metric %s: %v", name, err)
+			return fmt.Errorf("metric %s: %w", name, err)
 		}
 		k.metrics[name] = v * s // a metric and its alias in one file are the same figure
 		return nil

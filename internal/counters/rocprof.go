@@ -28,7 +28,7 @@ func readCSV(ctx context.Context, path string) ([]map[string]string, error) {
 	cr.LazyQuotes = true
 	header, err := cr.Read()
 	if err != nil {
-		return nil, fmt.Errorf("%s: no header: %v", path, err)
+		return nil, fmt.Errorf("%s: no header: %w", path, err)
 	}
 	var out []map[string]string
 	for {
@@ -37,7 +37,7 @@ func readCSV(ctx context.Context, path string) ([]map[string]string, error) {
 			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %v", path, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		if len(rec) != len(header) {
 			continue

@@ -172,7 +172,7 @@ func (d *doc) output(argv ...string) (string, error) {
 		return string(b), fmt.Errorf("%s: exit status %d: %s", strings.Join(argv, " "), ee.Code, firstLine(string(b)))
 	}
 	if err != nil {
-		return string(b), fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, firstLine(string(b)))
+		return string(b), fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, firstLine(string(b)))
 	}
 	return string(b), nil
 }

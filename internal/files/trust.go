@@ -368,7 +368,7 @@ func ReadJSONDepth(ctx context.Context, path string, depth int) (pyjson.Value, e
 func CheckJSONObject(b []byte) error {
 	v, err := pyjson.Parse(b)
 	if err != nil {
-		return fmt.Errorf("not JSON: %v", err)
+		return fmt.Errorf("not JSON: %w", err)
 	}
 	if _, ok := v.(*pyjson.Object); !ok {
 		return errors.New("not a JSON object")

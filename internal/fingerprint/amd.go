@@ -34,7 +34,7 @@ func amdList(data []byte) ([]map[string]any, error) {
 			GPUData []map[string]any `json:"gpu_data"`
 		}
 		if werr := decode(&wrapped); werr != nil {
-			return nil, fmt.Errorf("not amd-smi's JSON (%v)", werr)
+			return nil, fmt.Errorf("not amd-smi's JSON (%w)", werr)
 		}
 		list = wrapped.GPUData
 	}

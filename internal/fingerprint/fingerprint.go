@@ -126,7 +126,7 @@ func Take(ctx context.Context, phase string, o Options) *Fingerprint {
 			if errorsIsNotFound(err) {
 				return "", fmt.Errorf("%s: not found", argv[0])
 			}
-			return "", fmt.Errorf("%s: %v", strings.Join(argv, " "), err)
+			return "", fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
 		}
 		return out, nil
 	}
@@ -325,7 +325,7 @@ func Read(ctx context.Context, path string) (*Fingerprint, error) {
 	}
 	var f Fingerprint
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("%s: not a fingerprint: %v", path, err)
+		return nil, fmt.Errorf("%s: not a fingerprint: %w", path, err)
 	}
 	return &f, nil
 }

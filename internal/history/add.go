@@ -148,7 +148,7 @@ func read(ctx context.Context, dir, manifestFlag string) (*recorded, error) {
 		return nil, err
 	}
 	if rec.confirms, err = confirmsOf(m.Raw); err != nil {
-		return nil, fmt.Errorf("%s: %v", manifestPath, err)
+		return nil, fmt.Errorf("%s: %w", manifestPath, err)
 	}
 	cellOf := map[string]string{} // shard id: its cell's key
 	n := 0
@@ -371,7 +371,7 @@ func (s *Store) Add(ctx context.Context, r *Run) (*Added, error) {
 func (s *Store) write(ctx context.Context, dir string, rec *recorded) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("%s: %v", s.Where, err)
+		return fmt.Errorf("%s: %w", s.Where, err)
 	}
 	defer tx.Rollback()
 	if s.pg {
@@ -391,7 +391,7 @@ func (s *Store) write(ctx context.Context, dir string, rec *recorded) error {
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`), rec.runID, rec.attempt, rec.origin, rec.at.Unix(), rec.sourceSHA,
 		rec.opxVersion, dir, time.Now().Unix(), confirms, len(rec.points), rec.measured, rec.tally()).Scan(&runRow)
 	if err != nil {
-		return fmt.Errorf("%s: recording the run: %v", s.Where, err)
+		return fmt.Errorf("%s: recording the run: %w", s.Where, err)
 	}
 	series, err := s.seriesIDs(ctx, tx, rec.points)
 	if err != nil {
@@ -485,7 +485,7 @@ func (s *Store) suspectRun(ctx context.Context, tx *sql.Tx, dir string, rec *rec
 			dir, c.RunID, c.At.UTC().Format(time.RFC3339), s.Where)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", s.Where, err)
+		return nil, fmt.Errorf("%s: %w", s.Where, err)
 	}
 	return suspect, nil
 }
@@ -506,7 +506,7 @@ func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, into string, cols, n
 			var err error
 			stmt, err = tx.PrepareContext(ctx, s.q("INSERT INTO "+into+" VALUES "+strings.TrimSuffix(strings.Repeat(one+", ", k), ", ")))
 			if err != nil {
-				return fmt.Errorf("%s: %v", s.Where, err)
+				return fmt.Errorf("%s: %w", s.Where, err)
 			}
 			stmtRows = k
 		}
@@ -516,7 +516,7 @@ func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, into string, cols, n
 		}
 		if _, err := stmt.ExecContext(ctx, args...); err != nil {
 			stmt.Close()
-			return fmt.Errorf("%s: %v", s.Where, err)
+			return fmt.Errorf("%s: %w", s.Where, err)
 		}
 	}
 	if stmt != nil {
@@ -531,7 +531,7 @@ func (s *Store) seriesIDs(ctx context.Context, tx *sql.Tx, points []point) (map[
 	noMetric := map[string]bool{}
 	rows, err := tx.QueryContext(ctx, "SELECT id, key, metric FROM series")
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", s.Where, err)
+		return nil, fmt.Errorf("%s: %w", s.Where, err)
 	}
 	for rows.Next() {
 		var id int64
@@ -576,7 +576,7 @@ func (s *Store) seriesIDs(ctx context.Context, tx *sql.Tx, points []point) (map[
 		}
 		noMetric[p.key] = false
 		if _, err := tx.ExecContext(ctx, s.q("UPDATE series SET metric = ?, lower_is_better = ? WHERE id = ? AND metric = ''"), p.metric, boolInt(p.lower), ids[p.key]); err != nil {
-			return nil, fmt.Errorf("%s: %v", s.Where, err)
+			return nil, fmt.Errorf("%s: %w", s.Where, err)
 		}
 	}
 	return ids, nil
@@ -612,7 +612,7 @@ func dedupe[T any](ctx context.Context, s *Store, tx *sql.Tx, table, cols string
 	lookup := func() error {
 		rows, err := tx.QueryContext(ctx, "SELECT id, digest FROM "+table)
 		if err != nil {
-			return fmt.Errorf("%s: %v", s.Where, err)
+			return fmt.Errorf("%s: %w", s.Where, err)
 		}
 		defer rows.Close()
 		for rows.Next() {

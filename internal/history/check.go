@@ -321,8 +321,9 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 	// a batch of series at a time: each is judged on its own, and its points are let go
 	// unless it changed (the page draws it), so a check of any size holds one batch
 	var findings []finding
-	for start := 0; start < len(series); start += checkBatch {
-		part := series[start:min(len(series), start+checkBatch)]
+	batch := checkBatch(o.Lookback)
+	for start := 0; start < len(series); start += batch {
+		part := series[start:min(len(series), start+batch)]
 		if err := s.window(ctx, part, o.Lookback); err != nil {
 			return nil, err
 		}
@@ -456,8 +457,10 @@ func (se *seriesRow) judge(gated map[int64]bool, o changes.Options) []changes.Ju
 	return out
 }
 
-// checkBatch is how many series check holds points of at once.
-const checkBatch = 4096
+// checkBatch is how many series check holds points of at once: about 250,000 points'
+// worth of a lookback's window (4,096 series of 60 runs; 256 of a 1,000-run backfill), so
+// a check's memory is bounded whatever the window.
+func checkBatch(lookback int) int { return max(256, 250_000/max(1, lookback)) }
 
 // load makes the series' measured points into observations for the detector. A measured
 // point whose value is not a finite positive number cannot have been written by opx: the
@@ -634,7 +637,7 @@ func provenance(se *seriesRow, at int, ctxs map[int64]context_, meta map[int64]r
 func (s *Store) runs(ctx context.Context) ([]RunRef, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT id, run_id, at, origin FROM runs WHERE confirms IS NULL ORDER BY at DESC, id DESC")
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", s.Where, err)
+		return nil, fmt.Errorf("%s: %w", s.Where, err)
 	}
 	defer rows.Close()
 	var out []RunRef
@@ -655,7 +658,7 @@ type runMeta struct{ sourceSHA, opxVersion string }
 func (s *Store) runMeta(ctx context.Context) (map[int64]runMeta, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT id, source_sha, opx_version FROM runs")
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", s.Where, err)
+		return nil, fmt.Errorf("%s: %w", s.Where, err)
 	}
 	defer rows.Close()
 	out := map[int64]runMeta{}
@@ -680,7 +683,7 @@ func (s *Store) contexts(ctx context.Context) (map[int64]context_, error) {
 	}
 	rows, err := s.db.QueryContext(ctx, "SELECT id, node, gpu, driver, image_digest, sm_clock, throttle, "+contended+", "+kind+" FROM contexts")
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", s.Where, err)
+		return nil, fmt.Errorf("%s: %w", s.Where, err)
 	}
 	defer rows.Close()
 	out := map[int64]context_{}
@@ -708,7 +711,7 @@ func (s *Store) seriesToCheck(ctx context.Context, o CheckOptions, gated map[int
 	}
 	rows, err := s.db.QueryContext(ctx, s.q(query+" ORDER BY id"), args...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", s.Where, err)
+		return nil, fmt.Errorf("%s: %w", s.Where, err)
 	}
 	defer rows.Close()
 	var out []*seriesRow
@@ -819,7 +822,7 @@ func (s *Store) window(ctx context.Context, series []*seriesRow, lookback int) e
 			rows, err := s.db.QueryContext(ctx, `SELECT s.id, `+cols+` FROM unnest($1::bigint[]) AS s(id)
 				CROSS JOIN LATERAL (SELECT `+cols+` FROM points WHERE series = s.id ORDER BY at DESC, run DESC LIMIT $2) p`, ids, lookback)
 			if err != nil {
-				return fmt.Errorf("%s: %v", s.Where, err)
+				return fmt.Errorf("%s: %w", s.Where, err)
 			}
 			if err := scan(rows, func(id int64) *seriesRow { return byID[id] }, true); err != nil {
 				return err
@@ -828,13 +831,13 @@ func (s *Store) window(ctx context.Context, series []*seriesRow, lookback int) e
 	} else {
 		stmt, err := s.db.PrepareContext(ctx, "SELECT "+cols+" FROM points WHERE series = ? ORDER BY at DESC, run DESC LIMIT ?")
 		if err != nil {
-			return fmt.Errorf("%s: %v", s.Where, err)
+			return fmt.Errorf("%s: %w", s.Where, err)
 		}
 		defer stmt.Close()
 		for _, se := range series {
 			rows, err := stmt.QueryContext(ctx, se.id, lookback)
 			if err != nil {
-				return fmt.Errorf("%s: %v", s.Where, err)
+				return fmt.Errorf("%s: %w", s.Where, err)
 			}
 			if err := scan(rows, func(int64) *seriesRow { return se }, false); err != nil {
 				return err

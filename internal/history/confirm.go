@@ -48,7 +48,7 @@ type confirmation struct {
 func (s *Store) settle(ctx context.Context, f *Found, found []finding, ctxs map[int64]context_) ([]finding, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT c.series, c.suspect_run, c.outcome, c.value, c.ctx, r.run_id FROM confirmations c JOIN runs r ON r.id = c.run`)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", s.Where, err)
+		return nil, fmt.Errorf("%s: %w", s.Where, err)
 	}
 	byCase := map[[2]int64][]confirmation{}
 	for rows.Next() {
@@ -228,15 +228,15 @@ func newestSuspects(f *Found) (int64, []*Change) {
 func (s *Store) storedCell(ctx context.Context, id int64) (*pyjson.Object, *manifest.Cell, error) {
 	var body []byte
 	if err := s.db.QueryRowContext(ctx, s.q("SELECT body FROM cells WHERE id = ?"), id).Scan(&body); err != nil {
-		return nil, nil, fmt.Errorf("%s: the cell of a suspect: %v", s.Where, err)
+		return nil, nil, fmt.Errorf("%s: the cell of a suspect: %w", s.Where, err)
 	}
 	raw, err := gunzip(body)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: the cell of a suspect: %v", s.Where, err)
+		return nil, nil, fmt.Errorf("%s: the cell of a suspect: %w", s.Where, err)
 	}
 	v, err := pyjson.Parse(raw)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: the cell of a suspect: %v", s.Where, err)
+		return nil, nil, fmt.Errorf("%s: the cell of a suspect: %w", s.Where, err)
 	}
 	o, ok := v.(*pyjson.Object)
 	if !ok {

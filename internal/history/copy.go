@@ -45,12 +45,12 @@ func (c Copied) String() string {
 func Copy(ctx context.Context, from, to *Store) (Copied, error) {
 	src, done, err := from.snapshot(ctx)
 	if err != nil {
-		return Copied{}, fmt.Errorf("%s: %v", from.Where, err)
+		return Copied{}, fmt.Errorf("%s: %w", from.Where, err)
 	}
 	defer done()
 	dst, err := to.db.BeginTx(ctx, nil)
 	if err != nil {
-		return Copied{}, fmt.Errorf("%s: %v", to.Where, err)
+		return Copied{}, fmt.Errorf("%s: %w", to.Where, err)
 	}
 	defer dst.Rollback()
 	if to.pg {
@@ -63,7 +63,7 @@ func Copy(ctx context.Context, from, to *Store) (Copied, error) {
 	}
 	var held int64
 	if err := dst.QueryRowContext(ctx, "SELECT (SELECT COUNT(*) FROM runs) + (SELECT COUNT(*) FROM triage) + (SELECT COUNT(*) FROM series)").Scan(&held); err != nil {
-		return Copied{}, fmt.Errorf("%s: %v", to.Where, err)
+		return Copied{}, fmt.Errorf("%s: %w", to.Where, err)
 	}
 	if held > 0 {
 		return Copied{}, fmt.Errorf("%s already holds a history: opx history copy writes only into an empty store (it never merges two); give a new file or an empty database", to.Where)
@@ -76,11 +76,11 @@ func Copy(ctx context.Context, from, to *Store) (Copied, error) {
 		}
 		var there int64
 		if err := dst.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+t.table+skipSchema(t.table)).Scan(&there); err != nil {
-			return Copied{}, fmt.Errorf("%s: %v", to.Where, err)
+			return Copied{}, fmt.Errorf("%s: %w", to.Where, err)
 		}
 		var here int64
 		if err := src.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+t.table+skipSchema(t.table)).Scan(&here); err != nil {
-			return Copied{}, fmt.Errorf("%s: %v", from.Where, err)
+			return Copied{}, fmt.Errorf("%s: %w", from.Where, err)
 		}
 		if here != n || there != n {
 			return Copied{}, fmt.Errorf("copying %s: %s holds %d rows, %d were read and %s holds %d: nothing copied", t.table, from.Where, here, n, to.Where, there)
@@ -89,12 +89,12 @@ func Copy(ctx context.Context, from, to *Store) (Copied, error) {
 		if t.ids && to.pg && n > 0 {
 			// the identity numbers on after the copied ids
 			if _, err := dst.ExecContext(ctx, fmt.Sprintf("SELECT setval(pg_get_serial_sequence('%s', 'id'), (SELECT MAX(id) FROM %s))", t.table, t.table)); err != nil {
-				return Copied{}, fmt.Errorf("%s: %v", to.Where, err)
+				return Copied{}, fmt.Errorf("%s: %w", to.Where, err)
 			}
 		}
 	}
 	if err := dst.Commit(); err != nil {
-		return Copied{}, fmt.Errorf("%s: %v", to.Where, err)
+		return Copied{}, fmt.Errorf("%s: %w", to.Where, err)
 	}
 	return out, nil
 }
@@ -115,12 +115,12 @@ func copyTable(ctx context.Context, from *Store, src queryer, to *Store, dst *sq
 	const page = 5000
 	rows, err := src.QueryContext(ctx, "SELECT * FROM "+table+" LIMIT 0")
 	if err != nil {
-		return 0, fmt.Errorf("%s: %v", from.Where, err)
+		return 0, fmt.Errorf("%s: %w", from.Where, err)
 	}
 	cols, err := rows.Columns()
 	rows.Close()
 	if err != nil {
-		return 0, fmt.Errorf("%s: %v", from.Where, err)
+		return 0, fmt.Errorf("%s: %w", from.Where, err)
 	}
 	at := make([]int, len(key)) // the key's columns among cols
 	for i, k := range key {
@@ -148,14 +148,14 @@ func copyTable(ctx context.Context, from *Store, src queryer, to *Store, dst *sq
 		query += " ORDER BY " + keys + fmt.Sprintf(" LIMIT %d", page)
 		got, err := readPage(ctx, src, from.q(query), last, len(cols))
 		if err != nil {
-			return 0, fmt.Errorf("%s: reading %s: %v", from.Where, table, err)
+			return 0, fmt.Errorf("%s: reading %s: %w", from.Where, table, err)
 		}
 		if len(got) == 0 {
 			return n, nil
 		}
 		err = to.insertMany(ctx, dst, table+" ("+list+")", len(cols), len(got), func(i int, args []any) { copy(args, got[i]) })
 		if err != nil {
-			return 0, fmt.Errorf("copying %s: %v", table, err)
+			return 0, fmt.Errorf("copying %s: %w", table, err)
 		}
 		n += int64(len(got))
 		lastRow := got[len(got)-1]

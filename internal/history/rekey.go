@@ -68,7 +68,7 @@ func rekeyLocal(ctx context.Context, s *Store, tx *sql.Tx) error {
 			}
 			for _, table := range []string{"points", "confirmations"} {
 				if _, err := tx.ExecContext(ctx, s.q("UPDATE "+table+" SET series = ? WHERE series = ? AND ctx IN (SELECT id FROM contexts WHERE node = ?)"), to, o.id, node); err != nil {
-					return fmt.Errorf("moving the %s of %s to %s: %v", table, o.key, key, err)
+					return fmt.Errorf("moving the %s of %s to %s: %w", table, o.key, key, err)
 				}
 			}
 		}

@@ -27,7 +27,7 @@ import (
 func (s *Store) State(ctx context.Context) (string, error) {
 	var runs, maxID, added int64
 	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(MAX(id), 0), COALESCE(MAX(added_at), 0) FROM runs").Scan(&runs, &maxID, &added); err != nil {
-		return "", fmt.Errorf("%s: %v", s.Where, err)
+		return "", fmt.Errorf("%s: %w", s.Where, err)
 	}
 	return fmt.Sprintf("%d/%d/%d", runs, maxID, added), nil
 }
@@ -109,7 +109,7 @@ func (rec *recorded) tally() string {
 func (s *Store) RunList(ctx context.Context) ([]RunSummary, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT id, run_id, attempt, at, source_sha, opx_version, confirms IS NOT NULL, tally FROM runs ORDER BY at DESC, id DESC")
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", s.Where, err)
+		return nil, fmt.Errorf("%s: %w", s.Where, err)
 	}
 	var out []RunSummary
 	tallies := map[int64]*runTally{}
@@ -143,7 +143,7 @@ func (s *Store) RunList(ctx context.Context) ([]RunSummary, error) {
 			var cluster string
 			err := s.db.QueryRowContext(ctx, s.q("SELECT s.cluster FROM points p JOIN series s ON s.id = p.series WHERE p.run = ? LIMIT 1"), id).Scan(&cluster)
 			if err != nil && !isNoRows(err) {
-				return nil, fmt.Errorf("%s: %v", s.Where, err)
+				return nil, fmt.Errorf("%s: %w", s.Where, err)
 			}
 			cpu := err == nil && IsLocal(cluster)
 			t.CPU = &cpu
@@ -169,7 +169,7 @@ func (s *Store) countRun(ctx context.Context, id int64, t *runTally) error {
 	rows, err := s.db.QueryContext(ctx, s.q(`SELECT s.backend, p.outcome, COUNT(*), COALESCE(SUM(p.gpu_ms), 0)
 		FROM points p JOIN series s ON s.id = p.series WHERE p.run = ? GROUP BY s.backend, p.outcome`), id)
 	if err != nil {
-		return fmt.Errorf("%s: %v", s.Where, err)
+		return fmt.Errorf("%s: %w", s.Where, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -214,7 +214,7 @@ func (s *Store) RunCases(ctx context.Context, id int64) ([]CasePoint, error) {
 		p.outcome, p.value, p.lo, p.hi, c.node, COALESCE(p.gpu_ms, 0)
 		FROM points p JOIN series s ON s.id = p.series JOIN contexts c ON c.id = p.ctx WHERE p.run = ? ORDER BY s.key`), id)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", s.Where, err)
+		return nil, fmt.Errorf("%s: %w", s.Where, err)
 	}
 	defer rows.Close()
 	out := []CasePoint{}
@@ -330,7 +330,7 @@ func (s *Store) Series(ctx context.Context, key string, lookback int) (*SeriesVi
 		return nil, ErrNoSeries
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", s.Where, err)
+		return nil, fmt.Errorf("%s: %w", s.Where, err)
 	}
 	se.lower = lower != 0
 	runs, err := s.runs(ctx)
@@ -406,7 +406,7 @@ func (s *Store) others(ctx context.Context, se *seriesRow) ([]CasePoint, error) 
 		WHERE args = ? AND op = ? AND backend = ? AND world_size = ? AND metric = ? AND testlist = ? AND key <> ? ORDER BY cluster`),
 		se.args, se.op, se.backend, se.ws, se.metric, se.testlist, se.key)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", s.Where, err)
+		return nil, fmt.Errorf("%s: %w", s.Where, err)
 	}
 	out := []CasePoint{}
 	var ids []int64
@@ -429,7 +429,7 @@ func (s *Store) others(ctx context.Context, se *seriesRow) ([]CasePoint, error) 
 		err := s.db.QueryRowContext(ctx, s.q(`SELECT p.value, c.node FROM points p JOIN contexts c ON c.id = p.ctx
 			WHERE p.series = ? AND p.outcome = ? ORDER BY p.at DESC LIMIT 1`), id, int(verdict.Measured)).Scan(&v, &out[i].Node)
 		if err != nil && !isNoRows(err) {
-			return nil, fmt.Errorf("%s: %v", s.Where, err)
+			return nil, fmt.Errorf("%s: %w", s.Where, err)
 		}
 		out[i].Value = ptr(v)
 		out[i].label()

@@ -160,7 +160,7 @@ func (s *Store) Reopen(ctx context.Context) (*Store, error) {
 		if !s.pg {
 			var busy, logged, done int
 			if err := s.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logged, &done); err != nil {
-				return nil, fmt.Errorf("%s: emptying its WAL before opening the file put in its place: %v", s.Where, err)
+				return nil, fmt.Errorf("%s: emptying its WAL before opening the file put in its place: %w", s.Where, err)
 			}
 			if busy != 0 {
 				return nil, ErrBusy
@@ -298,7 +298,7 @@ func openSQLite(ctx context.Context, path string, create, reader bool, timeout t
 	// WAL once the file is known to be ours: readers do not wait for a writer
 	if err := walMode(ctx, db, timeout); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("%s: %v", where, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	return s, nil
 }
@@ -685,12 +685,12 @@ func (s *Store) migrate(ctx context.Context) error {
 		for v := version; v < Schema; v++ {
 			for _, stmt := range migrations[v] {
 				if _, err := tx.ExecContext(ctx, s.q(stmt)); err != nil {
-					return fmt.Errorf("%s: migrating to history schema %d: %v", s.Where, v+1, err)
+					return fmt.Errorf("%s: migrating to history schema %d: %w", s.Where, v+1, err)
 				}
 			}
 		}
 		if _, err := tx.ExecContext(ctx, s.q(up), "schema", strconv.Itoa(Schema)); err != nil {
-			return fmt.Errorf("%s: %v", s.Where, err)
+			return fmt.Errorf("%s: %w", s.Where, err)
 		}
 	}
 	rev, err := s.revision(ctx, tx)
@@ -704,17 +704,17 @@ func (s *Store) migrate(ctx context.Context) error {
 	for r := rev; r < Revision; r++ {
 		for _, stmt := range revisions[r].stmts {
 			if _, err := tx.ExecContext(ctx, s.q(stmt)); err != nil {
-				return fmt.Errorf("%s: revising history schema %d to revision %d: %v", s.Where, Schema, r+1, err)
+				return fmt.Errorf("%s: revising history schema %d to revision %d: %w", s.Where, Schema, r+1, err)
 			}
 		}
 		if fn := revisions[r].fn; fn != nil {
 			if err := fn(ctx, s, tx); err != nil {
-				return fmt.Errorf("%s: revising history schema %d to revision %d: %v", s.Where, Schema, r+1, err)
+				return fmt.Errorf("%s: revising history schema %d to revision %d: %w", s.Where, Schema, r+1, err)
 			}
 		}
 	}
 	if _, err := tx.ExecContext(ctx, s.q(up), "revision", strconv.Itoa(Revision)); err != nil {
-		return fmt.Errorf("%s: %v", s.Where, err)
+		return fmt.Errorf("%s: %w", s.Where, err)
 	}
 	return tx.Commit()
 }
@@ -765,7 +765,7 @@ func (s *Store) opening(err error) error {
 	if !s.pg && strings.Contains(err.Error(), "not a database") {
 		return fmt.Errorf("%s is not an opx history store: not a SQLite database (left untouched)", s.Where)
 	}
-	return fmt.Errorf("%s: %v", s.Where, err)
+	return fmt.Errorf("%s: %w", s.Where, err)
 }
 
 // tables are the user tables in the database.

@@ -85,7 +85,7 @@ func (s *Store) Triage(ctx context.Context, id, state, who, via, note, link stri
 	who, via = storable(who), storable(via)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return TriageEvent{}, fmt.Errorf("%s: %v", s.Where, err)
+		return TriageEvent{}, fmt.Errorf("%s: %w", s.Where, err)
 	}
 	defer tx.Rollback()
 	if s.pg {
@@ -105,7 +105,7 @@ func (s *Store) Triage(ctx context.Context, id, state, who, via, note, link stri
 		return TriageEvent{}, fmt.Errorf("no change %s in %s (opx history check --json lists each change's id)", id, s.Where)
 	}
 	if err != nil {
-		return TriageEvent{}, fmt.Errorf("%s: recording the triage: %v", s.Where, err)
+		return TriageEvent{}, fmt.Errorf("%s: recording the triage: %w", s.Where, err)
 	}
 	return ev, tx.Commit()
 }
@@ -124,7 +124,7 @@ func (s *Store) TriageOf(ctx context.Context, ids []string) (map[string][]Triage
 			strings.TrimSuffix(strings.Repeat("?,", len(part)), ",") + ") ORDER BY id"
 		rows, err := s.db.QueryContext(ctx, s.q(q), args...)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %v", s.Where, err)
+			return nil, fmt.Errorf("%s: %w", s.Where, err)
 		}
 		for rows.Next() {
 			var id string
@@ -132,7 +132,7 @@ func (s *Store) TriageOf(ctx context.Context, ids []string) (map[string][]Triage
 			var ev TriageEvent
 			if err := rows.Scan(&id, &at, &ev.Who, &ev.Via, &ev.From, &ev.To, &ev.Note, &ev.Link); err != nil {
 				rows.Close()
-				return nil, fmt.Errorf("%s: %v", s.Where, err)
+				return nil, fmt.Errorf("%s: %w", s.Where, err)
 			}
 			ev.At = time.Unix(at, 0).UTC()
 			out[id] = append(out[id], ev)
@@ -188,7 +188,7 @@ func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 func (s *Store) TriageVersion(ctx context.Context) (int64, error) {
 	var v int64
 	if err := s.db.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM triage").Scan(&v); err != nil {
-		return 0, fmt.Errorf("%s: %v", s.Where, err)
+		return 0, fmt.Errorf("%s: %w", s.Where, err)
 	}
 	return v, nil
 }

@@ -135,7 +135,7 @@ func checkInputs(o Options) error {
 	// the cache may be shared with other users: nobody else may be able to replace what
 	// opx puts there (docs/compat-spec.md §7 beyond the seed)
 	if err := files.CheckSharedDir(o.Cache); err != nil {
-		return fmt.Errorf("image cache %v", err)
+		return fmt.Errorf("image cache %w", err)
 	}
 	return nil
 }
@@ -176,7 +176,7 @@ func checkCached(ctx context.Context, o Options, res *Result) (done bool, err er
 	}
 	// an entry someone else could have written is never run as this user's image
 	if err := files.CheckTrustedFile(squash, fi); err != nil {
-		return false, fmt.Errorf("cache entry %v: remove it, or use a cache of your own", err)
+		return false, fmt.Errorf("cache entry %w: remove it, or use a cache of your own", err)
 	}
 	verr := Validate(ctx, squash, o.Unsquashfs, o.Environ)
 	if verr == nil {
@@ -186,7 +186,7 @@ func checkCached(ctx context.Context, o Options, res *Result) (done bool, err er
 	if !errors.As(verr, &damaged) {
 		// the check could not finish (interrupted, unsquashfs missing): the entry may
 		// well be good, so it stays
-		return false, fmt.Errorf("could not check cache entry %s (%v); keeping it", squash, verr)
+		return false, fmt.Errorf("could not check cache entry %s (%w); keeping it", squash, verr)
 	}
 	res.Replaced = verr.Error()
 	fmt.Fprintf(stderr(o), "opx import: cache entry %s is damaged (%v); importing it again\n", squash, verr)
@@ -256,7 +256,7 @@ func removeStalePartials(cache, key string) error {
 func TagURI(image string) (string, error) {
 	ref, err := name.ParseReference(image)
 	if err != nil {
-		return "", fmt.Errorf("image %s: %v", pytext.Repr(image), err)
+		return "", fmt.Errorf("image %s: %w", pytext.Repr(image), err)
 	}
 	host := ref.Context().RegistryStr()
 	if host == name.DefaultRegistry {
@@ -384,5 +384,5 @@ func Validate(ctx context.Context, path, unsquashfs string, env []string) error 
 		return damaged("unsquashfs -s %s: %v %s", path, err, strings.TrimSpace(out.String()))
 	}
 	// not started (missing), or killed by a signal from outside
-	return fmt.Errorf("unsquashfs -s %s: %v", path, err)
+	return fmt.Errorf("unsquashfs -s %s: %w", path, err)
 }

@@ -51,7 +51,7 @@ func ReadAccounting(ctx context.Context, path string) (*Accounting, error) {
 	}
 	var a Accounting
 	if err := json.Unmarshal(b, &a); err != nil {
-		return nil, fmt.Errorf("%s: not an accounting file: %v", path, err)
+		return nil, fmt.Errorf("%s: not an accounting file: %w", path, err)
 	}
 	if a.GPUs < 0 || a.StartedAt == nil {
 		return nil, fmt.Errorf("%s: not an accounting file: it needs started_at and gpus ≥ 0", path)

@@ -186,7 +186,7 @@ func (c *Cell) ReadCases(ctx context.Context, buf []byte) ([]Case, []byte, error
 	if _, err := at.file.ReadAt(buf, at.off); errors.Is(err, os.ErrClosed) {
 		return nil, buf, fmt.Errorf("%s: cell %s's cases read after the manifest was closed", at.path, c.ID)
 	} else if err != nil {
-		return nil, buf, fmt.Errorf("%s: changed while it was read (%v)", at.path, err)
+		return nil, buf, fmt.Errorf("%s: changed while it was read (%w)", at.path, err)
 	}
 	if crc32.Checksum(buf, castagnoli) != at.sum {
 		return nil, buf, fmt.Errorf("%s: changed while it was read (cell %s's cases are not the bytes read before)", at.path, c.ID)

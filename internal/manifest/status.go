@@ -55,9 +55,9 @@ func ReadStatus(ctx context.Context, path string) (*Status, error) {
 		return nil, nil
 	}
 	if err != nil {
-		var se *pyjson.SyntaxError
-		if errors.As(err, &se) {
-			return nil, fmt.Errorf("%s: not a status file: %v", path, se)
+		var syntaxErr *pyjson.SyntaxError
+		if errors.As(err, &syntaxErr) {
+			return nil, fmt.Errorf("%s: not a status file: %w", path, syntaxErr)
 		}
 		return nil, err
 	}

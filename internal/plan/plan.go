@@ -346,7 +346,7 @@ func (p *planner) group() error {
 			shape := s.(*pyjson.Object)
 			key, wanted, err := p.keyOf(shape)
 			if err != nil {
-				return fmt.Errorf("testlist %s: shape [%d]: %v", tl.Name, i, err)
+				return fmt.Errorf("testlist %s: shape [%d]: %w", tl.Name, i, err)
 			}
 			if !wanted {
 				p.excluded++
@@ -374,7 +374,7 @@ func (p *planner) keyOf(shape *pyjson.Object) (groupKey, bool, error) {
 	}
 	ws, err := WorldSize(split)
 	if err != nil {
-		return groupKey{}, false, fmt.Errorf("args.parallel: %v", err)
+		return groupKey{}, false, fmt.Errorf("args.parallel: %w", err)
 	}
 	if n, ok := worldSizeInt(ws); ok {
 		p.sizes[n]++

@@ -447,7 +447,7 @@ func (g *Registry) Lookup(label string) (e *Entry, ok bool, err error) {
 	}
 	e.Peaks, _ = op.Object("peaks")
 	if e.Site, err = SitePeaks(e.Peaks); err != nil {
-		return nil, true, fmt.Errorf("platform entry for %s: %v", label, err)
+		return nil, true, fmt.Errorf("platform entry for %s: %w", label, err)
 	}
 	gpus, _ := raw.Get("gpus_per_node")
 	n, isInt := gpus.(pyjson.Int)

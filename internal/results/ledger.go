@@ -433,7 +433,7 @@ func (e *execRows) asked(ctx context.Context) (map[string]bool, error) {
 	}
 	cases, err := CellCases(exe.Cell)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", filepath.Join(e.ex.Dir, "execution.json"), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(e.ex.Dir, "execution.json"), err)
 	}
 	asks := make(map[string]bool, len(cases))
 	for _, c := range cases {

@@ -297,7 +297,7 @@ func ReadLedgerCosts(ctx context.Context, path string) ([]CaseCost, error) {
 	}
 	var doc ledgerDoc
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("%s: not a case ledger: %v", path, err)
+		return nil, fmt.Errorf("%s: not a case ledger: %w", path, err)
 	}
 	if doc.Schema != LedgerSchema {
 		return nil, fmt.Errorf("%s: not a case ledger (schema %q, want %q)", path, doc.Schema, LedgerSchema)

@@ -337,7 +337,7 @@ func (wk *walker) readShard(ctx context.Context, s *summary.Shard) (*shardRead, 
 	if r.cases, err = CellCases(&cell); errors.As(err, &unkeyed) {
 		r.unkeyed, r.cases = unkeyed, nil // judged by ci.py's rule (settleStatus)
 	} else if err != nil { // keyed here, on every core
-		return nil, fmt.Errorf("%s: %v", wk.manifest, err)
+		return nil, fmt.Errorf("%s: %w", wk.manifest, err)
 	}
 	var execs []*execRows
 	for _, ex := range s.Executions {
@@ -550,7 +550,7 @@ func readMeta(sh *Shard, e *execRows) error {
 	if ex.Peaks != nil {
 		site, err := platform.SitePeaks(ex.Peaks)
 		if err != nil {
-			return fmt.Errorf("%s: %v", filepath.Join(sh.Dir, "execution.json"), err)
+			return fmt.Errorf("%s: %w", filepath.Join(sh.Dir, "execution.json"), err)
 		}
 		p := sol.Override(sol.Peaks[sol.Family(c.Runner)], site)
 		sh.Peak = &p

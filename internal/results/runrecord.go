@@ -33,7 +33,7 @@ func ReadRunRecord(ctx context.Context, dir string) (*RunRecord, error) {
 	}
 	var rec RunRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
-		return nil, fmt.Errorf("%s: %v", filepath.Join(dir, "run.json"), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "run.json"), err)
 	}
 	return &rec, nil
 }

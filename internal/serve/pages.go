@@ -684,7 +684,7 @@ func (d *dash) triage(w http.ResponseWriter, r *http.Request, name string) {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		fail(w, http.StatusBadRequest, fmt.Errorf("the body: a JSON object {\"state\", \"note\", \"link\"} of at most %d bytes: %v", MaxBody, err))
+		fail(w, http.StatusBadRequest, fmt.Errorf("the body: a JSON object {\"state\", \"note\", \"link\"} of at most %d bytes: %w", MaxBody, err))
 		return
 	}
 	if err := history.CheckTriage(req.State, req.Note, req.Link); err != nil {

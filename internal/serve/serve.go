@@ -135,7 +135,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("--listen %s: the address is already in use (another opx serve, or another server): give --listen another port, e.g. --listen %s", o.Listen, nextPort(o.Listen))
 	}
 	if err != nil {
-		return fmt.Errorf("--listen %s: %v", o.Listen, err)
+		return fmt.Errorf("--listen %s: %w", o.Listen, err)
 	}
 	o.Store.Readers(2 * runtime.GOMAXPROCS(0))
 	d := newDash(o.Store, o.Where)
@@ -181,7 +181,7 @@ func Run(ctx context.Context, o Options) error {
 		if cause := context.Cause(clean); cause != nil && clean.Err() != nil {
 			return cause // the second signal: exit 128+n
 		}
-		return fmt.Errorf("draining the requests in flight: %v", err)
+		return fmt.Errorf("draining the requests in flight: %w", err)
 	}
 	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

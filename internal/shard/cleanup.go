@@ -79,7 +79,7 @@ func (s *Slurm) provablyOurs(ctx context.Context, root string, log allocationLog
 			// the controller cannot be asked, but there is nothing to ask it about
 			return nil, logLine(fmt.Sprintf("no job to cancel: %s\n", why))
 		}
-		return nil, fmt.Errorf("listing this user's jobs to tell which are this execution's: %v; retaining staged evidence", err)
+		return nil, fmt.Errorf("listing this user's jobs to tell which are this execution's: %w; retaining staged evidence", err)
 	}
 	var ours []string
 	for _, job := range jobs {
@@ -130,7 +130,7 @@ func (s *Slurm) release(ctx context.Context, root, job string, timeout int) erro
 	for s.now().Before(deadline) {
 		if ctx.Err() != nil {
 			_ = logLine(fmt.Sprintf("job=%s not confirmed gone: stopped (%v)\n", job, context.Cause(ctx)))
-			return fmt.Errorf("stopped (%v) before allocation %s was confirmed gone; retaining staged evidence (opx finalize releases it)", context.Cause(ctx), job)
+			return fmt.Errorf("stopped (%w) before allocation %s was confirmed gone; retaining staged evidence (opx finalize releases it)", context.Cause(ctx), job)
 		}
 		rc, out, errOut := s.squeue(ctx, "%A")
 		if err := logLine(fmt.Sprintf("job=%s rc=%d active=%s error=%s\n", job, rc, pytext.Repr(out), pytext.Repr(errOut))); err != nil {

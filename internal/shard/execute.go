@@ -211,7 +211,7 @@ func checkEntry(o Options, cell *manifest.Cell) (*platform.Entry, error) {
 		return nil, fmt.Errorf("shard %s in %s has world_size %d; it must be at least 1", o.Shard, o.Manifest, cell.WorldSize)
 	}
 	if err := cell.Check(); err != nil {
-		return nil, fmt.Errorf("shard %s in %s: %v", o.Shard, o.Manifest, err)
+		return nil, fmt.Errorf("shard %s in %s: %w", o.Shard, o.Manifest, err)
 	}
 	if _, _, err := cell.Testlists(); err != nil {
 		return nil, err
@@ -368,7 +368,7 @@ func (r *execution) run(ctx context.Context) error {
 	r.phase = "allocation"
 	if err := r.o.Slurm.Reachable(ctx); err != nil {
 		r.noJob = true
-		return fmt.Errorf("%v; nothing was allocated (check this host: opx doctor --runner %s)", err, r.runner.Label)
+		return fmt.Errorf("%w; nothing was allocated (check this host: opx doctor --runner %s)", err, r.runner.Label)
 	}
 	alloc := r.allocStep()
 	if err := r.command(ctx, alloc.Argv, alloc.Log, alloc.Env); err != nil {

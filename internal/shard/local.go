@@ -99,14 +99,14 @@ func (r *execution) runLocal(ctx context.Context) error {
 	}
 	for rank, err := range errs {
 		if err != nil {
-			var ee *proc.ExitError
-			if errors.As(err, &ee) {
+			var exitErr *proc.ExitError
+			if errors.As(err, &exitErr) {
 				b, _ := os.ReadFile(logPath)
 				if len(b) > 16000 {
 					b = b[len(b)-16000:]
 				}
 				fmt.Fprintln(r.o.Stderr, string(b))
-				return fmt.Errorf("benchmark step failed: rank %d: %v (log: %s)", rank, ee, logPath)
+				return fmt.Errorf("benchmark step failed: rank %d: %w (log: %s)", rank, exitErr, logPath)
 			}
 			return err
 		}

@@ -85,7 +85,7 @@ func (r *execution) stageModelConfig(ctx context.Context, ckpt string) {
 		return
 	}
 	if err := files.CheckJSONObject(body); err != nil {
-		note(fmt.Errorf("GET %s: %v", url, err))
+		note(fmt.Errorf("GET %s: %w", url, err))
 		return
 	}
 	if err := files.WriteAtomic(filepath.Join(dir, "config.json"), body, 0o644); err != nil {

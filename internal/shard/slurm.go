@@ -204,7 +204,7 @@ func (s *Slurm) jobComments(ctx context.Context, root string, deadline time.Time
 			return nil, err
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("stopped (%v) before squeue could list this user's jobs", context.Cause(ctx))
+			return nil, fmt.Errorf("stopped (%w) before squeue could list this user's jobs", context.Cause(ctx))
 		}
 		if !s.now().Before(deadline) {
 			return nil, fmt.Errorf("squeue could not list this user's jobs (exit %d: %s)", rc, strings.TrimSpace(errOut))
@@ -326,7 +326,7 @@ func (s *Slurm) Reachable(ctx context.Context) error {
 				f.Close()
 			}
 			if err != nil {
-				return fmt.Errorf("SLURM_CONF=%s cannot be read: %v", conf, err)
+				return fmt.Errorf("SLURM_CONF=%s cannot be read: %w", conf, err)
 			}
 		}
 	}

@@ -137,7 +137,7 @@ func writable(dir string) bool {
 // and, when others may write it, sticky. create makes the base when it is missing (a dry
 // run only checks one that is there).
 func checkBase(base string, create bool) (string, error) {
-	unsafe := func(err error) error { return fmt.Errorf("unsafe shared OperatorX stage directory %s", err) }
+	unsafe := func(err error) error { return fmt.Errorf("unsafe shared OperatorX stage directory %w", err) }
 	if !filepath.IsAbs(base) {
 		return "", fmt.Errorf("the stage base %s is not an absolute path", base)
 	}

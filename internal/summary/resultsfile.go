@@ -70,11 +70,11 @@ func readResults(ctx context.Context, path string, what Decode, f *ResultsFile) 
 	}
 	*buf = b
 	if err := decodeResults(b, what, f); err != nil { // nothing it leaves in f holds b
-		var se *pyjson.SyntaxError
-		if errors.As(err, &se) {
-			return fmt.Errorf("%s: not a results file: %v", path, se)
+		var syntaxErr *pyjson.SyntaxError
+		if errors.As(err, &syntaxErr) {
+			return fmt.Errorf("%s: not a results file: %w", path, syntaxErr)
 		}
-		return fmt.Errorf("%s: %v", path, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
 }

@@ -69,7 +69,7 @@ func runResume(ctx context.Context, o Options) error {
 	// from the host that could not)
 	if s.p.Runner != platform.Local {
 		if err := (&shard.Slurm{UID: os.Getuid(), Env: o.Environ}).Reachable(ctx); err != nil {
-			return fmt.Errorf("--resume %s: this host cannot ask Slurm for an allocation: %v; check it first: %s (nothing was rerun)", o.Resume, err, s.doctorCommand())
+			return fmt.Errorf("--resume %s: this host cannot ask Slurm for an allocation: %w; check it first: %s (nothing was rerun)", o.Resume, err, s.doctorCommand())
 		}
 	}
 	s.p.Attempt = strconv.Itoa(rp.Attempt)

@@ -199,7 +199,7 @@ func checkManifest(ctx context.Context, path string) (*manifest.Manifest, error)
 			return nil, fmt.Errorf("%s: a cell id %s: use 1-128 letters, digits, '.', '_' and '-'", path, pytext.Repr(c.ID))
 		}
 		if err := c.Check(); err != nil {
-			return nil, fmt.Errorf("%s: cell %s %v", path, c.ID, err)
+			return nil, fmt.Errorf("%s: cell %s %w", path, c.ID, err)
 		}
 	}
 	return m, nil
