@@ -1,3 +1,6 @@
+// Confirmation runs: the manifest of a run's suspects, and the settling of each suspect by
+// the run that measured it again elsewhere (confirmed, or cleared as noise or its node's).
+
 package history
 
 import (
@@ -254,8 +257,7 @@ func confirmCell(o *pyjson.Object, cell *manifest.Cell, sus []*Change, runID str
 	for _, ch := range sus {
 		want[ch.caseKey] = true
 	}
-	var keepCases []pyjson.Value
-	all, _ := o.Array("cases")
+	var keep []int
 	for i := range cell.Cases {
 		cs, err := results.ShapeCases(cell, i)
 		if err != nil {
@@ -268,10 +270,10 @@ func confirmCell(o *pyjson.Object, cell *manifest.Cell, sus []*Change, runID str
 			}
 		}
 		if hit {
-			keepCases = append(keepCases, all[i])
+			keep = append(keep, i)
 		}
 	}
-	if len(keepCases) == 0 {
+	if len(keep) == 0 {
 		return nil, nil, nil // the cell no longer holds the case (cannot happen for a cell stored with it)
 	}
 	var cases []pyjson.Value
@@ -285,10 +287,7 @@ func confirmCell(o *pyjson.Object, cell *manifest.Cell, sus []*Change, runID str
 		}
 		cases = append(cases, pyjson.Obj("key", ch.Key, "nodes", nodes))
 	}
-	out := pyjson.NewObject()
-	for _, m := range o.Members() {
-		out.Set(m.Key, m.Value)
-	}
+	out := manifest.Narrow(o, keep)
 	bs := make([]pyjson.Value, 0, len(backends))
 	for _, b := range backends {
 		bs = append(bs, b)
@@ -298,7 +297,6 @@ func confirmCell(o *pyjson.Object, cell *manifest.Cell, sus []*Change, runID str
 		ex = append(ex, e)
 	}
 	out.Set("backends", bs)
-	out.Set("cases", keepCases)
 	out.Set("exclude_nodes", ex)
 	out.Set("queue-token", manifest.QueueToken(runID, "1", cell.ID))
 	return out, cases, nil

@@ -1,3 +1,6 @@
+// Moving a store whole (opx history copy): every table, keyset-paged from a snapshot of the
+// source, into a new or empty destination in one transaction, counted on both sides.
+
 package history
 
 import (

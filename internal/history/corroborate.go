@@ -1,3 +1,6 @@
+// Corroboration and alerts: whether a first-night change's sibling cases moved with it,
+// and the changes of one run grouped as a team triages them.
+
 package history
 
 import (

@@ -1,3 +1,6 @@
+// The gate (--fail-on-regression): which changes fail it, what contended points ask for,
+// and the newest run the last gate judged.
+
 package history
 
 // The gate: what opx history check --fail-on-regression fails on, and the record of the

@@ -1,3 +1,6 @@
+// Generated stores for benchmarks and tests (scripts/serve-bench): nightly runs of many
+// cases with a known step.
+
 package history
 
 import (

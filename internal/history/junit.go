@@ -1,3 +1,5 @@
+// Rendering: check's findings as JUnit XML, a failure for each case the gate fails on.
+
 package history
 
 import (

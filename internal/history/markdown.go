@@ -1,3 +1,5 @@
+// Rendering: check's findings as Markdown for $GITHUB_STEP_SUMMARY, worst first.
+
 package history
 
 import (

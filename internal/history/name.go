@@ -1,3 +1,5 @@
+// Readable case names (CaseName): a series key as people say it.
+
 package history
 
 import (

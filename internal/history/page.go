@@ -1,3 +1,5 @@
+// Rendering: the static history page (opx history report) and its SVG plots.
+
 package history
 
 import (

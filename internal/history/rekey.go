@@ -1,3 +1,5 @@
+// Revision 2: local series re-keyed by the machine that measured them (local@HOST).
+
 package history
 
 import (

@@ -1,3 +1,7 @@
+// What opx serve reads of a store: its state, the runs with their tallies, a run's cases,
+// a series' points and changes and the same case elsewhere, each as a view model the
+// dashboard renders.
+
 package history
 
 import (

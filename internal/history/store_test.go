@@ -1,7 +1,6 @@
 package history
 
 import (
-	"github.com/semianalysis/opx/internal/results"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/testenv"
 )
 

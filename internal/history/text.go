@@ -1,3 +1,6 @@
+// Text the store can hold: the one check (storable) every field of a point passes, and the
+// lookup form of text a user types (lookupable).
+
 package history
 
 import (

@@ -1,3 +1,6 @@
+// Triage: a change's states (open, acknowledged, expected, invalid), the events that move
+// it, and the state each change is in.
+
 package history
 
 import (

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"math/big"
 	"strings"
+
+	"github.com/semianalysis/opx/internal/pyjson"
 )
 
 // PinnedDigest is the seed's _pinned_digest: the text after the last "@" of a
@@ -59,4 +61,22 @@ func ValidDigest(d string) bool {
 		}
 	}
 	return true
+}
+
+// Narrow is a copy of a cell's raw object — its members in their order — holding only the
+// cases at the indexes keep (in that order): the one way a cell is cut to some of its cases
+// (opx resume's cells of what is left to run, opx history check's confirmation cells). The
+// cell itself is left as it was; the caller renews its queue token (QueueToken).
+func Narrow(raw *pyjson.Object, keep []int) *pyjson.Object {
+	out := pyjson.NewObject()
+	for _, m := range raw.Members() {
+		out.Set(m.Key, m.Value)
+	}
+	all, _ := raw.Array("cases")
+	cases := make([]pyjson.Value, 0, len(keep))
+	for _, i := range keep {
+		cases = append(cases, all[i])
+	}
+	out.Set("cases", cases)
+	return out
 }

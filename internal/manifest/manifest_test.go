@@ -234,3 +234,21 @@ func TestReadExecutionHeadIsReadExecution(t *testing.T) {
 		}
 	}
 }
+
+// Narrow cuts a cell to some of its cases: every other member kept in its order, the cases
+// those asked for in the order asked, the cell itself untouched.
+func TestNarrow(t *testing.T) {
+	raw, err := pyjson.Parse([]byte(`{"id": "c1", "cases": [{"m": 1}, {"m": 2}, {"m": 3}], "queue-token": "t", "backends": ["vllm"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := raw.(*pyjson.Object)
+	before, _ := pyjson.Marshal(o, pyjson.Default)
+	got, _ := pyjson.Marshal(Narrow(o, []int{2, 0}), pyjson.Default)
+	if want := `{"id": "c1", "cases": [{"m": 3}, {"m": 1}], "queue-token": "t", "backends": ["vllm"]}`; string(got) != want {
+		t.Errorf("narrowed:\n%s\nwant\n%s", got, want)
+	}
+	if after, _ := pyjson.Marshal(o, pyjson.Default); string(after) != string(before) {
+		t.Errorf("the cell changed: %s", after)
+	}
+}

@@ -156,16 +156,7 @@ func why(c results.Case, attempts []results.Attempt) string {
 // trimmed is the cell with only the kept cases and the new attempt's queue token. Its id
 // stays the shard's: the attempt's rows join the shard's earlier ones in the ledger.
 func trimmed(cell *manifest.Cell, keep []int, attempt, runID string) *pyjson.Object {
-	o := pyjson.NewObject()
-	for _, mem := range cell.Raw.Members() {
-		o.Set(mem.Key, mem.Value)
-	}
-	all, _ := cell.Raw.Array("cases")
-	cases := make([]pyjson.Value, 0, len(keep))
-	for _, i := range keep {
-		cases = append(cases, all[i])
-	}
-	o.Set("cases", cases)
+	o := manifest.Narrow(cell.Raw, keep)
 	if _, ok := o.Get("queue-token"); ok {
 		o.Set("queue-token", manifest.QueueToken(runID, attempt, cell.ID))
 	}
