@@ -289,18 +289,6 @@ func unknownCommand(c *cobra.Command, args []string) error {
 	return &UsageError{errors.New(msg)}
 }
 
-func newVersionCmd(env Env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print opx's version and commit",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			fmt.Fprintln(env.Stdout, version.String())
-			return nil
-		},
-	}
-}
-
 // suggestFlag adds "did you mean --NAME?" to an unknown-flag error when one of the
 // command's flags is near it (suggest.Closest), as cobra does for commands.
 func suggestFlag(c *cobra.Command, err error) error {

@@ -1,0 +1,96 @@
+// opx history add: record run directories in the store.
+
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/semianalysis/opx/internal/history"
+	"github.com/semianalysis/opx/internal/safe"
+	"github.com/spf13/cobra"
+)
+
+func newHistoryAddCmd(env Env) *cobra.Command {
+	var db, at, manifest string
+	var dbTimeout time.Duration
+	c := &cobra.Command{
+		Use:   "add RUN_DIR...",
+		Short: "Record every case of runs (artifacts or opx run --out directories)",
+		Long: `Record every case of each run: the case key (as compare and export have it), its
+outcome, headline metric and direction, spread and sample count when recorded, GPU time,
+and provenance. The run's time is --at (RFC 3339, for backfills), else when it measured
+(its first allocation), else its fingerprints' or run.json's time. Adding a run that is
+already there (same run id, same first allocation) writes nothing and says so, unless it
+changed since (opx run --resume: a newer attempt, more cases measured): then it replaces
+the run's points, and says so.`,
+		Example: `  opx history add .opx-run/latest
+  opx history add --db postgres://opx@db:5432/opx artifacts
+  opx history add --at 2026-11-30T02:00:00Z old-artifacts
+  opx history add --manifest operatorx-control/operatorx-manifest.json operatorx-artifacts`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if manifest != "" && len(args) > 1 {
+				return &UsageError{fmt.Errorf("--manifest names one run's manifest: add one RUN_DIR with it")}
+			}
+			var when time.Time
+			if at != "" {
+				t, err := time.Parse(time.RFC3339, at)
+				if err != nil {
+					return &UsageError{fmt.Errorf("--at %q: not an RFC 3339 time (2026-11-30T02:00:00Z)", at)}
+				}
+				when = t
+			}
+			if err := checkDBTimeout(dbTimeout); err != nil { // before any run is read
+				return err
+			}
+			// every run is read before the store is opened (or made): a run that cannot be
+			// read leaves no store behind
+			read := make([]*history.Run, len(args))
+			for i, dir := range args {
+				r, err := history.ReadRun(c.Context(), dir, manifest, when)
+				if err != nil {
+					return err
+				}
+				read[i] = r
+			}
+			s, err := openStore(c.Context(), db, true, dbTimeout)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			for i, dir := range args {
+				a, err := s.Add(c.Context(), read[i])
+				if err != nil {
+					return err
+				}
+				if a.Already {
+					fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s is already in %s: nothing written\n", safe.Text(dir), safe.Text(a.RunID), a.At.UTC().Format(time.RFC3339), safe.Text(s.Where))
+					continue
+				}
+				what := ""
+				if a.Confirms != "" {
+					what = ", a confirmation of run " + a.Confirms + "'s suspects"
+				}
+				after := ""
+				if r := a.Replaced; r != nil {
+					after += fmt.Sprintf("; it replaces the run as the store held it (attempt %d, %d measured)", r.Attempt, r.Measured)
+				}
+				if a.Extra > 0 {
+					after += fmt.Sprintf("; %d extra row(s) of no requested case not recorded", a.Extra)
+				}
+				if len(a.Escaped) > 0 {
+					after += "; kept escaped (a NUL byte as \\x00, invalid UTF-8 as U+FFFD, as both stores can hold them): " + safe.Text(strings.Join(a.Escaped, ", "))
+				}
+				fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s%s: %d cases (%d measured) recorded in %s%s\n",
+					safe.Text(dir), safe.Text(a.RunID), a.At.UTC().Format(time.RFC3339), what, a.Cases, a.Measured, safe.Text(s.Where), after)
+			}
+			return nil
+		},
+	}
+	addStoreFlags(c.Flags(), &db, &dbTimeout)
+	c.Flags().StringVar(&at, "at", "", "the runs' time, RFC 3339 (default: when each measured)")
+	c.Flags().StringVar(&manifest, "manifest", "", "the run's manifest (default: found in RUN_DIR)")
+	return c
+}
