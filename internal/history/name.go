@@ -1,4 +1,5 @@
-// Readable case names (CaseName): a series key as people say it.
+// Readable names: a series key as people say it (CaseName), a cluster as a runner and a
+// machine (RunnerOf, IsLocal), and what a run's time is of (CPU on the local runner).
 
 package history
 
@@ -75,4 +76,24 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// IsLocal is whether a series' cluster is a machine of the local runner (local@HOST).
+func IsLocal(cluster string) bool {
+	return cluster == LocalRunner || strings.HasPrefix(cluster, LocalRunner+"@")
+}
+
+// unitOf is what a run's or case's time is of: "CPU" on the local runner, else "GPU".
+func unitOf(cpu bool) string {
+	if cpu {
+		return "CPU"
+	}
+	return "GPU"
+}
+
+// RunnerOf is a runner label of a series' cluster's hardware family (h200_dgxc_8x:
+// cluster:h200), enough to place its cases against the family's limits (sol).
+func RunnerOf(cluster string) string {
+	family, _, _ := strings.Cut(strings.TrimPrefix(cluster, LocalRunner+"@"), "_")
+	return "cluster:" + family
 }

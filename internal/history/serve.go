@@ -13,7 +13,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/semianalysis/opx/internal/history/changes"
@@ -263,26 +262,6 @@ func (c *CasePoint) label() {
 		pct := j.SOL
 		c.SOLPct = &pct
 	}
-}
-
-// IsLocal is whether a series' cluster is a machine of the local runner (local@HOST).
-func IsLocal(cluster string) bool {
-	return cluster == LocalRunner || strings.HasPrefix(cluster, LocalRunner+"@")
-}
-
-// unitOf is what a run's or case's time is of: "CPU" on the local runner, else "GPU".
-func unitOf(cpu bool) string {
-	if cpu {
-		return "CPU"
-	}
-	return "GPU"
-}
-
-// RunnerOf is a runner label of a series' cluster's hardware family (h200_dgxc_8x:
-// cluster:h200), enough to place its cases against the family's limits (sol).
-func RunnerOf(cluster string) string {
-	family, _, _ := strings.Cut(strings.TrimPrefix(cluster, LocalRunner+"@"), "_")
-	return "cluster:" + family
 }
 
 // SeriesPoint is one run's point of a series, oldest first.
