@@ -629,15 +629,16 @@ func TestCheckJUnit(t *testing.T) {
 	}
 }
 
-// A point's machine kind is said from its fingerprint: the GPUs' model, max SM clock and
-// power limit; a machine without a GPU by its CPU, cores, memory and flags.
+// A point's machine kind is said from its fingerprint: the GPUs' model and max SM clock, as
+// a context of before the kind was kept is read (one machine is one kind across the
+// upgrade); a machine without a GPU by its CPU, cores and memory.
 func TestMachineKind(t *testing.T) {
 	gpu := &fingerprint.Fingerprint{Vendor: "nvidia", GPUs: []fingerprint.GPU{{Model: "NVIDIA H200", MaxSMMHz: 1980, PowerLimitW: 700}, {Index: 1, Model: "NVIDIA H200", MaxSMMHz: 1980, PowerLimitW: 700}}}
-	if got := machineKind(gpu, gpu.Summary()); got != "NVIDIA H200 at 1980 MHz, 700 W" {
-		t.Errorf("a GPU node: %q", got)
+	if got, old := machineKind(gpu, gpu.Summary()), (context_{GPU: "NVIDIA H200", SMClock: gpu.Summary().MaxSMClock}).kind(); got != "NVIDIA H200 at 1980 MHz" || got != old {
+		t.Errorf("a GPU node: %q (a context of before: %q)", got, old)
 	}
 	cpu := &fingerprint.Fingerprint{Vendor: "none", CPU: "AMD EPYC 9654 96-Core Processor", Cores: 192, MemMiB: 773_000, CPUFlags: "sha256:0123456789ab", GPUs: []fingerprint.GPU{}}
-	if got := machineKind(cpu, cpu.Summary()); got != "AMD EPYC 9654 96-Core Processor, 192 cores, 755 GiB, flags sha256:0123456789ab" {
+	if got := machineKind(cpu, cpu.Summary()); got != "AMD EPYC 9654 96-Core Processor, 192 cores, 755 GiB" {
 		t.Errorf("a CPU node: %q", got)
 	}
 	if got := machineKind(&fingerprint.Fingerprint{GPUs: []fingerprint.GPU{}}, fingerprint.Node{}); got != "" {

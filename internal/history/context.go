@@ -70,34 +70,25 @@ func shardContext(sh *results.Shard) context_ {
 	return c
 }
 
-// machineKind is what kind of machine a fingerprint is, in words: its GPUs' model, max SM
-// clock and power limit ("NVIDIA H200 at 1980 MHz, 700 W"); without a GPU, its CPU model,
-// cores and memory ("AMD EPYC 9654 96-Core Processor, 192 cores, 755 GiB"), with its flags'
-// digest. Two machines of one kind measure alike; a pool of kinds is judged kind by kind.
+// machineKind is what kind of machine a fingerprint is, in words: its GPUs' model and max
+// SM clock ("NVIDIA H200 at 1980 MHz": the words an opx of before revision 3 is read as,
+// so a store's old and new runs of one machine are one kind); without a GPU, its CPU model,
+// cores and memory ("AMD EPYC 9654 96-Core Processor, 192 cores, 755 GiB"). Two machines
+// of one kind measure alike; a pool of kinds is judged kind by kind. What varies on one
+// machine (its enforced power limit, a kernel's CPU flags) is in the fingerprint, not here.
 func machineKind(f *fingerprint.Fingerprint, n fingerprint.Node) string {
-	var parts []string
 	if n.Models != "" {
-		parts = append(parts, n.Models)
-		if n.MaxSMClock != "" {
-			parts[0] += " at " + n.MaxSMClock
-		}
-		if n.PowerLimit != "" {
-			parts = append(parts, n.PowerLimit)
-		}
-		return strings.Join(parts, ", ")
+		return context_{GPU: n.Models, SMClock: n.MaxSMClock}.kind()
 	}
 	if f.CPU == "" {
 		return ""
 	}
-	parts = append(parts, f.CPU)
+	parts := []string{f.CPU}
 	if f.Cores > 0 {
 		parts = append(parts, fmt.Sprintf("%d cores", f.Cores))
 	}
 	if f.MemMiB > 0 {
 		parts = append(parts, fmt.Sprintf("%d GiB", (f.MemMiB+512)/1024))
-	}
-	if f.CPUFlags != "" {
-		parts = append(parts, "flags "+f.CPUFlags)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -36,7 +36,7 @@ type Gate struct {
 // only those new at that run. With window > 1, also those (still holding) that start
 // within the newest window runs (by time) up to the run under test. An uncorroborated
 // change on its first night waits for a second run unless it is slower by twice pct
-// (Change.waits, corroborate.go).
+// (Change.waits, corroborate.go) — not with newOnly, whose one night is its first.
 func (f *Found) Regressions(g Gate) []Change {
 	pct, window, newOnly := g.Pct, g.Window, g.NewOnly
 	recent := map[int64]bool{}
@@ -55,7 +55,7 @@ func (f *Found) Regressions(g Gate) []Change {
 		if c.Triage == TriageExpected || c.Triage == TriageInvalid {
 			continue // triaged as no regression: it no longer fails the gate
 		}
-		if c.Direction != compare.Slower || c.waits(pct) {
+		if c.Direction != compare.Slower || !newOnly && c.waits(pct) {
 			continue // faster; or uncorroborated on its first night, and not large (corroborate.go)
 		}
 		if c.judged.Fails(pct, c.lower, newOnly) || (recent[c.run] && c.judged.Fails(pct, c.lower, false)) {

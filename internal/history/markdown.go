@@ -78,7 +78,7 @@ func (f *Found) Markdown(w io.Writer) {
 	if f.Gate != nil {
 		var waiting []Change
 		for _, c := range f.Changes {
-			if c.waits(f.Gate.Pct) && c.Triage != TriageExpected && c.Triage != TriageInvalid {
+			if !f.Gate.NewOnly && c.waits(f.Gate.Pct) && c.Triage != TriageExpected && c.Triage != TriageInvalid {
 				waiting = append(waiting, c)
 			}
 		}

@@ -67,9 +67,13 @@ type Change struct {
 	Level, Noise float64
 	// Mix is set when the machines changed with the level: the old level's runs and the
 	// new one's were all on recorded kinds of machine, none of them on both sides ("MI300X
-	// at 2100 MHz → MI300X at 1900 MHz"). It is reported as a change of machine, never a
-	// change of the code's speed, and never fails a gate.
+	// at 2100 MHz → MI300X at 1900 MHz"). Whether the machine or the code moved cannot be
+	// told from the series unless Explained: it is said with the change, and gates as any
+	// other (a run on the old kind, or triage, settles it).
 	Mix string
+	// Explained is whether the new kinds' own earlier runs put them where the new level is
+	// (markMixes): a change of machine, not of the code, and it never fails a gate.
+	Explained bool
 }
 
 // Judged is a change as the gate sees it at a series' newest run.
@@ -89,13 +93,16 @@ type Judged struct {
 // each new or not, holding there or not, and its size now. It is what opx history check's
 // gate decides on (Fails), and what scripts/history-bench measures.
 func AtNewest(s []Obs, o Options) []Judged {
+	raw := s
 	s = onOneLevel(s, o)
 	ys := logsOf(s)
-	cur, how := drifting(s, ys, o)
+	cur := drifting(s, ys, o)
 	if len(cur) == 0 {
 		return nil
 	}
-	prev := how.again(s, ys, len(s)-1)
+	// the check as of the run before, exactly as it was made then: its kinds' levels and its
+	// noise's drift measured without the newest run
+	prev := Detect(raw[:len(raw)-1], o)
 	n := len(s)
 	y := math.Log(s[n-1].V)
 	last := 0 // the first run of the newest level: no level before it is "now"
@@ -143,14 +150,27 @@ func Slower(ratio float64, lowerIsBetter bool) float64 {
 // stands, not only the first; with newOnly, only on the night it is new (at its size
 // then). Triage (expected, invalid) is the caller's: it releases a change.
 func (j Judged) Fails(pct float64, lowerIsBetter, newOnly bool) bool {
-	if !j.Holds || j.Mix != "" {
+	if !j.Holds || j.Explained {
 		return false
 	}
-	if newOnly {
-		return j.New && Slower(j.Ratio, lowerIsBetter) >= pct/100
+	unknownKind := j.Mix != "" // on a kind of machine the level before never ran on
+	if unknownKind && j.After < confirmMix {
+		return false // its own runs first
+	}
+	if newOnly { // the night it is new; a change of machine, the night it has its runs
+		first := j.New
+		if unknownKind {
+			first = j.After == confirmMix
+		}
+		return first && Slower(j.Ratio, lowerIsBetter) >= pct/100
 	}
 	return Slower(j.Now, lowerIsBetter) >= pct/100
 }
+
+// confirmMix is how many runs a change of machine whose new kind has no known level
+// (Change.Mix, not Explained) needs before it fails a gate: a night or two on a kind new
+// to the series is not yet a level (a pool's rare kind), three are.
+const confirmMix = 3
 
 // Same is whether c and d (found by two checks of one series, one run apart) are the same
 // change: the same direction and node, first runs within 2, and new levels within six
@@ -178,8 +198,7 @@ func Young(n int) (bool, int) { return n < MinRef+1, MinRef + 1 }
 // Detect is the series' changes, oldest first.
 func Detect(s []Obs, o Options) []Change {
 	s = onOneLevel(s, o)
-	found, _ := drifting(s, logsOf(s), o)
-	return found
+	return drifting(s, logsOf(s), o)
 }
 
 // prefixes keeps the rank test's changes of a series' first m points (segment over
@@ -286,7 +305,7 @@ func detect(s []Obs, y []float64, o Options, pre prefixes) []Change {
 	for i := range out {
 		out[i].After = n - out[i].At
 	}
-	markMixes(s, out)
+	markMixes(s, out, o)
 	return out
 }
 

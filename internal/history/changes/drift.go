@@ -32,41 +32,22 @@ const minDriftRuns = 24
 // inflated is the factor the tests' variance is deflated by (1 for independent runs).
 func (o Options) inflated() float64 { return max(1, o.inflation) }
 
-// judging is how a series was judged: its options (with the noise's inflation) and the
-// prefixes cache of that judging, and — when its noise drifts — the same for runs taken as
-// independent, whose large newest-runs changes are kept (merge).
-type judging struct {
-	o, white     Options
-	pre, prewite prefixes
-}
-
-// drifting is the series' changes with its noise measured (above), and how they were
-// judged.
-func drifting(s []Obs, y []float64, o Options) ([]Change, judging) {
-	j := judging{o: o, white: o, pre: prefixes{}}
-	white := detect(s, y, o, j.pre)
+// drifting is the series' changes with its noise measured (above).
+func drifting(s []Obs, y []float64, o Options) []Change {
+	white := detect(s, y, o, prefixes{})
 	found := white
 	for range 3 {
 		f := inflationOf(y, found)
-		if f <= j.o.inflated()*1.05 {
+		if f <= o.inflated()*1.05 {
 			break
 		}
-		if j.prewite == nil {
-			j.prewite = j.pre
-		}
-		j.o.inflation, j.pre = f, prefixes{}
-		found = detect(s, y, j.o, j.pre)
+		o.inflation = f
+		found = detect(s, y, o, prefixes{})
 	}
-	return j.merge(found, white), j
-}
-
-// again is the changes of s's first m points judged as the whole series was.
-func (j judging) again(s []Obs, y []float64, m int) []Change {
-	found := detect(s[:m], y[:m], j.o, j.pre)
-	if j.prewite == nil {
-		return found
+	if o.inflation == 0 {
+		return found // independent runs: judged once
 	}
-	return j.merge(found, detect(s[:m], y[:m], j.white, j.prewite))
+	return merge(found, white, o)
 }
 
 // merge is the changes found with the noise's drift taken into account, and those found
@@ -74,12 +55,9 @@ func (j judging) again(s []Obs, y []float64, m int) []Change {
 // the drift model forgives, a trend that has carried the runs that far off their level is
 // what the gate is for (a drift of 1% a night: its differences drift too, and read as
 // strongly correlated noise).
-func (j judging) merge(found, white []Change) []Change {
-	if j.prewite == nil {
-		return found
-	}
+func merge(found, white []Change, o Options) []Change {
 	for _, c := range white {
-		if math.Abs(math.Log(c.Ratio)) >= math.Log1p(2*j.o.MinChange) &&
+		if math.Abs(math.Log(c.Ratio)) >= math.Log1p(2*o.MinChange) &&
 			!slices.ContainsFunc(found, func(d Change) bool { return Same(c, d) }) {
 			found = append(found, c)
 		}

@@ -188,14 +188,16 @@ func onOneLevel(s []Obs, o Options) []Obs {
 }
 
 // ofItsKind is whether the newest runs tl lie at a level their own kind of machine
-// already had: all on one recorded kind (Obs.Kind) of which the runs before them (pre,
-// logs y) hold one or more (none: a kind new to the series has no level yet, and is not
-// judged against the others'), whose level is as far off the reference's (med) as the newest runs' centre
-// c is, on the same side, and within 4 standard errors (the spread of each machine's
-// points about its own level, for c less the level of its few runs; never below
-// MinChange) of c. A machine that
-// rarely ran, too rarely for a level of its own (offsets), is then still judged by the
-// level it had: a night on the slow kind of a pool is no change.
+// already had, in a series that runs on a pool: the runs of the level before them (pre,
+// logs y — since the last shift, never a level before it) are on two or more recorded kinds
+// (Obs.Kind), the newest runs all on one, and that kind's runs among pre lie as far off the
+// reference's (med) as the newest runs' centre c does, on the same side, within 4 standard
+// errors of c (the spread of each kind's points about its own level; never below twice
+// MinChange). A kind the pool's level never ran on has no level yet, and is not judged
+// against the others'. A series that ran on one kind is judged as any other: a new kind
+// there (new hardware, or a kind said in other words by a newer opx) is set against the
+// level before it. A kind too rarely run for a level of its own (offsets) is so still judged
+// by the level it had: a night on the slow kind of a pool is no change.
 func ofItsKind(pre []Obs, y []float64, tl []Obs, med, c float64, o Options) bool {
 	k := tl[0].Kind
 	if k == "" {
@@ -210,9 +212,18 @@ func ofItsKind(pre []Obs, y []float64, tl []Obs, med, c float64, o Options) bool
 	for i, x := range pre {
 		by[x.Kind] = append(by[x.Kind], y[i])
 	}
+	kinds := 0
+	for key := range by {
+		if key != "" {
+			kinds++
+		}
+	}
+	if kinds < 2 {
+		return false // not a pool: judged as any other series
+	}
 	own := by[k]
 	if len(own) == 0 {
-		return true // a kind of machine the series never ran on: no level of its own yet
+		return true // a kind the pool's level never ran on: no level of its own yet
 	}
 	lvl := median(own)
 	if (lvl-med)*(c-med) <= 0 || math.Abs(lvl-med) < math.Abs(c-med)/2 {
@@ -234,8 +245,9 @@ func ofItsKind(pre []Obs, y []float64, tl []Obs, med, c float64, o Options) bool
 // markMixes sets Mix on the pooled changes (found, oldest first, of series s) where the
 // kinds of machine changed with the level: every run of the old level (since the change
 // before) and of the new (until the change after) on a recorded kind, and no kind on both
-// sides.
-func markMixes(s []Obs, found []Change) {
+// sides; and Explained where each new kind's own earlier runs (before the old level, set
+// against the other kinds' runs around them) put it where the new level is.
+func markMixes(s []Obs, found []Change, o Options) {
 	var pooled []int
 	for i, c := range found {
 		if c.Node == "" {
@@ -256,7 +268,46 @@ func markMixes(s []Obs, found []Change) {
 			continue
 		}
 		found[i].Mix = strings.Join(before, ", ") + " → " + strings.Join(after, ", ")
+		found[i].Explained = explained(s, from, found[i].At, to, after, o)
 	}
+}
+
+// explained is whether the kinds after (on which runs [at, to) ran) sit where their own
+// earlier runs said they would: each kind's runs before from, each set against the other
+// kinds' runs within kindWindow of it, give its offset from the others; the level of
+// [from, at) plus that offset must be the kind's level in [at, to), within twice MinChange
+// or 4 of the old level's spreads. A kind with no such earlier run has no known level: the
+// shift is not explained (the machine, or the code, may have moved).
+func explained(s []Obs, from, at, to int, after []string, o Options) bool {
+	y := logsOf(s)
+	old := median(y[from:at])
+	tol := math.Max(2*o.MinChange, 4*robustSD(y[from:at]))
+	for _, k := range after {
+		var d, now []float64
+		for i := range from {
+			if s[i].Kind != k {
+				continue
+			}
+			var around []float64
+			for j := max(0, i-kindWindow); j <= min(from-1, i+kindWindow); j++ {
+				if s[j].Kind != k && s[j].Kind != "" {
+					around = append(around, y[j])
+				}
+			}
+			if len(around) > 0 {
+				d = append(d, y[i]-median(around))
+			}
+		}
+		for i := at; i < to; i++ {
+			if s[i].Kind == k {
+				now = append(now, y[i])
+			}
+		}
+		if len(d) == 0 || len(now) == 0 || math.Abs(median(now)-(old+median(d))) > tol {
+			return false
+		}
+	}
+	return true
 }
 
 // kindsIn are the recorded kinds of the runs, sorted; false when one has none.

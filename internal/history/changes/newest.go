@@ -59,7 +59,7 @@ func newest(s []Obs, y []float64, o Options, pre prefixes, outer bool) (Change, 
 		for at-1 > from && math.Abs(y[at-1]-c) < math.Abs(y[at-1]-med) && math.Abs(y[at-1]-c) <= tol {
 			at-- // dated at its first run: the reference's last runs that lie at the new level
 		}
-		if ofItsKind(s[:n-k], y[:n-k], s[n-k:], med, c, o) {
+		if ofItsKind(s[from:n-k], y[from:n-k], s[n-k:], med, c, o) {
 			continue // the newest runs are on a machine whose level this is: a change of the mix
 		}
 		if r, ok := shift(s, y, from, at, n, o); ok {

@@ -250,9 +250,7 @@ func measureOne(sc Scenario, l Labelled, o changes.Options) Tally {
 	match := func(c changes.Change, st LStep, tol int) bool {
 		return abs(c.At-st.At) <= tol && (c.Ratio > 1) == (st.Ratio > 1)
 	}
-	// a change of machine (Mix) is reported as one, never as a change of the code: not a
-	// call
-	final := slices.DeleteFunc(changes.Detect(l.Obs, o), func(c changes.Change) bool { return c.Mix != "" })
+	final := changes.Detect(l.Obs, o)
 	used := make([]bool, len(final))
 	for _, st := range l.Steps {
 		for i, c := range final {
