@@ -340,6 +340,7 @@ func (se *seriesRow) changesOf(found []changes.Judged, byID map[int64]RunRef, ct
 		ch.series, ch.cell = se.id, p.cell
 		for _, q := range se.measured[c.At:] {
 			ch.measuredOn = appendNew(ch.measuredOn, ctxs[se.points[q].ctx].Node)
+			ch.kindsOn = appendNew(ch.kindsOn, ctxs[se.points[q].ctx].kind())
 		}
 		ch.New, ch.Holds, ch.judged, ch.lower = c.New, c.Holds, c, se.lower
 		if c.Now > 0 {

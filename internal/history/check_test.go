@@ -645,3 +645,49 @@ func TestMachineKind(t *testing.T) {
 		t.Errorf("nothing known: %q", got)
 	}
 }
+
+// A confirmation run on another kind of machine than measured a suspect's new level says
+// nothing of it (a pool's kinds each have their own level): the suspect stays, marked
+// inconclusive, and is not cleared; the same re-measurement on the suspect's own kind
+// clears it.
+func TestConfirmationOnAnotherKind(t *testing.T) {
+	for _, tc := range []struct {
+		clock   string
+		cleared bool
+	}{{"1500 MHz", false}, {"1980 MHz", true}} {
+		hist := genHistory(20, 1, 21)
+		for _, r := range hist {
+			r.clock["s0"] = "1980 MHz"
+		}
+		hist[19].values["s0"] *= 1.12
+		s := storeOf(t, filepath.Join(t.TempDir(), "h.db"), hist)
+		at := day0.AddDate(0, 0, 19)
+		rec := &recorded{runID: "confirm-nightly-19", attempt: 1, at: at.Add(time.Hour), sourceSHA: fmt.Sprintf("%040x", 20),
+			opxVersion: "opx test", cells: map[string]*pyjson.Object{"c": pyjson.NewObject()},
+			confirms: &Confirms{RunID: "nightly-19", At: at, Origin: at.Format(time.RFC3339Nano), Cases: []ConfirmedCase{{Key: "s0", Nodes: []string{"node-a"}}}}}
+		rec.origin = rec.at.Format(time.RFC3339Nano)
+		rec.points = []point{{key: "s0", testlist: "t", op: "gemm", args: `{"m": 0}`, backend: "vllm", cluster: "h200", ws: 1, metric: "latency_us", lower: true,
+			outcome: verdict.Measured, value: 10, gpuSeconds: 0.5, cell: "c",
+			ctx: context_{Node: "node-c", GPU: "NVIDIA H200", Driver: "550.54", ImageDigest: "sha256:aaa", SMClock: tc.clock}}}
+		rec.measured = 1
+		if err := s.write(t.Context(), "gen", rec); err != nil {
+			t.Fatal(err)
+		}
+		o := defaultsForTest()
+		o.Run = "nightly-19"
+		f, err := s.Check(t.Context(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.cleared {
+			if len(f.Cleared) != 1 || len(f.Changes) != 0 {
+				t.Errorf("re-measured at the old level on its own kind: cleared %+v, changes %+v", f.Cleared, f.Changes)
+			}
+			continue
+		}
+		if len(f.Cleared) != 0 || len(f.Changes) != 1 || f.Changes[0].Status != Suspected ||
+			!strings.HasPrefix(f.Changes[0].Confirmation, "inconclusive: run confirm-nightly-19 measured it on another kind of machine (NVIDIA H200 at 1500 MHz)") {
+			t.Errorf("re-measured on another kind: cleared %+v, changes %+v", f.Cleared, f.Changes)
+		}
+	}
+}

@@ -41,6 +41,7 @@ type confirmation struct {
 	value           float64
 	measured        bool
 	node, runID     string
+	kind            string // the confirming run's kind of machine
 }
 
 // settle sets the confirmation runs against the suspects they re-measured: a suspect
@@ -67,7 +68,7 @@ func (s *Store) settle(ctx context.Context, f *Found, found []finding, ctxs map[
 		if c.measured {
 			c.value = *v
 		}
-		c.node = ctxs[ctxID].Node
+		c.node, c.kind = ctxs[ctxID].Node, ctxs[ctxID].kind()
 		byCase[[2]int64{c.series, c.suspect}] = append(byCase[[2]int64{c.series, c.suspect}], c)
 	}
 	rows.Close()
@@ -93,12 +94,24 @@ func (s *Store) settle(ctx context.Context, f *Found, found []finding, ctxs map[
 		ch := &found[i].ch
 		cs := byCase[[2]int64{ch.series, ch.run}]
 		var vs []float64
-		var on []string
+		var on, otherKinds []string
 		by := ""
 		for _, c := range cs {
-			if c.measured {
-				vs, on, by = append(vs, math.Log(c.value)), appendNew(on, c.node), c.runID
+			if !c.measured {
+				continue
 			}
+			if c.kind != "" && !slices.Contains(ch.kindsOn, c.kind) && !slices.Contains(ch.kindsOn, "") {
+				// another kind of machine than measured the new level: its level is its own,
+				// and says nothing of this one's (a pool of kinds); neither confirms nor clears
+				otherKinds, by = appendNew(otherKinds, c.kind), c.runID
+				continue
+			}
+			vs, on, by = append(vs, math.Log(c.value)), appendNew(on, c.node), c.runID
+		}
+		if len(vs) == 0 && len(otherKinds) > 0 && ch.Status == Suspected {
+			ch.Confirmation = fmt.Sprintf("inconclusive: run %s measured it on another kind of machine (%s)", by, strings.Join(otherKinds, ", "))
+			kept = append(kept, finding{fc.se, *ch})
+			continue
 		}
 		if len(vs) == 0 || ch.Status != Suspected {
 			kept = append(kept, fc)

@@ -198,6 +198,7 @@ type Change struct {
 	run          int64
 	series, cell int64
 	measuredOn   []string // the nodes that measured the new level
+	kindsOn      []string // and their kinds of machine ("" where none was recorded)
 	judged       changes.Judged
 	lower        bool
 	aliases      []string // the ids of the same change dated a run or two apart (triage follows it)
