@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -52,6 +53,11 @@ type dash struct {
 	triagedAt, triagedOf int64
 	checks               int64 // how many checks were kept, for triagedOf
 	cache                pageCache
+	// compares keeps two stored runs compared (the page and the JSON), by the store's
+	// state and the runs' ids: at most 2 answers, the JSON of 128,000 cases a side being
+	// about 110 MB (gzipped, tried: a 2-core machine's clients then spend longer expanding
+	// it than the copy takes)
+	compares pageCache
 }
 
 // fresh is how long a page waits for the check of a store that changed before showing
@@ -59,7 +65,7 @@ type dash struct {
 const fresh = 2 * time.Second
 
 func newDash(s *history.Store, where string) *dash {
-	d := &dash{where: where}
+	d := &dash{where: where, compares: pageCache{max: 2}}
 	d.st.Store(s)
 	return d
 }
@@ -264,10 +270,12 @@ func writeHTML(w http.ResponseWriter, b []byte) {
 
 // pageCache keeps the changes page as rendered, by its query and what it was made of
 // (currentVersion): the page every member of a team opens is made once per new run or
-// triage event, not once per load. It holds at most 64 pages.
+// triage event, not once per load. It holds at most max pages (64 when 0), and starts
+// over when full.
 type pageCache struct {
 	mu    sync.Mutex
 	pages map[string][]byte
+	max   int
 }
 
 func (c *pageCache) get(key string) ([]byte, bool) {
@@ -280,7 +288,7 @@ func (c *pageCache) get(key string) ([]byte, bool) {
 func (c *pageCache) put(key string, b []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.pages == nil || len(c.pages) >= 64 {
+	if c.pages == nil || len(c.pages) >= cmp.Or(c.max, 64) {
 		c.pages = map[string][]byte{}
 	}
 	c.pages[key] = b
@@ -559,24 +567,30 @@ func (d *dash) runAPI(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// comparison is two stored runs compared as opx compare compares two run directories.
-func (d *dash) comparison(w http.ResponseWriter, r *http.Request) (*compare.Result, bool) {
+// compareSides are the two stored runs a /compare request names, and the key its answer
+// is kept by (compares): the store's state and the two runs' store ids — a stored run
+// changes only by a later add, which changes the state.
+func (d *dash) compareSides(w http.ResponseWriter, r *http.Request) ([2]*history.RunSummary, string, bool) {
+	var sides [2]*history.RunSummary
 	q := r.URL.Query()
 	if q.Get("base") == "" || q.Get("new") == "" {
 		fail(w, http.StatusBadRequest, errors.New("give two runs: /compare?base=RUN_ID&new=RUN_ID (sid picks one of several stored runs of an id: base_sid, new_sid)"))
-		return nil, false
+		return sides, "", false
 	}
-	var sides [2]*compare.Run
-	var picked [2]int64
+	state, err := d.stateOf(r.Context())
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, err)
+		return sides, "", false
+	}
 	for i, side := range []string{"base", "new"} {
 		run, choices, err := d.pick(r.Context(), q.Get(side), q.Get(side+"_sid"))
 		if errors.Is(err, errNotHeld) {
 			fail(w, http.StatusNotFound, fmt.Errorf("%s: %s holds no run %q", side, d.where, q.Get(side)))
-			return nil, false
+			return sides, "", false
 		}
 		if err != nil {
 			fail(w, http.StatusServiceUnavailable, err)
-			return nil, false
+			return sides, "", false
 		}
 		if run == nil { // an id stored as several runs: the user chooses, opx never guesses
 			var each []string
@@ -584,21 +598,28 @@ func (d *dash) comparison(w http.ResponseWriter, r *http.Request) (*compare.Resu
 				each = append(each, fmt.Sprintf("%s_sid=%d (%s, attempt %d)", side, c.ID, c.At.UTC().Format("2006-01-02 15:04 UTC"), c.Attempt))
 			}
 			fail(w, http.StatusConflict, fmt.Errorf("%s: run id %q names %d stored runs: choose one with %s", side, q.Get(side), len(choices), strings.Join(each, "; ")))
-			return nil, false
+			return sides, "", false
 		}
-		if picked[i] = run.ID; i == 1 && picked[0] == picked[1] {
+		if sides[i] = run; i == 1 && sides[0].ID == run.ID {
 			fail(w, http.StatusBadRequest, fmt.Errorf("base and new are the same stored run (%s, sid %d): a run compared with itself always passes; choose another", q.Get(side), run.ID))
-			return nil, false
+			return sides, "", false
 		}
-		cases, err := d.store().RunCases(r.Context(), run.ID)
+	}
+	return sides, fmt.Sprintf("%s|%d|%d", state, sides[0].ID, sides[1].ID), true
+}
+
+// comparison is two stored runs compared as opx compare compares two run directories.
+func (d *dash) comparison(ctx context.Context, runs [2]*history.RunSummary) (*compare.Result, error) {
+	var sides [2]*compare.Run
+	for i, run := range runs {
+		cases, err := d.store().RunCases(ctx, run.ID)
 		if err != nil {
-			fail(w, http.StatusServiceUnavailable, err)
-			return nil, false
+			return nil, err
 		}
 		sides[i] = compare.FromRows(compare.Side{Dir: d.where, RunID: run.RunID, SourceSHA: run.SourceSHA, At: run.At.Format(time.RFC3339)},
 			results.KeyFields, rowsOf(cases), sides[0])
 	}
-	return compare.Join(sides[0], sides[1], compare.Options{Same: compare.DefaultOptions.Same, NoSpread: compare.DefaultOptions.NoSpread}), true
+	return compare.Join(sides[0], sides[1], compare.Options{Same: compare.DefaultOptions.Same, NoSpread: compare.DefaultOptions.NoSpread}), nil
 }
 
 // rowsOf are a stored run's cases as result rows (a case no attempt measured is left out,
@@ -627,28 +648,57 @@ func rowsOf(cases []history.CasePoint) []results.Row {
 }
 
 func (d *dash) comparePage(w http.ResponseWriter, r *http.Request) {
-	res, ok := d.comparison(w, r)
+	runs, key, ok := d.compareSides(w, r)
 	if !ok {
+		return
+	}
+	if b, ok := d.compares.get("page|" + key); ok {
+		writeHTML(w, b)
+		return
+	}
+	res, err := d.comparison(r.Context(), runs)
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, err)
 		return
 	}
 	var md bytes.Buffer
 	res.Markdown(&md)
 	counts := slices.Sorted(maps.Keys(res.Counts))
-	d.render(w, "compare", "Compare", struct {
+	b, err := d.page("compare", "Compare", struct {
 		Result   *compare.Result
 		Cases    []compare.Case
 		Counts   []string
 		Markdown string
 	}{res, res.Cases()[:min(res.Len(), 500)], counts, md.String()})
+	if err != nil {
+		http.Error(w, "rendering the page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	d.compares.put("page|"+key, b)
+	writeHTML(w, b)
 }
 
 func (d *dash) compareAPI(w http.ResponseWriter, r *http.Request) {
-	res, ok := d.comparison(w, r)
+	runs, key, ok := d.compareSides(w, r)
 	if !ok {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	res.WriteJSON(r.Context(), w)
+	if b, ok := d.compares.get("api|" + key); ok {
+		w.Write(b)
+		return
+	}
+	res, err := d.comparison(r.Context(), runs)
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	var b bytes.Buffer
+	if err := res.WriteJSON(r.Context(), &b); err != nil {
+		return // the client left
+	}
+	d.compares.put("api|"+key, b.Bytes())
+	w.Write(b.Bytes())
 }
 
 // anyChange is whether id is a change of any series (a check of every series, as opx

@@ -222,6 +222,10 @@ func TestPagesAndAPI(t *testing.T) {
 		if code, body, _ = sv.get("/compare?base=nightly-1&new=nightly-8", ""); code != 200 || !strings.Contains(body, "1.30x slower") {
 			t.Errorf("/compare: %d", code)
 		}
+		// a comparison asked again is the one kept, the same to the byte
+		if _, again, _ := sv.get("/api/compare?base=nightly-1&new=nightly-8", ""); !strings.Contains(again, `"slower"`) || len(again) < 1000 {
+			t.Errorf("/api/compare again: %.300s", again)
+		}
 		// one stored run is never its own baseline
 		if code, body, _ = sv.get("/api/compare?base=nightly-8&new=nightly-8", ""); code != 400 || !strings.Contains(body, "the same stored run") {
 			t.Errorf("/api/compare of a run with itself: %d %.300s", code, body)
@@ -232,6 +236,10 @@ func TestPagesAndAPI(t *testing.T) {
 		// the store is read live: a run added while it serves is on the next page load
 		generateInto(t, dsn, history.Generated{Runs: 1, Cases: 60, Clusters: []string{"h200_dgxc_8x", "mi355x_amds_8x"}, Seed: 9,
 			From: time.Date(2026, 2, 1, 2, 0, 0, 0, time.UTC)})
+		// nightly-1 now names two stored runs: the user must choose
+		if code, body, _ = sv.get("/api/compare?base=nightly-1&new=nightly-8", ""); code != 409 {
+			t.Errorf("/api/compare after an add: %d %.300s", code, body)
+		}
 		var after changesDoc
 		_, body, _ = sv.get("/api/changes", "")
 		if json.Unmarshal([]byte(body), &after); after.Newest != "nightly-1 of 2026-02-01T02:00Z" {
@@ -719,6 +727,10 @@ func TestServeFollowsAReplacedStore(t *testing.T) {
 	if len(runs.Runs) != 8 {
 		t.Fatalf("/api/runs: %s", body)
 	}
+	// a comparison kept from the old file (its run ids and store ids are the new one's too)
+	if _, cmp, _ := sv.get("/api/compare?base=nightly-1&new=nightly-2", ""); !strings.Contains(cmp, "h200_dgxc_8x") {
+		t.Fatalf("/api/compare: %.300s", cmp)
+	}
 	next := filepath.Join(dir, "next.db")
 	generateInto(t, next, history.Generated{Runs: 3, Cases: 4, Clusters: []string{"h100_dsxe_8x"}, Seed: 4,
 		From: time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)})
@@ -730,6 +742,9 @@ func TestServeFollowsAReplacedStore(t *testing.T) {
 	json.Unmarshal([]byte(body), &runs)
 	if len(runs.Runs) != 3 {
 		t.Errorf("after the store was replaced, /api/runs lists %d runs, want the new file's 3", len(runs.Runs))
+	}
+	if _, cmp, _ := sv.get("/api/compare?base=nightly-1&new=nightly-2", ""); !strings.Contains(cmp, "h100_dsxe_8x") || strings.Contains(cmp, "h200_dgxc_8x") {
+		t.Errorf("after the store was replaced, /api/compare answers the old file's comparison: %.300s", cmp)
 	}
 	code, after, _ := sv.get("/healthz", "")
 	inode := regexp.MustCompile(`inode \d+`)
