@@ -136,7 +136,7 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 			return nil, err
 		}
 	}
-	kept, err := s.settle(ctx, f, findings, ctxs)
+	kept, err := s.settle(ctx, f, findings, ctxs, o.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +190,9 @@ func (se *seriesRow) atTest(f *Found, byID map[int64]RunRef, ctxs map[int64]cont
 			// judged against the series' quiet level: the gate asks for it again when slower
 			c := Contended{Key: se.key, RunID: test.RunID, Why: why, lower: se.lower}
 			if k := len(se.obs); k > 0 { // the median of its newest 3 quiet points
-				v, level := se.points[n-1].value.Float64, math.Exp(changes.Level(se.obs, max(0, k-3), k))
+				// on its kind's level (a pool's kinds measure at levels of their own)
+				v := se.points[n-1].value.Float64 / changes.KindRatio(se.obs, ctxs[se.points[n-1].ctx].kind(), o)
+				level := math.Exp(changes.Level(changes.Levelled(se.obs, o), max(0, k-3), k))
 				c.Ratio, c.Speedup = v/level, level/v
 				if !se.lower {
 					c.Speedup = v / level
@@ -300,6 +302,7 @@ func (se *seriesRow) changesOf(found []changes.Judged, byID map[int64]RunRef, ct
 	for i, c := range found {
 		plain[i] = c.Change
 	}
+	lv := changes.Levelled(se.obs, o.Options) // the levels a change is between: each kind on one level
 	for i, c := range found {
 		p := se.points[se.measured[c.At]]
 		r := byID[p.run]
@@ -309,9 +312,9 @@ func (se *seriesRow) changesOf(found []changes.Judged, byID map[int64]RunRef, ct
 				from = d.At
 			}
 		}
-		before := changes.Level(se.obs, max(from, c.At-30), c.At)
+		before := changes.Level(lv, max(from, c.At-30), c.At)
 		ch := Change{Key: se.key, Metric: se.metric, RunID: r.RunID, At: r.At.UTC().Format(time.RFC3339), Ratio: c.Ratio, P: c.P,
-			Before: math.Exp(before), After: math.Exp(changes.Level(se.obs, c.At, min(len(se.obs), c.At+30))), Runs: c.After,
+			Before: math.Exp(before), After: math.Exp(changes.Level(lv, c.At, min(len(se.obs), c.At+30))), Runs: c.After,
 			at: r.At, cluster: se.cluster, run: p.run, Status: Confirmed, caseKey: se.key}
 		if strings.HasPrefix(se.cluster, LocalRunner+"@") {
 			ch.caseKey = results.CaseKey(se.testlist, se.op, se.args, se.backend, se.ws, LocalRunner)

@@ -691,3 +691,38 @@ func TestConfirmationOnAnotherKind(t *testing.T) {
 		}
 	}
 }
+
+// A change in a pool of kinds is said between levels of one kind: its before and after are
+// both on the most frequent kind's level, so their ratio is the change's (a 10% step on
+// both kinds of a pool 1.4x apart, with the mix moving onto the slow kind at the step, is
+// said as about 1.10, never as the 1.5x its runs' medians would say).
+func TestPoolChangeSaidOnOneLevel(t *testing.T) {
+	hist := genHistory(40, 1, 13)
+	for i, r := range hist {
+		slow := i%4 == 1 // a quarter of the nights on the slow kind, then three quarters
+		if i >= 30 {
+			slow = i%4 != 1
+		}
+		r.node["s0"], r.clock["s0"] = "node-a", "1980 MHz"
+		if slow {
+			r.node["s0"], r.clock["s0"] = "node-b", "1500 MHz"
+			r.values["s0"] *= 1.4
+		}
+		if i >= 30 {
+			r.values["s0"] *= 1.10
+		}
+	}
+	f, err := storeOf(t, filepath.Join(t.TempDir(), "h.db"), hist).Check(t.Context(), defaultsForTest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found *Change
+	for i := range f.Changes {
+		if f.Changes[i].RunID == "nightly-30" {
+			found = &f.Changes[i]
+		}
+	}
+	if found == nil || found.Ratio < 1.07 || found.Ratio > 1.13 || math.Abs(found.After/found.Before-found.Ratio) > 0.03 {
+		t.Fatalf("a 10%% step on a pool: %+v (all %+v)", found, f.Changes)
+	}
+}

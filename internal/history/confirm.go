@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/semianalysis/opx/internal/files"
+	"github.com/semianalysis/opx/internal/history/changes"
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/pyjson"
 	"github.com/semianalysis/opx/internal/results"
@@ -49,7 +50,7 @@ type confirmation struct {
 // confirmed; one nearer its old level is cleared — as that node's alone when the node
 // that measured it was the odd one out for at least two suspects of that run that were
 // cleared, else as noise. Changes no confirmation run re-measured are kept as they are.
-func (s *Store) settle(ctx context.Context, f *Found, found []finding, ctxs map[int64]context_) ([]finding, error) {
+func (s *Store) settle(ctx context.Context, f *Found, found []finding, ctxs map[int64]context_, o changes.Options) ([]finding, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT c.series, c.suspect_run, c.outcome, c.value, c.ctx, r.run_id FROM confirmations c JOIN runs r ON r.id = c.run`)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Where, err)
@@ -106,7 +107,9 @@ func (s *Store) settle(ctx context.Context, f *Found, found []finding, ctxs map[
 				otherKinds, by = appendNew(otherKinds, c.kind), c.runID
 				continue
 			}
-			vs, on, by = append(vs, math.Log(c.value)), appendNew(on, c.node), c.runID
+			// on the level the change is said on (Levelled): its kind's offset taken out
+			v := c.value / changes.KindRatio(fc.se.obs, c.kind, o)
+			vs, on, by = append(vs, math.Log(v)), appendNew(on, c.node), c.runID
 		}
 		if len(vs) == 0 && len(otherKinds) > 0 && ch.Status == Suspected {
 			ch.Confirmation = fmt.Sprintf("inconclusive: run %s measured it on another kind of machine (%s)", by, strings.Join(otherKinds, ", "))

@@ -167,6 +167,23 @@ func interleaved(keys []string, k string, first, last int) bool {
 	return others >= 1
 }
 
+// Levelled is the series with each kind of machine's points on the level of its most
+// frequent kind, as the detector judges it (the series itself when its kinds do not
+// differ): the levels a change is said between. KindRatio is a kind's level over that one
+// (1 for a kind with none of its own), to set a lone value of that kind on it.
+func Levelled(s []Obs, o Options) []Obs { return onOneLevel(s, o) }
+
+// KindRatio is the kind's level over the series' most frequent kind's (Kinds), 1 when it
+// has no level of its own.
+func KindRatio(s []Obs, kind string, o Options) float64 {
+	for _, k := range Kinds(s, o) {
+		if k.Key == kind {
+			return k.Ratio
+		}
+	}
+	return 1
+}
+
 // onOneLevel is the series with each machine's points on the series' level (offsets):
 // the series itself when its machines do not differ.
 func onOneLevel(s []Obs, o Options) []Obs {
