@@ -331,6 +331,15 @@ func (se *seriesRow) changesOf(found []changes.Judged, byID map[int64]RunRef, ct
 			ch.Direction = compare.Slower
 		}
 		ch.Provenance, ch.MachinesChanged = provenance(se, c.At, ctxs, meta), c.Mix
+		switch {
+		case c.Mix == "":
+		case c.Explained:
+			ch.Machines = MachinesExplained
+		case c.NewKind:
+			ch.Machines = MachinesNewKind
+		default:
+			ch.Machines = MachinesUnexplained
+		}
 		ch.Nodes = changes.Attribute(se.obs, plain, i, o.Options)
 		if c.Node != "" {
 			ch.Nodes = []string{c.Node}

@@ -272,7 +272,7 @@ func TestMixedPoolIsNoChange(t *testing.T) {
 				t.Errorf("night %d: the gate fails on a change of the mix: %+v", night, bad)
 			}
 			for _, c := range f.Changes {
-				if c.MachinesChanged == "" {
+				if c.MachinesChanged == "" || !c.machineOnly() {
 					t.Errorf("night %d: a change of the code: %+v", night, c)
 				}
 			}
@@ -302,6 +302,49 @@ func TestMixedPoolIsNoChange(t *testing.T) {
 	}
 	if failed == 0 {
 		t.Error("with no kind recorded, the same history never failed the gate: the test shows nothing")
+	}
+}
+
+// A pool that moves onto a kind of machine its cases never ran on (a lower clock, 1.4x
+// the metric) is said as a change of machine onto a new kind, in the JSON and the
+// Markdown, and the gate passes every night of it: whether the machine or the code moved
+// cannot be told until a run on the old kind.
+func TestNewKindIsNotJudged(t *testing.T) {
+	hist := genHistory(36, 4, 12)
+	for i, r := range hist {
+		for k := range r.values {
+			r.node[k], r.clock[k] = "node-a", "1980 MHz"
+			if i >= 30 {
+				r.node[k], r.clock[k] = "node-c", "1500 MHz"
+				r.values[k] *= 1.4
+			}
+		}
+	}
+	s := storeOf(t, filepath.Join(t.TempDir(), "h.db"), hist[:30])
+	said := 0
+	for night := 30; night < 36; night++ {
+		addGen(t, s, night, hist[night])
+		f, err := s.Check(t.Context(), defaultsForTest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bad := f.Regressions(Gate{Pct: 5, Window: 1}); len(bad) != 0 {
+			t.Errorf("night %d: the gate fails on a move onto a new kind: %+v", night, bad)
+		}
+		var md bytes.Buffer
+		f.Markdown(&md)
+		for _, c := range f.Changes {
+			if c.Machines != MachinesNewKind || c.MachinesChanged != "NVIDIA H200 at 1980 MHz → NVIDIA H200 at 1500 MHz" {
+				t.Errorf("night %d: not said as a change onto a new kind: %+v", night, c)
+			}
+			if !strings.Contains(md.String(), "machines changed: NVIDIA H200 at 1980 MHz → NVIDIA H200 at 1500 MHz; a kind this series never ran on") {
+				t.Errorf("night %d: the Markdown does not say it:\n%s", night, md.String())
+			}
+			said++
+		}
+	}
+	if said == 0 {
+		t.Error("the move onto a new kind was never said")
 	}
 }
 

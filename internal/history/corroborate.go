@@ -56,7 +56,7 @@ func (f *Found) corroborate() {
 	}
 	for i := range f.Changes {
 		c := &f.Changes[i]
-		if c.Runs != 1 || c.MachinesChanged != "" {
+		if c.Runs != 1 || c.machineOnly() {
 			continue // time has reproduced it, or it is no change of the code
 		}
 		if strings.HasPrefix(c.Confirmation, "confirmed") {
@@ -105,7 +105,7 @@ func (f *Found) alerts() []Alert {
 	by := map[string]*Alert{}
 	var order []string
 	for _, c := range f.Changes {
-		if c.MachinesChanged != "" {
+		if c.machineOnly() {
 			continue // a change of machine: said with the change, no alert of the code
 		}
 		prov := c.provenanceExcept("nodes")

@@ -106,6 +106,26 @@ const (
 	Confirmed = "confirmed"
 )
 
+// What a series knows of a change of machine (Change.Machines).
+const (
+	MachinesExplained   = "explained"
+	MachinesNewKind     = "new_kind"
+	MachinesUnexplained = "unexplained"
+)
+
+// machinesWords are how the Markdown says each.
+var machinesWords = map[string]string{
+	MachinesExplained:   "the new kind's earlier runs put it here: not a change of the code's speed",
+	MachinesNewKind:     "a kind this series never ran on: not judged until a run on the old kind tells whether the code moved",
+	MachinesUnexplained: "not where the new kind's earlier runs put it: the code moved too",
+}
+
+// machineOnly is whether the change is a change of machine and nothing the series can
+// lay on the code (explained, or onto a kind it never ran on).
+func (c Change) machineOnly() bool {
+	return c.Machines == MachinesExplained || c.Machines == MachinesNewKind
+}
+
 // KindLevel is a series' newest run on a kind of machine with a level of its own there:
 // Ratio (of the metric) to the level of the series' most frequent kind, Of, and how many of
 // the series' newest 10 runs ran on it.
@@ -165,9 +185,14 @@ type Change struct {
 	Nodes []string `json:"nodes"`
 	// MachinesChanged is set when the kinds of machine changed with the level (the old
 	// level's runs and the new one's on different recorded kinds, none on both sides:
-	// "MI300X at 2100 MHz → MI300X at 1900 MHz"): a change of machine, not of the code's
-	// speed, and it never fails the gate (changes.Change.Mix).
+	// "MI300X at 2100 MHz → MI300X at 1900 MHz"; changes.Change.Mix), and Machines says
+	// what the series knows of it: MachinesExplained (the new kinds' own earlier runs put
+	// them at the new level: a change of machine, not of the code), MachinesNewKind (a new
+	// kind never ran earlier in the series: not judged, as a series too young; a run on the
+	// old kind tells) — neither fails the gate — or MachinesUnexplained (the new kinds'
+	// earlier runs put them elsewhere: the code moved too, and it gates as any change).
 	MachinesChanged string `json:"machines_changed,omitempty"`
+	Machines        string `json:"machines,omitempty"`
 	// Confirmation is what a confirmation run on another node said of a suspect ("" when
 	// none was run): "confirmed by run R on node-c".
 	Confirmation string `json:"confirmation,omitempty"`

@@ -65,7 +65,7 @@ func (f *Found) Markdown(w io.Writer) {
 			}
 			words := compare.Words(c.Speedup)
 			if c.MachinesChanged != "" {
-				words += " (machines changed: " + c.MachinesChanged + "; not a change of the code's speed)"
+				words += " (machines changed: " + c.MachinesChanged + "; " + machinesWords[c.Machines] + ")"
 			}
 			if f.ServeURL != "" { // the change's page on the team's opx serve
 				words = "[" + words + "](" + strings.TrimRight(f.ServeURL, "/") + "/series?key=" + url.QueryEscape(c.Key) + "#" + c.ID + ")"

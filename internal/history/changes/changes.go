@@ -67,13 +67,18 @@ type Change struct {
 	Level, Noise float64
 	// Mix is set when the machines changed with the level: the old level's runs and the
 	// new one's were all on recorded kinds of machine, none of them on both sides ("MI300X
-	// at 2100 MHz → MI300X at 1900 MHz"). Whether the machine or the code moved cannot be
-	// told from the series unless Explained: it is said with the change, and gates as any
-	// other (a run on the old kind, or triage, settles it).
+	// at 2100 MHz → MI300X at 1900 MHz"). What it is depends on what the series knows of
+	// the new kinds (markMixes): Explained, NewKind, or neither — the new kinds' earlier
+	// runs put them elsewhere, so the code moved too: it gates as any other change.
 	Mix string
-	// Explained is whether the new kinds' own earlier runs put them where the new level is
-	// (markMixes): a change of machine, not of the code, and it never fails a gate.
+	// Explained is whether the new kinds' own earlier runs put them where the new level is:
+	// a change of machine, not of the code, and it never fails a gate.
 	Explained bool
+	// NewKind is whether some new kind never ran earlier in the series: its level there is
+	// its first, and whether the machine or the code moved cannot be told from the series
+	// (a run on the old kind tells). Like a series too young to judge, it never fails a
+	// gate; it is said with the change.
+	NewKind bool
 }
 
 // Judged is a change as the gate sees it at a series' newest run.
@@ -150,27 +155,14 @@ func Slower(ratio float64, lowerIsBetter bool) float64 {
 // stands, not only the first; with newOnly, only on the night it is new (at its size
 // then). Triage (expected, invalid) is the caller's: it releases a change.
 func (j Judged) Fails(pct float64, lowerIsBetter, newOnly bool) bool {
-	if !j.Holds || j.Explained {
-		return false
+	if !j.Holds || j.Explained || j.NewKind {
+		return false // a change of machine, or onto a kind the series cannot judge yet
 	}
-	unknownKind := j.Mix != "" // on a kind of machine the level before never ran on
-	if unknownKind && j.After < confirmMix {
-		return false // its own runs first
-	}
-	if newOnly { // the night it is new; a change of machine, the night it has its runs
-		first := j.New
-		if unknownKind {
-			first = j.After == confirmMix
-		}
-		return first && Slower(j.Ratio, lowerIsBetter) >= pct/100
+	if newOnly {
+		return j.New && Slower(j.Ratio, lowerIsBetter) >= pct/100
 	}
 	return Slower(j.Now, lowerIsBetter) >= pct/100
 }
-
-// confirmMix is how many runs a change of machine whose new kind has no known level
-// (Change.Mix, not Explained) needs before it fails a gate: a night or two on a kind new
-// to the series is not yet a level (a pool's rare kind), three are.
-const confirmMix = 3
 
 // Same is whether c and d (found by two checks of one series, one run apart) are the same
 // change: the same direction and node, first runs within 2, and new levels within six

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/semianalysis/opx/internal/history/changes"
@@ -219,5 +220,56 @@ func TestDriftFailsAtItsSizeNow(t *testing.T) {
 	}
 	if failedFrom < 0 || failedFrom > 14 {
 		t.Errorf("a 1%%-a-night drift never failed a 10%% gate by its 14th night (15%% in all): first failed night %d", failedFrom)
+	}
+}
+
+// A change of machine is gated by what the series knows of the new kind. A pool ran on
+// kind A, with kind B (1.5x the metric) one night in four; then every night on one kind:
+//   - B at its known level: a change of the mix, never failing the gate;
+//   - B 10% above its known level: the code moved too, and the gate fails by the third night;
+//   - C, a kind the series never ran on, at 1.5x: said as a change of machine onto a new
+//     kind (Mix, NewKind) and never failing the gate — the series cannot tell yet whether
+//     the machine or the code moved, as a series too young cannot.
+func TestMachineChangeGatedByWhatIsKnown(t *testing.T) {
+	pool := func(seed uint64, kind string, level float64) []changes.Obs {
+		s := quiet(36, 0.01, seed)
+		for i := range s {
+			s[i].Kind, s[i].Node = "A", "a1"
+			switch {
+			case i >= 28:
+				s[i].Kind, s[i].Node = kind, strings.ToLower(kind)+"1"
+				s[i].V *= level
+			case i%4 == 1:
+				s[i].Kind, s[i].Node = "B", "b1"
+				s[i].V *= 1.5
+			}
+		}
+		return s
+	}
+	for seed := range uint64(20) {
+		for _, tc := range []struct {
+			kind  string
+			level float64
+			fails bool
+		}{{"B", 1.5, false}, {"B", 1.65, true}, {"C", 1.5, false}} {
+			s := pool(seed, tc.kind, tc.level)
+			failed, newKind := -1, false
+			for night := 29; night <= len(s); night++ {
+				for _, j := range changes.AtNewest(s[:night], changes.Defaults) {
+					if j.Fails(5, true, false) && failed < 0 {
+						failed = night - 28
+					}
+					newKind = newKind || j.Mix == "A, B → C" && j.NewKind && !j.Explained
+				}
+			}
+			switch {
+			case tc.fails && (failed < 1 || failed > 3):
+				t.Errorf("seed %d: on %s at %gx its known level, the gate failed on night %d of it, not by the third", seed, tc.kind, tc.level/1.5, failed)
+			case !tc.fails && failed >= 0:
+				t.Errorf("seed %d: on %s at %gx, the gate failed on night %d of it", seed, tc.kind, tc.level, failed)
+			case tc.kind == "C" && !newKind:
+				t.Errorf("seed %d: the move onto C was not said as a change of machine onto a new kind", seed)
+			}
+		}
 	}
 }

@@ -262,8 +262,9 @@ func ofItsKind(pre []Obs, y []float64, tl []Obs, med, c float64, o Options) bool
 // markMixes sets Mix on the pooled changes (found, oldest first, of series s) where the
 // kinds of machine changed with the level: every run of the old level (since the change
 // before) and of the new (until the change after) on a recorded kind, and no kind on both
-// sides; and Explained where each new kind's own earlier runs (before the old level, set
-// against the other kinds' runs around them) put it where the new level is.
+// sides; Explained where each new kind's own earlier runs (before the old level, set
+// against the other kinds' runs around them) put it where the new level is, NewKind where
+// one of them has no such run.
 func markMixes(s []Obs, found []Change, o Options) {
 	var pooled []int
 	for i, c := range found {
@@ -285,7 +286,7 @@ func markMixes(s []Obs, found []Change, o Options) {
 			continue
 		}
 		found[i].Mix = strings.Join(before, ", ") + " → " + strings.Join(after, ", ")
-		found[i].Explained = explained(s, from, found[i].At, to, after, o)
+		found[i].Explained, found[i].NewKind = explained(s, from, found[i].At, to, after, o)
 	}
 }
 
@@ -293,9 +294,9 @@ func markMixes(s []Obs, found []Change, o Options) {
 // earlier runs said they would: each kind's runs before from, each set against the other
 // kinds' runs within kindWindow of it, give its offset from the others; the level of
 // [from, at) plus that offset must be the kind's level in [at, to), within twice MinChange
-// or 4 of the old level's spreads. A kind with no such earlier run has no known level: the
-// shift is not explained (the machine, or the code, may have moved).
-func explained(s []Obs, from, at, to int, after []string, o Options) bool {
+// or 4 of the old level's spreads. A kind with no such earlier run has no known level
+// (unknown): the machine, or the code, may have moved, and the series cannot tell.
+func explained(s []Obs, from, at, to int, after []string, o Options) (ok, unknown bool) {
 	y := logsOf(s)
 	old := median(y[from:at])
 	tol := math.Max(2*o.MinChange, 4*robustSD(y[from:at]))
@@ -320,11 +321,14 @@ func explained(s []Obs, from, at, to int, after []string, o Options) bool {
 				now = append(now, y[i])
 			}
 		}
-		if len(d) == 0 || len(now) == 0 || math.Abs(median(now)-(old+median(d))) > tol {
-			return false
+		switch {
+		case len(d) == 0 || len(now) == 0:
+			unknown = true
+		case math.Abs(median(now)-(old+median(d))) > tol:
+			return false, false // a known kind off its level: the code moved too
 		}
 	}
-	return true
+	return !unknown, unknown
 }
 
 // kindsIn are the recorded kinds of the runs, sorted; false when one has none.
