@@ -330,16 +330,7 @@ func (se *seriesRow) changesOf(found []changes.Judged, byID map[int64]RunRef, ct
 		if ch.Speedup < 1 {
 			ch.Direction = compare.Slower
 		}
-		ch.Provenance, ch.MachinesChanged = provenance(se, c.At, ctxs, meta), c.Mix
-		switch {
-		case c.Mix == "":
-		case c.Explained:
-			ch.Machines = MachinesExplained
-		case c.NewKind:
-			ch.Machines = MachinesNewKind
-		default:
-			ch.Machines = MachinesUnexplained
-		}
+		ch.Provenance, ch.MachinesChanged, ch.Machines = provenance(se, c.At, ctxs, meta), c.Mix, machinesOf(c.Change)
 		ch.Nodes = changes.Attribute(se.obs, plain, i, o.Options)
 		if c.Node != "" {
 			ch.Nodes = []string{c.Node}

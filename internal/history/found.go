@@ -120,6 +120,20 @@ var machinesWords = map[string]string{
 	MachinesUnexplained: "not where the new kind's earlier runs put it: the code moved too",
 }
 
+// machinesOf is what the series knows of a change of machine ("" when the machines did
+// not change with the level).
+func machinesOf(c changes.Change) string {
+	switch {
+	case c.Mix == "":
+		return ""
+	case c.Explained:
+		return MachinesExplained
+	case c.NewKind:
+		return MachinesNewKind
+	}
+	return MachinesUnexplained
+}
+
 // machineOnly is whether the change is a change of machine and nothing the series can
 // lay on the code (explained, or onto a kind it never ran on).
 func (c Change) machineOnly() bool {

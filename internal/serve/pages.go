@@ -22,6 +22,7 @@ import (
 	"github.com/semianalysis/opx/internal/compare"
 	"github.com/semianalysis/opx/internal/history"
 	"github.com/semianalysis/opx/internal/history/changes"
+	"github.com/semianalysis/opx/internal/plot"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/verdict"
@@ -218,6 +219,8 @@ var pagesHTML string
 
 var tmpl = template.Must(template.New("pages").Funcs(template.FuncMap{
 	"words": compare.Words,
+	// svg is a series' plot: numbers and escaped text alone (plot.SVG)
+	"svg": func(s plot.Series) template.HTML { return template.HTML(plot.SVG(s)) },
 	"num": func(p *float64) string {
 		if p == nil {
 			return "–"

@@ -1,6 +1,6 @@
-// What opx serve reads of a store: its state, the runs with their tallies, a run's cases,
-// a series' points and changes and the same case elsewhere, each as a view model the
-// dashboard renders.
+// The store's reads by run and by series, as opx serve shows them: its state, the runs
+// with their tallies, a run's cases, a series' points and changes (and what its plot
+// draws, plot.Series) and the same case elsewhere.
 
 package history
 
@@ -9,13 +9,13 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"html/template"
 	"maps"
 	"math"
 	"slices"
 	"time"
 
 	"github.com/semianalysis/opx/internal/history/changes"
+	"github.com/semianalysis/opx/internal/plot"
 	"github.com/semianalysis/opx/internal/results"
 	"github.com/semianalysis/opx/internal/summary"
 	"github.com/semianalysis/opx/internal/verdict"
@@ -292,8 +292,9 @@ type SeriesView struct {
 	Points    []SeriesPoint `json:"points"`
 	Changes   []Change      `json:"changes"`
 	// Others is the same case on the other clusters: each's latest measured value.
-	Others []CasePoint   `json:"other_clusters"`
-	Plot   template.HTML `json:"-"` // the points as an SVG, drawn here
+	Others []CasePoint `json:"other_clusters"`
+	// Drawn is what its plot draws (plot.SVG): its measured points and its changes.
+	Drawn plot.Series `json:"-"`
 }
 
 // ErrNoSeries is Series' answer for a key the store does not hold.
@@ -352,7 +353,7 @@ func (s *Store) Series(ctx context.Context, key string, lookback int) (*SeriesVi
 		}
 	}
 	v.Points = seriesPoints(se, byID, ctxs, meta)
-	v.Plot = template.HTML(plot(se)) // built of numbers and escaped text alone
+	v.Drawn = plotOf(se)
 	if v.Others, err = s.others(ctx, se); err != nil {
 		return nil, err
 	}
