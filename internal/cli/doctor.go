@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,10 +15,17 @@ import (
 	"github.com/semianalysis/opx/internal/suggest"
 )
 
+type doctorOptions struct {
+	runner         string
+	platformConfig string
+	amd64          string
+	arm64          string
+	minFree        float64
+	asJSON         bool
+}
+
 func newDoctorCmd(env Env) *cobra.Command {
-	var runner, platformConfig, amd64, arm64 string
-	var minFree float64
-	var asJSON bool
+	o := &doctorOptions{}
 	c := &cobra.Command{
 		Use:   "doctor --runner LABEL",
 		Short: "Check this submit host has everything a runner's shards need",
@@ -36,43 +44,47 @@ Exit 1 when something required is missing; warnings alone exit 0.`,
   opx doctor --runner cluster:my-cluster --platform-config platforms.json`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if minFree < 0 {
-				return &UsageError{errors.New("--min-free-gib must be >= 0")}
-			}
-			reg, src, err := platform.LoadConfig(platformConfig)
-			if err != nil {
-				return err
-			}
-			entry, ok := reg.Facts(runner)
-			if !ok {
-				return &UsageError{fmt.Errorf("unknown runner %s: %s has no entry for it (runners: %s)%s", safe.Text(runner), src,
-					strings.Join(reg.Labels(), ", "), didYouMeanRunner(runner, reg.Labels()))}
-			}
-			fs := doctor.Run(c.Context(), doctor.Options{Entry: entry, Getenv: env.getenv, Environ: env.environ(),
-				MinFree: uint64(minFree * (1 << 30)),
-				Binary:  func(ip string) (string, error) { return shard.StagedBinary(ip, amd64, arm64) }})
-			if asJSON {
-				if err := doctor.WriteJSON(env.Stdout, runner, fs); err != nil {
-					return err
-				}
-			} else {
-				doctor.Write(env.Stdout, runner, fs)
-			}
-			if doctor.Failed(fs) {
-				return &ExitError{Code: 1}
-			}
-			return nil
+			return runDoctor(c.Context(), env, o)
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&runner, "runner", "", "the runner label to check (required)")
-	f.StringVar(&platformConfig, "platform-config", "", "platform overlay JSON (default: the embedded one)")
-	f.Float64Var(&minFree, "min-free-gib", 20, "free space the storage root needs, GiB")
-	f.StringVar(&amd64, "opx-binary", "", "the linux/amd64 opx binary execute would stage")
-	f.StringVar(&arm64, "opx-binary-arm64", "", "the linux/arm64 opx binary execute would stage")
-	f.BoolVar(&asJSON, "json", false, "print the findings as JSON")
+	f.StringVar(&o.runner, "runner", "", "the runner label to check (required)")
+	f.StringVar(&o.platformConfig, "platform-config", "", "platform overlay JSON (default: the embedded one)")
+	f.Float64Var(&o.minFree, "min-free-gib", 20, "free space the storage root needs, GiB")
+	f.StringVar(&o.amd64, "opx-binary", "", "the linux/amd64 opx binary execute would stage")
+	f.StringVar(&o.arm64, "opx-binary-arm64", "", "the linux/arm64 opx binary execute would stage")
+	f.BoolVar(&o.asJSON, "json", false, "print the findings as JSON")
 	_ = c.MarkFlagRequired("runner")
 	return c
+}
+
+func runDoctor(ctx context.Context, env Env, o *doctorOptions) error {
+	if o.minFree < 0 {
+		return &UsageError{errors.New("--min-free-gib must be >= 0")}
+	}
+	reg, src, err := platform.LoadConfig(o.platformConfig)
+	if err != nil {
+		return err
+	}
+	entry, ok := reg.Facts(o.runner)
+	if !ok {
+		return &UsageError{fmt.Errorf("unknown runner %s: %s has no entry for it (runners: %s)%s", safe.Text(o.runner), src,
+			strings.Join(reg.Labels(), ", "), didYouMeanRunner(o.runner, reg.Labels()))}
+	}
+	fs := doctor.Run(ctx, doctor.Options{Entry: entry, Getenv: env.getenv, Environ: env.environ(),
+		MinFree: uint64(o.minFree * (1 << 30)),
+		Binary:  func(ip string) (string, error) { return shard.StagedBinary(ip, o.amd64, o.arm64) }})
+	if o.asJSON {
+		if err := doctor.WriteJSON(env.Stdout, o.runner, fs); err != nil {
+			return err
+		}
+	} else {
+		doctor.Write(env.Stdout, o.runner, fs)
+	}
+	if doctor.Failed(fs) {
+		return &ExitError{Code: 1}
+	}
+	return nil
 }
 
 // didYouMeanRunner is "; did you mean cluster:h200-dgxc?" for a runner named by part of

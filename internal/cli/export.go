@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -14,8 +15,14 @@ import (
 	"github.com/semianalysis/opx/internal/verdict"
 )
 
+type exportOptions struct {
+	manifest string
+	format   string
+	out      string
+}
+
 func newExportCmd(env Env) *cobra.Command {
-	var manifest, format, out string
+	o := &exportOptions{}
 	c := &cobra.Command{
 		Use:   "export RUN_DIR",
 		Short: "Write one flat row per case (CSV or JSON lines) for spreadsheets and databases",
@@ -33,34 +40,38 @@ error saying which value it had), and the exit code is 1 when the run measured n
   opx export artifacts --format jsonl | jq -c 'select(.status != "ok")'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if !slices.Contains(export.Formats, format) {
-				return &UsageError{fmt.Errorf("--format %s: one of %s", format, strings.Join(export.Formats, ", "))}
-			}
-			m, err := results.Resolve(args[0], manifest, "--manifest")
-			if err != nil {
-				return err
-			}
-			if err := files.NotAnInput("--out", out, m, args[0]); err != nil {
-				return &UsageError{err}
-			}
-			var v verdict.Verdict
-			write := func(w io.Writer) (err error) {
-				v, err = export.Write(c.Context(), m, args[0], format, w)
-				return err
-			}
-			if out == "" {
-				err = write(env.Stdout)
-			} else {
-				err = files.WriteAtomicFunc(out, 0o644, write)
-			}
-			if err != nil {
-				return err
-			}
-			return sayVerdict(env, "export", v)
+			return runExport(c.Context(), env, o, args)
 		},
 	}
-	c.Flags().StringVar(&manifest, "manifest", "", "the run's manifest (default: found in RUN_DIR)")
-	c.Flags().StringVar(&format, "format", "csv", "csv or jsonl")
-	c.Flags().StringVarP(&out, "out", "o", "", "write here, atomically (default: stdout)")
+	c.Flags().StringVar(&o.manifest, "manifest", "", "the run's manifest (default: found in RUN_DIR)")
+	c.Flags().StringVar(&o.format, "format", "csv", "csv or jsonl")
+	c.Flags().StringVarP(&o.out, "out", "o", "", "write here, atomically (default: stdout)")
 	return c
+}
+
+func runExport(ctx context.Context, env Env, o *exportOptions, args []string) error {
+	if !slices.Contains(export.Formats, o.format) {
+		return &UsageError{fmt.Errorf("--format %s: one of %s", o.format, strings.Join(export.Formats, ", "))}
+	}
+	m, err := results.Resolve(args[0], o.manifest, "--manifest")
+	if err != nil {
+		return err
+	}
+	if err := files.NotAnInput("--out", o.out, m, args[0]); err != nil {
+		return &UsageError{err}
+	}
+	var v verdict.Verdict
+	write := func(w io.Writer) (err error) {
+		v, err = export.Write(ctx, m, args[0], o.format, w)
+		return err
+	}
+	if o.out == "" {
+		err = write(env.Stdout)
+	} else {
+		err = files.WriteAtomicFunc(o.out, 0o644, write)
+	}
+	if err != nil {
+		return err
+	}
+	return sayVerdict(env, "export", v)
 }

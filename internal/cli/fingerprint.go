@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -8,8 +9,13 @@ import (
 	"github.com/semianalysis/opx/internal/fingerprint"
 )
 
+type fingerprintOptions struct {
+	phase string
+	out   string
+}
+
 func newFingerprintCmd(env Env) *cobra.Command {
-	var phase, out string
+	o := &fingerprintOptions{}
 	c := &cobra.Command{
 		Use:   "fingerprint",
 		Short: "Record the node a shard runs on: GPUs, driver, clocks, power, throttling (run on the compute node)",
@@ -23,16 +29,20 @@ partition) state, temperature and throttle reasons with their counters — from
 still succeeds, so a shard never fails for want of its fingerprint.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if phase != "before" && phase != "after" {
-				return &UsageError{fmt.Errorf("--phase must be before or after, not %q", phase)}
-			}
-			f := fingerprint.Take(c.Context(), phase, fingerprint.Options{Env: env.environ()})
-			return f.Write(out)
+			return runFingerprint(c.Context(), env, o)
 		},
 	}
-	c.Flags().StringVar(&phase, "phase", "", "before or after (the benchmark)")
-	c.Flags().StringVar(&out, "out", "", "where to write the fingerprint JSON (required)")
+	c.Flags().StringVar(&o.phase, "phase", "", "before or after (the benchmark)")
+	c.Flags().StringVar(&o.out, "out", "", "where to write the fingerprint JSON (required)")
 	_ = c.MarkFlagRequired("out")
 	_ = c.MarkFlagRequired("phase")
 	return c
+}
+
+func runFingerprint(ctx context.Context, env Env, o *fingerprintOptions) error {
+	if o.phase != "before" && o.phase != "after" {
+		return &UsageError{fmt.Errorf("--phase must be before or after, not %q", o.phase)}
+	}
+	f := fingerprint.Take(ctx, o.phase, fingerprint.Options{Env: env.environ()})
+	return f.Write(o.out)
 }

@@ -84,9 +84,28 @@ func checkDBTimeout(timeout time.Duration) error {
 
 // addStoreFlags declares --db and --db-timeout as every command over a history store has
 // them: one name, default and help for each.
-func addStoreFlags(f *pflag.FlagSet, db *string, timeout *time.Duration) {
-	f.StringVar(db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
-	addDBTimeout(f, timeout)
+// storeFlags are --db and --db-timeout, declared once for every command that opens one
+// history store (add, check, report, triage, migrate, serve: restic's AddFlags shape);
+// the store is opened by its methods.
+type storeFlags struct {
+	db        string
+	dbTimeout time.Duration
+}
+
+// AddFlags declares the flags on f.
+func (s *storeFlags) AddFlags(f *pflag.FlagSet) {
+	f.StringVar(&s.db, "db", "", "the store: a SQLite file or postgres:// URL (default $OPX_HISTORY, else opx-history.db)")
+	addDBTimeout(f, &s.dbTimeout)
+}
+
+// open opens the store to write it (openStore); create makes it when it does not exist.
+func (s *storeFlags) open(ctx context.Context, create bool) (*history.Store, error) {
+	return openStore(ctx, s.db, create, s.dbTimeout)
+}
+
+// reader opens the store only to read it (openReader).
+func (s *storeFlags) reader(ctx context.Context) (*history.Store, error) {
+	return openReader(ctx, s.db, s.dbTimeout)
 }
 
 // addDBTimeout declares --db-timeout (history copy has it for both of its stores).

@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -12,9 +13,14 @@ import (
 	"github.com/spf13/cobra"
 )
 
+type historyAddOptions struct {
+	storeFlags
+	at       string
+	manifest string
+}
+
 func newHistoryAddCmd(env Env) *cobra.Command {
-	var db, at, manifest string
-	var dbTimeout time.Duration
+	o := &historyAddOptions{}
 	c := &cobra.Command{
 		Use:   "add RUN_DIR...",
 		Short: "Record every case of runs (artifacts or opx run --out directories)",
@@ -31,66 +37,70 @@ the run's points, and says so.`,
   opx history add --manifest operatorx-control/operatorx-manifest.json operatorx-artifacts`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if manifest != "" && len(args) > 1 {
-				return &UsageError{fmt.Errorf("--manifest names one run's manifest: add one RUN_DIR with it")}
-			}
-			var when time.Time
-			if at != "" {
-				t, err := time.Parse(time.RFC3339, at)
-				if err != nil {
-					return &UsageError{fmt.Errorf("--at %q: not an RFC 3339 time (2026-11-30T02:00:00Z)", at)}
-				}
-				when = t
-			}
-			if err := checkDBTimeout(dbTimeout); err != nil { // before any run is read
-				return err
-			}
-			// every run is read before the store is opened (or made): a run that cannot be
-			// read leaves no store behind
-			read := make([]*history.Run, len(args))
-			for i, dir := range args {
-				r, err := history.ReadRun(c.Context(), dir, manifest, when)
-				if err != nil {
-					return err
-				}
-				read[i] = r
-			}
-			s, err := openStore(c.Context(), db, true, dbTimeout)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			for i, dir := range args {
-				a, err := s.Add(c.Context(), read[i])
-				if err != nil {
-					return err
-				}
-				if a.Already {
-					fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s is already in %s: nothing written\n", safe.Text(dir), safe.Text(a.RunID), a.At.UTC().Format(time.RFC3339), safe.Text(s.Where))
-					continue
-				}
-				what := ""
-				if a.Confirms != "" {
-					what = ", a confirmation of run " + a.Confirms + "'s suspects"
-				}
-				after := ""
-				if r := a.Replaced; r != nil {
-					after += fmt.Sprintf("; it replaces the run as the store held it (attempt %d, %d measured)", r.Attempt, r.Measured)
-				}
-				if a.Extra > 0 {
-					after += fmt.Sprintf("; %d extra row(s) of no requested case not recorded", a.Extra)
-				}
-				if len(a.Escaped) > 0 {
-					after += "; kept escaped (a NUL byte as \\x00, invalid UTF-8 as U+FFFD, as both stores can hold them): " + safe.Text(strings.Join(a.Escaped, ", "))
-				}
-				fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s%s: %d cases (%d measured) recorded in %s%s\n",
-					safe.Text(dir), safe.Text(a.RunID), a.At.UTC().Format(time.RFC3339), what, a.Cases, a.Measured, safe.Text(s.Where), after)
-			}
-			return nil
+			return runHistoryAdd(c.Context(), env, o, args)
 		},
 	}
-	addStoreFlags(c.Flags(), &db, &dbTimeout)
-	c.Flags().StringVar(&at, "at", "", "the runs' time, RFC 3339 (default: when each measured)")
-	c.Flags().StringVar(&manifest, "manifest", "", "the run's manifest (default: found in RUN_DIR)")
+	o.AddFlags(c.Flags())
+	c.Flags().StringVar(&o.at, "at", "", "the runs' time, RFC 3339 (default: when each measured)")
+	c.Flags().StringVar(&o.manifest, "manifest", "", "the run's manifest (default: found in RUN_DIR)")
 	return c
+}
+
+func runHistoryAdd(ctx context.Context, env Env, o *historyAddOptions, args []string) error {
+	if o.manifest != "" && len(args) > 1 {
+		return &UsageError{fmt.Errorf("--manifest names one run's manifest: add one RUN_DIR with it")}
+	}
+	var when time.Time
+	if o.at != "" {
+		t, err := time.Parse(time.RFC3339, o.at)
+		if err != nil {
+			return &UsageError{fmt.Errorf("--at %q: not an RFC 3339 time (2026-11-30T02:00:00Z)", o.at)}
+		}
+		when = t
+	}
+	if err := checkDBTimeout(o.dbTimeout); err != nil { // before any run is read
+		return err
+	}
+	// every run is read before the store is opened (or made): a run that cannot be
+	// read leaves no store behind
+	read := make([]*history.Run, len(args))
+	for i, dir := range args {
+		r, err := history.ReadRun(ctx, dir, o.manifest, when)
+		if err != nil {
+			return err
+		}
+		read[i] = r
+	}
+	s, err := o.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	for i, dir := range args {
+		a, err := s.Add(ctx, read[i])
+		if err != nil {
+			return err
+		}
+		if a.Already {
+			fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s is already in %s: nothing written\n", safe.Text(dir), safe.Text(a.RunID), a.At.UTC().Format(time.RFC3339), safe.Text(s.Where))
+			continue
+		}
+		what := ""
+		if a.Confirms != "" {
+			what = ", a confirmation of run " + a.Confirms + "'s suspects"
+		}
+		after := ""
+		if r := a.Replaced; r != nil {
+			after += fmt.Sprintf("; it replaces the run as the store held it (attempt %d, %d measured)", r.Attempt, r.Measured)
+		}
+		if a.Extra > 0 {
+			after += fmt.Sprintf("; %d extra row(s) of no requested case not recorded", a.Extra)
+		}
+		if len(a.Escaped) > 0 {
+			after += "; kept escaped (a NUL byte as \\x00, invalid UTF-8 as U+FFFD, as both stores can hold them): " + safe.Text(strings.Join(a.Escaped, ", "))
+		}
+		fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s%s: %d cases (%d measured) recorded in %s%s\n",
+			safe.Text(dir), safe.Text(a.RunID), a.At.UTC().Format(time.RFC3339), what, a.Cases, a.Measured, safe.Text(s.Where), after)
+	}
+	return nil
 }

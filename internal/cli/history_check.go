@@ -9,7 +9,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/semianalysis/opx/internal/compare"
 	"github.com/semianalysis/opx/internal/files"
@@ -20,14 +19,15 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// historyCheck is history check's flags.
-type historyCheck struct {
-	db, jsonOut, junitOut, filter, confirm string
-	dbTimeout                              time.Duration
-	failPct                                float64
-	window                                 int
-	all, newOnly                           bool
-	o                                      history.CheckOptions
+// historyCheckOptions are history check's flags.
+type historyCheckOptions struct {
+	storeFlags
+	jsonOut, junitOut, filter, confirm string
+	failPct                            float64
+	window                             int
+	all, newOnly                       bool
+	gate                               bool // --fail-on-regression was given
+	o                                  history.CheckOptions
 }
 
 const historyCheckLong = `Find, in every series the run under test touched (--all: every series), the runs where
@@ -74,7 +74,7 @@ near the old one — as noise, or as that node's alone when the node was the odd
 several suspects at once.`
 
 func newHistoryCheckCmd(env Env) *cobra.Command {
-	h := &historyCheck{o: history.CheckOptions{Options: changes.Defaults}}
+	h := &historyCheckOptions{o: history.CheckOptions{Options: changes.Defaults}}
 	c := &cobra.Command{
 		Use:   "check",
 		Short: "Find where each case's level shifted; gate on regressions that stand",
@@ -83,9 +83,12 @@ func newHistoryCheckCmd(env Env) *cobra.Command {
   opx history check --fail-on-regression 5 --json changes.json >> "$GITHUB_STEP_SUMMARY"
   opx history check --all --filter backend=vllm,cluster=h200-dgxc`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error { return runHistoryCheck(env, c, h) },
+		RunE: func(c *cobra.Command, args []string) error {
+			h.gate = c.Flags().Changed("fail-on-regression")
+			return runHistoryCheck(c.Context(), env, h)
+		},
 	}
-	addStoreFlags(c.Flags(), &h.db, &h.dbTimeout)
+	h.AddFlags(c.Flags())
 	c.Flags().StringVar(&h.jsonOut, "json", "", "write every change here (JSON)")
 	c.Flags().StringVar(&h.junitOut, "junit", "", "write JUnit XML here for CI test reporters: a testcase per change and unmeasured case, a failure per regression")
 	c.Flags().StringVar(&h.confirm, "confirm-manifest", "", "write a manifest of the run under test's suspects here, each cell excluding the nodes that measured them")
@@ -105,7 +108,7 @@ func newHistoryCheckCmd(env Env) *cobra.Command {
 
 // runHistoryCheck is history check: the flags checked, the store checked, the outputs
 // written, and the gate's answer.
-func runHistoryCheck(env Env, c *cobra.Command, h *historyCheck) error {
+func runHistoryCheck(ctx context.Context, env Env, h *historyCheckOptions) error {
 	f, err := parseHistoryFilter(h.filter)
 	if err != nil {
 		return &UsageError{err}
@@ -114,7 +117,7 @@ func runHistoryCheck(env Env, c *cobra.Command, h *historyCheck) error {
 	if !(h.o.MinChange >= 0) || math.IsInf(h.o.MinChange, 0) || !(h.o.Alpha > 0 && h.o.Alpha < 1) {
 		return &UsageError{fmt.Errorf("--min-change must be a finite fraction >= 0 and --alpha between 0 and 1")}
 	}
-	gate := c.Flags().Changed("fail-on-regression")
+	gate := h.gate
 	if gate {
 		if err := gatePercent(h.failPct); err != nil {
 			return err
@@ -132,7 +135,7 @@ func runHistoryCheck(env Env, c *cobra.Command, h *historyCheck) error {
 	if gate {
 		g = &history.Gate{Pct: h.failPct, Window: h.window, NewOnly: h.newOnly}
 	}
-	s, found, err := checkHistory(c.Context(), h.db, h.dbTimeout, h.o, g)
+	s, found, err := checkHistory(ctx, &h.storeFlags, h.o, g)
 	if err != nil {
 		return err
 	}
@@ -145,7 +148,7 @@ func runHistoryCheck(env Env, c *cobra.Command, h *historyCheck) error {
 	found.ServeURL, found.Gate = env.getenv("OPX_SERVE_URL"), g
 	found.Markdown(env.Stdout)
 	if h.confirm != "" {
-		n, err := s.ConfirmManifest(c.Context(), found, h.confirm)
+		n, err := s.ConfirmManifest(ctx, found, h.confirm)
 		if err != nil {
 			return err
 		}
@@ -160,7 +163,7 @@ func runHistoryCheck(env Env, c *cobra.Command, h *historyCheck) error {
 		why = historyGate(found, s.Where, h.o, *g)
 		if found.Newest != nil && h.o.Run == "" {
 			// the next gate judges every run added after this one
-			if err := s.MarkGated(c.Context(), h.o.Filter, found.Newest); err != nil {
+			if err := s.MarkGated(ctx, h.o.Filter, found.Newest); err != nil {
 				return err
 			}
 		}
@@ -229,11 +232,11 @@ func historyGate(f *history.Found, where string, o history.CheckOptions, g histo
 }
 
 // checkHistory opens the store (never creating one) and checks it; the caller closes it.
-func checkHistory(ctx context.Context, db string, timeout time.Duration, o history.CheckOptions, g *history.Gate) (*history.Store, *history.Found, error) {
+func checkHistory(ctx context.Context, st *storeFlags, o history.CheckOptions, g *history.Gate) (*history.Store, *history.Found, error) {
 	if _, needs := changes.Young(0); o.Lookback < needs {
 		return nil, nil, &UsageError{fmt.Errorf("--lookback %d: read at least %d runs of each series (a series needs %d to be judged)", o.Lookback, needs, needs)}
 	}
-	s, err := openReader(ctx, db, timeout)
+	s, err := st.reader(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -13,9 +14,14 @@ import (
 	"github.com/semianalysis/opx/internal/safe"
 )
 
+type historyCopyOptions struct {
+	from      string
+	to        string
+	dbTimeout time.Duration
+}
+
 func newHistoryCopyCmd(env Env) *cobra.Command {
-	var from, to string
-	var dbTimeout time.Duration
+	o := &historyCopyOptions{}
 	c := &cobra.Command{
 		Use:   "copy --from STORE --to STORE",
 		Short: "Copy a whole history store into a new one (SQLite to PostgreSQL, or back)",
@@ -32,46 +38,50 @@ OPX_HISTORY / --db to the new store (docs/history.md).`,
   opx history copy --from postgres://opx@db:5432/opx --to backup.db`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			if from == "" || to == "" {
-				return &UsageError{fmt.Errorf("copy needs both --from STORE and --to STORE")}
-			}
-			if history.DSN(from) == history.DSN(to) {
-				return &UsageError{fmt.Errorf("--to names the store --from names: copy into a new store")}
-			}
-			if err := notTheStore("--to", to, from); err != nil {
-				return err
-			}
-			src, err := openReader(c.Context(), from, dbTimeout)
-			if err != nil {
-				return err
-			}
-			defer src.Close()
-			made := ""
-			if files := history.Files(to); len(files) > 0 {
-				if _, err := os.Lstat(files[0]); os.IsNotExist(err) {
-					made = files[0] // this copy makes it: a copy that fails leaves no store behind
-				}
-			}
-			dst, err := openStore(c.Context(), to, true, dbTimeout)
-			if err != nil {
-				return err
-			}
-			n, err := history.Copy(c.Context(), src, dst)
-			dst.Close()
-			if err != nil {
-				if made != "" {
-					for _, f := range history.Files(to) {
-						os.Remove(f)
-					}
-				}
-				return err
-			}
-			fmt.Fprintf(env.Stderr, "opx history copy: %s → %s: %s (every table counted on both sides)\n", safe.Text(src.Where), safe.Text(dst.Where), n)
-			return nil
+			return runHistoryCopy(c.Context(), env, o, args)
 		},
 	}
-	c.Flags().StringVar(&from, "from", "", "the store to copy: a SQLite file or postgres:// URL")
-	c.Flags().StringVar(&to, "to", "", "the new store: a SQLite file that does not exist yet, or an empty PostgreSQL database")
-	addDBTimeout(c.Flags(), &dbTimeout)
+	c.Flags().StringVar(&o.from, "from", "", "the store to copy: a SQLite file or postgres:// URL")
+	c.Flags().StringVar(&o.to, "to", "", "the new store: a SQLite file that does not exist yet, or an empty PostgreSQL database")
+	addDBTimeout(c.Flags(), &o.dbTimeout)
 	return c
+}
+
+func runHistoryCopy(ctx context.Context, env Env, o *historyCopyOptions, args []string) error {
+	if o.from == "" || o.to == "" {
+		return &UsageError{fmt.Errorf("copy needs both --from STORE and --to STORE")}
+	}
+	if history.DSN(o.from) == history.DSN(o.to) {
+		return &UsageError{fmt.Errorf("--to names the store --from names: copy into a new store")}
+	}
+	if err := notTheStore("--to", o.to, o.from); err != nil {
+		return err
+	}
+	src, err := openReader(ctx, o.from, o.dbTimeout)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	made := ""
+	if files := history.Files(o.to); len(files) > 0 {
+		if _, err := os.Lstat(files[0]); os.IsNotExist(err) {
+			made = files[0] // this copy makes it: a copy that fails leaves no store behind
+		}
+	}
+	dst, err := openStore(ctx, o.to, true, o.dbTimeout)
+	if err != nil {
+		return err
+	}
+	n, err := history.Copy(ctx, src, dst)
+	dst.Close()
+	if err != nil {
+		if made != "" {
+			for _, f := range history.Files(o.to) {
+				os.Remove(f)
+			}
+		}
+		return err
+	}
+	fmt.Fprintf(env.Stderr, "opx history copy: %s → %s: %s (every table counted on both sides)\n", safe.Text(src.Where), safe.Text(dst.Where), n)
+	return nil
 }

@@ -3,8 +3,8 @@
 package cli
 
 import (
+	"context"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,9 +12,12 @@ import (
 	"github.com/semianalysis/opx/internal/safe"
 )
 
+type historyMigrateOptions struct {
+	storeFlags
+}
+
 func newHistoryMigrateCmd(env Env) *cobra.Command {
-	var db string
-	var dbTimeout time.Duration
+	o := &historyMigrateOptions{}
 	c := &cobra.Command{
 		Use:   "migrate",
 		Short: "Bring a store written by an older opx to this opx's schema",
@@ -26,20 +29,24 @@ schema goes on writing the store; a new schema locks older writers out ("upgrade
 		Example: `  opx history migrate --db opx-history.db`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			s, err := openStore(c.Context(), db, false, dbTimeout)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			now := fmt.Sprintf("history schema %d, revision %d", history.Schema, history.Revision)
-			if s.From == [2]int{history.Schema, history.Revision} {
-				fmt.Fprintf(env.Stderr, "opx history migrate: %s: already at %s: nothing to do\n", safe.Text(s.Where), now)
-				return nil
-			}
-			fmt.Fprintf(env.Stderr, "opx history migrate: %s: %s (was schema %d, revision %d)\n", safe.Text(s.Where), now, s.From[0], s.From[1])
-			return nil
+			return runHistoryMigrate(c.Context(), env, o)
 		},
 	}
-	addStoreFlags(c.Flags(), &db, &dbTimeout)
+	o.AddFlags(c.Flags())
 	return c
+}
+
+func runHistoryMigrate(ctx context.Context, env Env, o *historyMigrateOptions) error {
+	s, err := o.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	now := fmt.Sprintf("history schema %d, revision %d", history.Schema, history.Revision)
+	if s.From == [2]int{history.Schema, history.Revision} {
+		fmt.Fprintf(env.Stderr, "opx history migrate: %s: already at %s: nothing to do\n", safe.Text(s.Where), now)
+		return nil
+	}
+	fmt.Fprintf(env.Stderr, "opx history migrate: %s: %s (was schema %d, revision %d)\n", safe.Text(s.Where), now, s.From[0], s.From[1])
+	return nil
 }

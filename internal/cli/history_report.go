@@ -3,8 +3,8 @@
 package cli
 
 import (
+	"context"
 	"fmt"
-	"time"
 
 	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/history"
@@ -13,9 +13,7 @@ import (
 )
 
 func newHistoryReportCmd(env Env) *cobra.Command {
-	var db, out string
-	var dbTimeout time.Duration
-	o := history.CheckOptions{Options: changes.Defaults, All: true}
+	o := &historyReportOptions{check: history.CheckOptions{Options: changes.Defaults, All: true}}
 	c := &cobra.Command{
 		Use:   "report",
 		Short: "Write the history as one self-contained HTML page",
@@ -27,24 +25,35 @@ latest value and its trend over the window. Its size is bounded (60 plots, 5,000
 rest counted) so that it opens at once at any history size.`,
 		Example: `  opx history report --out history.html`,
 		Args:    cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := notTheStore("--out", out, db); err != nil {
-				return err
-			}
-			s, found, err := checkHistory(c.Context(), db, dbTimeout, o, nil)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			if err := files.WriteAtomicFunc(out, 0o644, found.Page); err != nil {
-				return err
-			}
-			fmt.Fprintf(env.Stderr, "opx history report: %s: %d series, %d changes\n", out, found.Series, len(found.Changes))
-			return nil
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runHistoryReport(c.Context(), env, o)
 		},
 	}
-	addStoreFlags(c.Flags(), &db, &dbTimeout)
-	c.Flags().StringVarP(&out, "out", "o", "opx-history.html", "write the page here, atomically")
-	c.Flags().IntVar(&o.Lookback, "lookback", history.DefaultLookback, "how many newest runs of each series are read")
+	o.AddFlags(c.Flags())
+	c.Flags().StringVarP(&o.out, "out", "o", "opx-history.html", "write the page here, atomically")
+	c.Flags().IntVar(&o.check.Lookback, "lookback", history.DefaultLookback, "how many newest runs of each series are read")
 	return c
+}
+
+// historyReportOptions are history report's flags.
+type historyReportOptions struct {
+	storeFlags
+	out   string
+	check history.CheckOptions
+}
+
+func runHistoryReport(ctx context.Context, env Env, o *historyReportOptions) error {
+	if err := notTheStore("--out", o.out, o.db); err != nil {
+		return err
+	}
+	s, found, err := checkHistory(ctx, &o.storeFlags, o.check, nil)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := files.WriteAtomicFunc(o.out, 0o644, found.Page); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stderr, "opx history report: %s: %d series, %d changes\n", o.out, found.Series, len(found.Changes))
+	return nil
 }

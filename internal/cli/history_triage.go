@@ -3,11 +3,11 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/user"
 	"strings"
-	"time"
 
 	"github.com/semianalysis/opx/internal/history"
 	"github.com/semianalysis/opx/internal/history/changes"
@@ -15,9 +15,15 @@ import (
 	"github.com/spf13/cobra"
 )
 
+type historyTriageOptions struct {
+	storeFlags
+	state string
+	note  string
+	link  string
+}
+
 func newHistoryTriageCmd(env Env) *cobra.Command {
-	var db, state, note, link string
-	var dbTimeout time.Duration
+	o := &historyTriageOptions{}
 	c := &cobra.Command{
 		Use:   "triage CHANGE_ID --state STATE",
 		Short: "Mark a change acknowledged, expected, invalid or open again",
@@ -33,39 +39,43 @@ unique start of its id (4 characters or more) names it.`,
   opx history triage c1a2b3c4d5e6f70 --state expected --note "the new driver's GEMM path, accepted"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := history.CheckTriage(state, note, link); err != nil {
-				return &UsageError{err}
-			}
-			s, err := openStore(c.Context(), db, false, dbTimeout)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			found, err := s.Check(c.Context(), history.CheckOptions{Options: changes.Defaults, All: true})
-			if err != nil {
-				return err
-			}
-			id, known, several := found.ChangeID(args[0]) // a unique prefix names its change
-			if len(several) > 1 {
-				return &UsageError{fmt.Errorf("%s is the start of %d change ids (%s): give more of it", safe.Text(args[0]), len(several), strings.Join(several, ", "))}
-			}
-			who := os.Getenv("USER")
-			if u, err := user.Current(); err == nil {
-				who = u.Username
-			}
-			ev, err := s.Triage(c.Context(), id, state, who, "cli", note, link, known)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(env.Stderr, "opx history triage: %s: %s → %s by %s\n", safe.Text(id), ev.From, ev.To, safe.Text(ev.Who))
-			return nil
+			return runHistoryTriage(c.Context(), env, o, args)
 		},
 	}
 	f := c.Flags()
-	addStoreFlags(f, &db, &dbTimeout)
-	f.StringVar(&state, "state", "", "acknowledged, expected, invalid or open (required)")
-	f.StringVar(&note, "note", "", "why (at most 4000 bytes)")
-	f.StringVar(&link, "link", "", "where it is followed: an http or https URL")
+	o.AddFlags(f)
+	f.StringVar(&o.state, "state", "", "acknowledged, expected, invalid or open (required)")
+	f.StringVar(&o.note, "note", "", "why (at most 4000 bytes)")
+	f.StringVar(&o.link, "link", "", "where it is followed: an http or https URL")
 	_ = c.MarkFlagRequired("state")
 	return c
+}
+
+func runHistoryTriage(ctx context.Context, env Env, o *historyTriageOptions, args []string) error {
+	if err := history.CheckTriage(o.state, o.note, o.link); err != nil {
+		return &UsageError{err}
+	}
+	s, err := o.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	found, err := s.Check(ctx, history.CheckOptions{Options: changes.Defaults, All: true})
+	if err != nil {
+		return err
+	}
+	id, known, several := found.ChangeID(args[0]) // a unique prefix names its change
+	if len(several) > 1 {
+		return &UsageError{fmt.Errorf("%s is the start of %d change ids (%s): give more of it", safe.Text(args[0]), len(several), strings.Join(several, ", "))}
+	}
+	who := os.Getenv("USER")
+	if u, err := user.Current(); err == nil {
+		who = u.Username
+	}
+	ev, err := s.Triage(ctx, id, o.state, who, "cli", o.note, o.link, known)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stderr, "opx history triage: %s: %s → %s by %s\n", safe.Text(id), ev.From, ev.To, safe.Text(ev.Who))
+	return nil
 }

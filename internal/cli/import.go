@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -23,23 +24,7 @@ the result, checks that a tag still points at the planned digest, and renames it
 place. A truncated or otherwise damaged cache entry, or a stale .partial, is replaced.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			switch o.ImagePlatform {
-			case "linux/amd64", "linux/arm64":
-			default:
-				return &UsageError{fmt.Errorf("--image-platform must be linux/amd64 or linux/arm64, not %q", o.ImagePlatform)}
-			}
-			o.Environ, o.Stdout, o.Stderr = env.environ(), env.Stderr, env.Stderr
-			o.Resolver = &registry.Resolver{}
-			res, err := image.Run(c.Context(), o)
-			if err != nil {
-				return err
-			}
-			what := "reused"
-			if res.Imported {
-				what = "imported"
-			}
-			fmt.Fprintf(env.Stderr, "opx import: %s %s\n", what, res.Squash)
-			return nil
+			return runImport(c.Context(), env, &o)
 		},
 	}
 	f := c.Flags()
@@ -52,4 +37,25 @@ place. A truncated or otherwise damaged cache entry, or a stale .partial, is rep
 		_ = c.MarkFlagRequired(r)
 	}
 	return c
+}
+
+// runImport is opx import with its flags (image.Options): the cache entry made or reused.
+func runImport(ctx context.Context, env Env, o *image.Options) error {
+	switch o.ImagePlatform {
+	case "linux/amd64", "linux/arm64":
+	default:
+		return &UsageError{fmt.Errorf("--image-platform must be linux/amd64 or linux/arm64, not %q", o.ImagePlatform)}
+	}
+	o.Environ, o.Stdout, o.Stderr = env.environ(), env.Stderr, env.Stderr
+	o.Resolver = &registry.Resolver{}
+	res, err := image.Run(ctx, *o)
+	if err != nil {
+		return err
+	}
+	what := "reused"
+	if res.Imported {
+		what = "imported"
+	}
+	fmt.Fprintf(env.Stderr, "opx import: %s %s\n", what, res.Squash)
+	return nil
 }

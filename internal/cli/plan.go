@@ -29,6 +29,7 @@ type planOptions = plan.Request
 // planExtra are plan's flags beyond the seed's.
 type planExtra struct {
 	resume, manifest, estimateFrom string
+	changed                        func(flag string) bool // whether the command line set it
 }
 
 const planLong = `Plan a sweep: split the selected testlists into shards (one exclusive GPU node each),
@@ -73,52 +74,8 @@ func newPlanCmd(env Env) *cobra.Command {
 		Example: planExample,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if x.resume != "" {
-				return planResume(c, env, o, x)
-			}
-			var missing []string
-			for _, name := range []string{"backends", "runner", "testlists", "world-sizes"} {
-				if !c.Flags().Changed(name) {
-					missing = append(missing, `"`+name+`"`)
-				}
-			}
-			if len(missing) > 0 { // cobra's words; required unless --resume
-				return &UsageError{fmt.Errorf("required flag(s) %s not set", strings.Join(missing, ", "))}
-			}
-			if err := checkSourceSHA(c, o); err != nil {
-				return err
-			}
-			var costs []results.CaseCost
-			if x.estimateFrom != "" { // read before anything is written
-				if files.Same(o.Out, x.estimateFrom) {
-					return &UsageError{fmt.Errorf("--out %s is the ledger --estimate-from reads: write the manifest elsewhere", o.Out)}
-				}
-				var err error
-				if costs, err = results.ReadLedgerCosts(c.Context(), x.estimateFrom); err != nil {
-					return err
-				}
-				if !c.Flags().Changed("out") {
-					// an estimate alone: the plan goes to a file of its own, and no
-					// operatorx-manifest.json here is written over
-					tmp, err := os.MkdirTemp("", "opx-estimate-")
-					if err != nil {
-						return err
-					}
-					defer os.RemoveAll(tmp)
-					o.Out = filepath.Join(tmp, "operatorx-manifest.json")
-				}
-			}
-			stdout := env.Stdout
-			if x.estimateFrom != "" && !c.Flags().Changed("out") {
-				stdout = io.Discard // no matrix of queue tokens for a manifest that is not kept
-			}
-			if err := plan.Run(c.Context(), o, stdout, env.Stderr, isTerminal(env.Stderr)); err != nil {
-				return err
-			}
-			if x.estimateFrom != "" {
-				return printEstimate(c.Context(), env, o.Out, x.estimateFrom, costs)
-			}
-			return nil
+			x.changed = c.Flags().Changed
+			return runPlan(c.Context(), env, o, x)
 		},
 	}
 	addPlanFlags(c, o, true)
@@ -130,24 +87,74 @@ func newPlanCmd(env Env) *cobra.Command {
 	return c
 }
 
+// runPlan is opx plan with its flags: the manifest written, or --resume's.
+func runPlan(ctx context.Context, env Env, o *planOptions, x *planExtra) error {
+	if x.resume != "" {
+		return planResume(ctx, env, o, x)
+	}
+	var missing []string
+	for _, name := range []string{"backends", "runner", "testlists", "world-sizes"} {
+		if !x.changed(name) {
+			missing = append(missing, `"`+name+`"`)
+		}
+	}
+	if len(missing) > 0 { // cobra's words; required unless --resume
+		return &UsageError{fmt.Errorf("required flag(s) %s not set", strings.Join(missing, ", "))}
+	}
+	if err := checkSourceSHA(x.changed, o); err != nil {
+		return err
+	}
+	var costs []results.CaseCost
+	if x.estimateFrom != "" { // read before anything is written
+		if files.Same(o.Out, x.estimateFrom) {
+			return &UsageError{fmt.Errorf("--out %s is the ledger --estimate-from reads: write the manifest elsewhere", o.Out)}
+		}
+		var err error
+		if costs, err = results.ReadLedgerCosts(ctx, x.estimateFrom); err != nil {
+			return err
+		}
+		if !x.changed("out") {
+			// an estimate alone: the plan goes to a file of its own, and no
+			// operatorx-manifest.json here is written over
+			tmp, err := os.MkdirTemp("", "opx-estimate-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(tmp)
+			o.Out = filepath.Join(tmp, "operatorx-manifest.json")
+		}
+	}
+	stdout := env.Stdout
+	if x.estimateFrom != "" && !x.changed("out") {
+		stdout = io.Discard // no matrix of queue tokens for a manifest that is not kept
+	}
+	if err := plan.Run(ctx, o, stdout, env.Stderr, isTerminal(env.Stderr)); err != nil {
+		return err
+	}
+	if x.estimateFrom != "" {
+		return printEstimate(ctx, env, o.Out, x.estimateFrom, costs)
+	}
+	return nil
+}
+
 // checkSourceSHA refuses an empty --source-sha: the manifest would record no commit, and
 // every shard's execute would have to be given the same nothing.
-func checkSourceSHA(c *cobra.Command, o *planOptions) error {
-	if c.Flags().Changed("source-sha") && strings.TrimSpace(o.SourceSHA) == "" {
+func checkSourceSHA(changed func(string) bool, o *planOptions) error {
+	if changed("source-sha") && strings.TrimSpace(o.SourceSHA) == "" {
 		return &UsageError{errors.New("--source-sha is empty: give the commit the sweep measures (git rev-parse HEAD), or leave the flag out")}
 	}
 	return nil
 }
 
 // planResume is plan --resume: the re-dispatch of what a run is missing.
-func planResume(c *cobra.Command, env Env, o *planOptions, x *planExtra) error {
+func planResume(ctx context.Context, env Env, o *planOptions, x *planExtra) error {
 	for _, name := range []string{"runner", "backends", "testlists", "world-sizes", "run-id", "source-sha", "chunk-size", "mode", "estimate-from"} {
-		if c.Flags().Changed(name) {
+		if x.changed(name) {
 			return &UsageError{fmt.Errorf("--resume plans the run's own manifest again: drop --%s", name)}
 		}
 	}
 	out := o.Out
-	if !c.Flags().Changed("out") {
+	if !x.changed("out") {
 		out = "operatorx-resume-manifest.json"
 	}
 	mpath, err := results.Resolve(x.resume, x.manifest, "--manifest")
@@ -155,12 +162,12 @@ func planResume(c *cobra.Command, env Env, o *planOptions, x *planExtra) error {
 		return err
 	}
 	attempt := 0
-	if c.Flags().Changed("attempt") {
+	if x.changed("attempt") {
 		if attempt, err = strconv.Atoi(o.Attempt); err != nil || attempt < 1 {
 			return &UsageError{fmt.Errorf("--attempt %q: a resume attempt is a positive integer", o.Attempt)}
 		}
 	}
-	p, err := resume.Make(c.Context(), mpath, x.resume, attempt)
+	p, err := resume.Make(ctx, mpath, x.resume, attempt)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/semianalysis/opx/internal/platform"
@@ -11,9 +12,16 @@ import (
 	"github.com/spf13/cobra"
 )
 
+type recoverOptions struct {
+	seconds   int
+	artifacts string
+	runID     string
+	runner    string
+	cfg       string
+}
+
 func newRecoverCmd(env Env) *cobra.Command {
-	var seconds int
-	var artifacts, runID, runner, cfg string
+	o := &recoverOptions{}
 	c := &cobra.Command{
 		Use:   "recover",
 		Short: "Finalize the executions of an earlier run found in downloaded artifacts",
@@ -25,35 +33,39 @@ its results, remove its stage. Idempotent; exits 1 when nothing was found to rec
 		Example: `  opx recover --artifacts ./artifacts --run-id 12 --runner cluster:h200-dgxc --cleanup-seconds 180`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			reg, _, err := platform.LoadConfig(cfg)
-			if err != nil {
-				return err
-			}
-			r, ok := reg.Runner(runner)
-			entry, ok2 := reg.Entry(runner)
-			if !ok || !ok2 {
-				return fmt.Errorf("unknown runner %s (known: %v)", runner, reg.Labels())
-			}
-			st, err := platform.StorageOf(runner, entry)
-			if err != nil {
-				return err
-			}
-			n, err := shard.Recover(c.Context(), newSlurm(env), artifacts, runID, r, st, env.getenv, seconds)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(env.Stdout, "Recovered %d execution(s) from run %s\n", n, runID)
-			return nil
+			return runRecover(c.Context(), env, o)
 		},
 	}
 	f := c.Flags()
-	f.IntVar(&seconds, "cleanup-seconds", 0, "how long to wait for each allocation to end (required)")
-	f.StringVar(&artifacts, "artifacts", "", "directory of downloaded shard artifacts (required)")
-	f.StringVar(&runID, "run-id", "", "the earlier run's id (required)")
-	f.StringVar(&runner, "runner", "", "this runner's label (required)")
-	f.StringVar(&cfg, "platform-config", "", "platform overlay (default: embedded)")
+	f.IntVar(&o.seconds, "cleanup-seconds", 0, "how long to wait for each allocation to end (required)")
+	f.StringVar(&o.artifacts, "artifacts", "", "directory of downloaded shard artifacts (required)")
+	f.StringVar(&o.runID, "run-id", "", "the earlier run's id (required)")
+	f.StringVar(&o.runner, "runner", "", "this runner's label (required)")
+	f.StringVar(&o.cfg, "platform-config", "", "platform overlay (default: embedded)")
 	for _, r := range []string{"cleanup-seconds", "artifacts", "run-id", "runner"} {
 		_ = c.MarkFlagRequired(r)
 	}
 	return c
+}
+
+func runRecover(ctx context.Context, env Env, o *recoverOptions) error {
+	reg, _, err := platform.LoadConfig(o.cfg)
+	if err != nil {
+		return err
+	}
+	r, ok := reg.Runner(o.runner)
+	entry, ok2 := reg.Entry(o.runner)
+	if !ok || !ok2 {
+		return fmt.Errorf("unknown runner %s (known: %v)", o.runner, reg.Labels())
+	}
+	st, err := platform.StorageOf(o.runner, entry)
+	if err != nil {
+		return err
+	}
+	n, err := shard.Recover(ctx, newSlurm(env), o.artifacts, o.runID, r, st, env.getenv, o.seconds)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "Recovered %d execution(s) from run %s\n", n, o.runID)
+	return nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 
@@ -22,8 +23,13 @@ func sayVerdict(env Env, cmd string, v verdict.Verdict) error {
 	return nil
 }
 
+type reportOptions struct {
+	manifest string
+	out      string
+}
+
 func newReportCmd(env Env) *cobra.Command {
-	var manifest, out string
+	o := &reportOptions{}
 	c := &cobra.Command{
 		Use:   "report RUN_DIR",
 		Short: "Write one self-contained HTML page of what a run measured",
@@ -53,26 +59,30 @@ stderr, and the exit code is 1 when the run measured nothing.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			dir := args[0]
-			if out == "" {
-				out = filepath.Join(dir, "report.html")
-			}
-			m, err := results.Resolve(dir, manifest, "--manifest")
-			if err != nil {
-				return err
-			}
-			if err := files.NotAnInput("--out", out, m, dir); err != nil {
-				return &UsageError{err}
-			}
-			v, err := report.WriteFile(c.Context(), out, m, dir)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(env.Stdout, out)
-			return sayVerdict(env, "report", v)
+			return runReport(c.Context(), env, o, args)
 		},
 	}
-	c.Flags().StringVar(&manifest, "manifest", "", "the run's manifest (default: found in RUN_DIR)")
-	c.Flags().StringVarP(&out, "out", "o", "", "where to write the HTML (default RUN_DIR/report.html)")
+	c.Flags().StringVar(&o.manifest, "manifest", "", "the run's manifest (default: found in RUN_DIR)")
+	c.Flags().StringVarP(&o.out, "out", "o", "", "where to write the HTML (default RUN_DIR/report.html)")
 	return c
+}
+
+func runReport(ctx context.Context, env Env, o *reportOptions, args []string) error {
+	dir := args[0]
+	if o.out == "" {
+		o.out = filepath.Join(dir, "report.html")
+	}
+	m, err := results.Resolve(dir, o.manifest, "--manifest")
+	if err != nil {
+		return err
+	}
+	if err := files.NotAnInput("--out", o.out, m, dir); err != nil {
+		return &UsageError{err}
+	}
+	v, err := report.WriteFile(ctx, o.out, m, dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Stdout, o.out)
+	return sayVerdict(env, "report", v)
 }

@@ -15,13 +15,14 @@ type runOptions struct {
 	plan                                  planOptions
 	dir, resume, manifest                 string
 	maxParallel, timeMinutes, cleanupSecs int
+	changed                               func(flag string) bool // whether the command line set it
 }
 
-func runRun(ctx context.Context, env Env, c *cobra.Command, o *runOptions) error {
+func runRun(ctx context.Context, env Env, o *runOptions) error {
 	if o.maxParallel < 1 {
 		return &UsageError{errors.New("--max-parallel must be at least 1")}
 	}
-	if err := checkSourceSHA(c, &o.plan); err != nil {
+	if err := checkSourceSHA(o.changed, &o.plan); err != nil {
 		return err
 	}
 	if o.manifest != "" {
@@ -29,14 +30,14 @@ func runRun(ctx context.Context, env Env, c *cobra.Command, o *runOptions) error
 			return &UsageError{errors.New("--manifest and --resume: one or the other")}
 		}
 		for _, name := range []string{"runner", "backends", "testlists", "world-sizes", "run-id", "attempt", "source-sha", "chunk-size", "mode", "testlist-dir", "containers", "recipes"} {
-			if c.Flags().Changed(name) {
+			if o.changed(name) {
 				return &UsageError{fmt.Errorf("--manifest runs that manifest as it is: drop --%s", name)}
 			}
 		}
 	}
 	if o.resume != "" {
 		for _, name := range []string{"out", "runner", "backends", "testlists", "world-sizes", "run-id", "attempt", "source-sha", "chunk-size", "mode", "testlist-dir", "containers", "recipes"} {
-			if c.Flags().Changed(name) {
+			if o.changed(name) {
 				return &UsageError{fmt.Errorf("--resume reruns the run's own manifest in its own directory: drop --%s", name)}
 			}
 		}
@@ -92,7 +93,10 @@ func newRunCmd(env Env) *cobra.Command {
   opx run --runner cluster:h200-dgxc --backends vllm --testlists gemm_perf --max-parallel 4
   opx run --resume .opx-run/20261203T101500Z-4242   # only what that run is missing`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return runRun(c.Context(), env, c, o) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			o.changed = c.Flags().Changed
+			return runRun(c.Context(), env, o)
+		},
 	}
 	addPlanFlags(c, &o.plan, false)
 	f := c.Flags()

@@ -1,16 +1,14 @@
 package cli
 
 import (
-	"time"
+	"context"
 
 	"github.com/semianalysis/opx/internal/serve"
 	"github.com/spf13/cobra"
 )
 
 func newServeCmd(env Env) *cobra.Command {
-	o := serve.Options{Log: env.Stderr}
-	var db string
-	var dbTimeout time.Duration
+	o := &serveOptions{serve: serve.Options{Log: env.Stderr}}
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "The team's dashboard over a history store: changes with triage, series, runs",
@@ -42,25 +40,35 @@ addressed to this machine (Host localhost, 127.0.0.0/8, [::1]): DNS rebinding re
   opx serve --db "$OPX_HISTORY_DSN" --listen 0.0.0.0:8080 --token-file /etc/opx/tokens`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := serve.CheckListen(o.Listen, o.TokenFile, o.PublicRead); err != nil {
-				return &UsageError{err} // before the store is opened
-			}
-			if err := notTheStore("--token-file", o.TokenFile, db); err != nil {
-				return err
-			}
-			s, err := openReader(c.Context(), db, dbTimeout) // serve never migrates: it reads, and writes triage events
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			o.Store, o.Where = s, s.Where
-			return serve.Run(c.Context(), o)
+			return runServe(c.Context(), o)
 		},
 	}
 	f := c.Flags()
-	addStoreFlags(f, &db, &dbTimeout)
-	f.StringVar(&o.Listen, "listen", "127.0.0.1:8080", "host:port to listen on (a non-loopback address needs --token-file)")
-	f.StringVar(&o.TokenFile, "token-file", "", "bearer tokens, one a line (name:token to name it): triage needs one, and reads too off loopback")
-	f.BoolVar(&o.PublicRead, "public-read", false, "with --token-file off loopback: reads need no token (triage still does)")
+	o.AddFlags(f)
+	f.StringVar(&o.serve.Listen, "listen", "127.0.0.1:8080", "host:port to listen on (a non-loopback address needs --token-file)")
+	f.StringVar(&o.serve.TokenFile, "token-file", "", "bearer tokens, one a line (name:token to name it): triage needs one, and reads too off loopback")
+	f.BoolVar(&o.serve.PublicRead, "public-read", false, "with --token-file off loopback: reads need no token (triage still does)")
 	return c
+}
+
+// serveOptions are serve's flags: the store's, and the dashboard's (serve.Options).
+type serveOptions struct {
+	storeFlags
+	serve serve.Options
+}
+
+func runServe(ctx context.Context, o *serveOptions) error {
+	if err := serve.CheckListen(o.serve.Listen, o.serve.TokenFile, o.serve.PublicRead); err != nil {
+		return &UsageError{err} // before the store is opened
+	}
+	if err := notTheStore("--token-file", o.serve.TokenFile, o.db); err != nil {
+		return err
+	}
+	s, err := o.reader(ctx) // serve never migrates: it reads, and writes triage events
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	o.serve.Store, o.serve.Where = s, s.Where
+	return serve.Run(ctx, o.serve)
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 
@@ -11,9 +12,16 @@ import (
 	"github.com/semianalysis/opx/internal/safe"
 )
 
+type summarizeOptions struct {
+	manifest  string
+	artifacts string
+	out       string
+	cases     string
+	table     bool
+}
+
 func newSummarizeCmd(env Env) *cobra.Command {
-	var manifest, artifacts, out, cases string
-	var table bool
+	o := &summarizeOptions{}
 	c := &cobra.Command{
 		Use:   "summarize",
 		Short: "Count what every shard of a run measured; exit 1 unless the run succeeded",
@@ -39,56 +47,60 @@ and every attempt with its allocation's GPU-seconds. The verdict and the ledger'
 go to stderr, one line.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if cases == "" {
-				cases = filepath.Join(filepath.Dir(out), "operatorx-cases.json")
-			}
-			for flag, path := range map[string]string{"--out": out, "--cases": cases} {
-				if err := files.NotAnInput(flag, path, manifest, artifacts); err != nil {
-					return &UsageError{err}
-				}
-			}
-			ledger, err := results.CreateLedger(cases, artifacts)
-			if err != nil {
-				return err
-			}
-			defer ledger.Close()
-			run, err := results.CoverInto(c.Context(), manifest, artifacts, ledger)
-			if err != nil {
-				return err
-			}
-			rep := run.Summary
-			if err := files.WriteJSON(out, rep.Value()); err != nil {
-				return err
-			}
-			if err := ledger.Commit(run.Ledger); err != nil {
-				return err
-			}
-			rep.Markdown(env.Stdout)
-			if table {
-				run.Ledger.Markdown(env.Stdout)
-			}
-			aside, more := run.Ledger.SetAside()
-			for _, s := range aside {
-				fmt.Fprintf(env.Stderr, "opx summarize: set aside (the attempt is judged without it): %s\n", safe.Text(s))
-			}
-			if more > 0 {
-				fmt.Fprintf(env.Stderr, "opx summarize: … and %d more set aside\n", more)
-			}
-			fmt.Fprintf(env.Stderr, "opx summarize: %s; ledger: %s\n", run.Ledger.Line(), cases)
-			if !rep.Success {
-				return &ExitError{Code: 1}
-			}
-			return nil
+			return runSummarize(c.Context(), env, o)
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&manifest, "manifest", "", "the run's manifest (required)")
-	f.StringVar(&artifacts, "artifacts", "", "directory of downloaded shard artifacts (required)")
-	f.StringVar(&out, "out", "", "where to write the report JSON (required)")
-	f.StringVar(&cases, "cases", "", "where to write the case ledger (default operatorx-cases.json beside --out)")
-	f.BoolVar(&table, "cases-table", false, "after the coverage table, print the ledger's: cases measured and GPU-hours per shard (for $GITHUB_STEP_SUMMARY)")
+	f.StringVar(&o.manifest, "manifest", "", "the run's manifest (required)")
+	f.StringVar(&o.artifacts, "artifacts", "", "directory of downloaded shard artifacts (required)")
+	f.StringVar(&o.out, "out", "", "where to write the report JSON (required)")
+	f.StringVar(&o.cases, "cases", "", "where to write the case ledger (default operatorx-cases.json beside --out)")
+	f.BoolVar(&o.table, "cases-table", false, "after the coverage table, print the ledger's: cases measured and GPU-hours per shard (for $GITHUB_STEP_SUMMARY)")
 	for _, r := range []string{"manifest", "artifacts", "out"} {
 		_ = c.MarkFlagRequired(r)
 	}
 	return c
+}
+
+func runSummarize(ctx context.Context, env Env, o *summarizeOptions) error {
+	if o.cases == "" {
+		o.cases = filepath.Join(filepath.Dir(o.out), "operatorx-cases.json")
+	}
+	for flag, path := range map[string]string{"--out": o.out, "--cases": o.cases} {
+		if err := files.NotAnInput(flag, path, o.manifest, o.artifacts); err != nil {
+			return &UsageError{err}
+		}
+	}
+	ledger, err := results.CreateLedger(o.cases, o.artifacts)
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+	run, err := results.CoverInto(ctx, o.manifest, o.artifacts, ledger)
+	if err != nil {
+		return err
+	}
+	rep := run.Summary
+	if err := files.WriteJSON(o.out, rep.Value()); err != nil {
+		return err
+	}
+	if err := ledger.Commit(run.Ledger); err != nil {
+		return err
+	}
+	rep.Markdown(env.Stdout)
+	if o.table {
+		run.Ledger.Markdown(env.Stdout)
+	}
+	aside, more := run.Ledger.SetAside()
+	for _, s := range aside {
+		fmt.Fprintf(env.Stderr, "opx summarize: set aside (the attempt is judged without it): %s\n", safe.Text(s))
+	}
+	if more > 0 {
+		fmt.Fprintf(env.Stderr, "opx summarize: … and %d more set aside\n", more)
+	}
+	fmt.Fprintf(env.Stderr, "opx summarize: %s; ledger: %s\n", run.Ledger.Line(), o.cases)
+	if !rep.Success {
+		return &ExitError{Code: 1}
+	}
+	return nil
 }
