@@ -290,7 +290,10 @@ func measureOne(sc Scenario, l Labelled, o changes.Options) Tally {
 	for night := changes.MinRef + 1; night <= len(l.Obs); night++ {
 		t.Nights++
 		for _, j := range changes.AtNewest(l.Obs[:night], o) {
-			if !j.Fails(5, true, true) { // the first night's rule (--new-only): a standing change is not counted again
+			// the first night's rule, as opx history check --fail-on-regression 5 --new-only
+			// gates (TestBenchRuleIsTheGate holds the two equal): a standing change is not
+			// counted again
+			if !j.Fails(5, true, true) {
 				continue
 			}
 			hit := false
