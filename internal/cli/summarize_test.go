@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 // artifactTree builds a manifest of five shards and a tree of shard artifacts covering the
@@ -88,10 +90,7 @@ func seedSummarize(t *testing.T, shared, manifest, artifacts, out string) (int, 
 	var so, se strings.Builder
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	}
+	code := testenv.ExitCode(t, err)
 	return code, so.String(), se.String()
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/semianalysis/opx/internal/platform"
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 const workflowPath = "../../.github/workflows/operatorx-sweep.yml"
@@ -311,12 +312,7 @@ esac
 			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "GITHUB_REPOSITORY=org/repo",
 				"GITHUB_RUN_ID="+strconv.Itoa(this), "GITHUB_ENV="+env, "OPX_HISTORY_START=")
 			out, err := cmd.CombinedOutput()
-			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
+			code := testenv.ExitCode(t, err)
 			got, _ := os.ReadFile(filepath.Join(work, "opx-history.db"))
 			setEnv, _ := os.ReadFile(env)
 			if code != c.code || !strings.Contains(string(out), c.says) {

@@ -619,10 +619,7 @@ func TestSecondSignalEndsTheCleanupWait(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("a second SIGTERM did not end the cleanup's wait: %s", se.String())
 	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	}
+	code := testenv.ExitCode(t, err)
 	if code != 143 || !strings.Contains(se.String(), "opx: stopping now") || !strings.Contains(se.String(), "before allocation "+job+" was confirmed gone; retaining staged evidence") {
 		t.Fatalf("exit %d %s after the second signal: %s", code, time.Since(t0), se.String())
 	}

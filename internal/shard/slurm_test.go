@@ -264,10 +264,7 @@ func TestExecuteSIGTERMWhilePending(t *testing.T) {
 	})
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	}
+	code := testenv.ExitCode(t, err)
 	if code != 143 {
 		t.Fatalf("exit %d, want 143\n%s", code, se.String())
 	}
@@ -307,10 +304,7 @@ func TestExecuteSIGTERMDuringBenchmark(t *testing.T) {
 	cmd, se := c.startSlow(out)
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	}
+	code := testenv.ExitCode(t, err)
 	if code != 143 {
 		t.Fatalf("exit %d, want 143: %s", code, se.String())
 	}

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -61,4 +62,19 @@ func Run(cmd *exec.Cmd) Outcome {
 		}
 	}
 	return Outcome{code, so.String(), se.String()}
+}
+
+// ExitCode is a finished command's exit status: 0 when err is nil, the status of an
+// *exec.ExitError (-1 when a signal ended it), else the test fails on err.
+func ExitCode(t testing.TB, err error) int {
+	t.Helper()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	}
+	t.Fatal(err)
+	return 0
 }
