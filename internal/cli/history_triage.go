@@ -5,7 +5,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/user"
 	"strings"
 
@@ -68,7 +67,7 @@ func runHistoryTriage(ctx context.Context, env Env, o *historyTriageOptions, arg
 	if len(several) > 1 {
 		return &UsageError{fmt.Errorf("%s is the start of %d change ids (%s): give more of it", safe.Text(args[0]), len(several), strings.Join(several, ", "))}
 	}
-	who := os.Getenv("USER")
+	who := env.getenv("USER")
 	if u, err := user.Current(); err == nil {
 		who = u.Username
 	}
