@@ -142,7 +142,7 @@ func Attribute(s []Obs, found []Change, i int, o Options) []string {
 // mannWhitney is the two-sided p-value (normal approximation) that a and b come from one
 // distribution.
 func mannWhitney(a, b []float64) float64 {
-	r := ranks(append(slices.Clone(a), b...))
+	r := ranks(append(slices.Clone(a), b...)).r
 	na, nb := float64(len(a)), float64(len(b))
 	sum := 0.0
 	for i := range a {

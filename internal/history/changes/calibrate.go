@@ -53,7 +53,7 @@ func levelStats(n, r int, seed uint64) []float64 {
 	stats := make([]float64, r)
 	for i := range stats {
 		rng.Shuffle(n, func(a, b int) { rk[a], rk[b] = rk[b], rk[a] })
-		_, _, _, stats[i] = levelOfRanks(rk)
+		_, _, _, stats[i] = levelOfRanks(ranked{r: rk})
 	}
 	return stats
 }

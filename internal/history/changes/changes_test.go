@@ -273,3 +273,35 @@ func TestMachineChangeGatedByWhatIsKnown(t *testing.T) {
 		}
 	}
 }
+
+// Values that tie (a ~20 µs kernel timed to 2 µs): two runs one quantum up after eleven
+// level ones are no change (one chance in 78 that a split puts both there by chance: the
+// rank test standardizes tied ranks by the spread of ties broken at random, not by their
+// average ranks' smaller one), nor are such pairs through a long quiet series; a lasting
+// step of a quantum is found within a few runs.
+func TestTiedValuesAQuantumOff(t *testing.T) {
+	obs := func(vs ...float64) []changes.Obs {
+		out := make([]changes.Obs, len(vs))
+		for i, v := range vs {
+			out[i] = changes.Obs{V: v}
+		}
+		return out
+	}
+	rep := func(v float64, n int) []float64 { return slices.Repeat([]float64{v}, n) }
+	for _, s := range [][]float64{
+		append(rep(20, 11), 22, 22),
+		append(append(append(rep(22, 6), 24, 24), rep(22, 23)...), 24, 24),
+		append(append(rep(18, 41), 20), append(rep(18, 6), 20, 20)...),
+	} {
+		for _, j := range changes.AtNewest(obs(s...), changes.Defaults) {
+			if j.Fails(5, true, true) {
+				t.Errorf("%v: fails the gate: %+v", s, j.Change)
+			}
+		}
+	}
+	s := append(rep(20, 30), rep(24, 8)...)
+	got := changes.Detect(obs(s...), changes.Defaults)
+	if len(got) != 1 || got[0].At != 30 {
+		t.Errorf("a lasting step of two quanta: %+v", got)
+	}
+}

@@ -95,12 +95,20 @@ func shift(s []Obs, y []float64, a, at, b int, o Options) (float64, bool) {
 // again), which a split of the whole series alone barely sees; ranks make it blind to how
 // far an outlier lies. Each interval's statistic is standardized by its own ranks'
 // spread, so its null distribution depends only on the series' length: calibrate.go
-// simulates it.
-func levelOfRanks(r []float64) (at, s, e int, z float64) {
+// simulates it. Values that tie (recorded at a coarse resolution) have their average rank,
+// and the spread they are standardized by is the one their ranks would have were the ties
+// broken at random (rankedTies): standardized by the smaller spread of average ranks, two
+// runs one quantum up after eleven level ones would be 3.5 of them, where the chance of that
+// pattern is one in 78.
+func levelOfRanks(rk ranked) (at, s, e int, z float64) {
+	r := rk.r
 	m := len(r)
-	p, q := make([]float64, m+1), make([]float64, m+1)
+	p, q, w := make([]float64, m+1), make([]float64, m+1), make([]float64, m+1)
 	for i, v := range r {
-		p[i+1], q[i+1] = p[i]+v, q[i]+v*v
+		p[i+1], q[i+1], w[i+1] = p[i]+v, q[i]+v*v, w[i]
+		if rk.ties != nil {
+			w[i+1] += rk.ties[i]
+		}
 	}
 	g := max(1, (m+5)/10)
 	var grid []int
@@ -118,7 +126,7 @@ func levelOfRanks(r []float64) (at, s, e int, z float64) {
 				continue
 			}
 			mu := (p[b] - p[a]) / l
-			v := ((q[b] - q[a]) - l*mu*mu) / (l - 1)
+			v := ((q[b] - q[a]) - l*mu*mu + (w[b] - w[a])) / (l - 1)
 			if v <= 0 {
 				continue
 			}
@@ -207,8 +215,13 @@ func (h *floatHeap) Pop() any {
 
 func (h floatHeap) top() float64 { return h[0] }
 
-// ranks are y's ranks, 1-based, ties given their average.
-func ranks(y []float64) []float64 {
+// ranked are a series' ranks, 1-based, ties given their average (r), and for each point
+// the variance its rank would have were its ties broken at random (ties: (t²−1)/12 for a
+// value that t values share, 0 for one that ties with none; nil when none tie).
+type ranked struct{ r, ties []float64 }
+
+// ranks are y's ranks (ranked).
+func ranks(y []float64) ranked {
 	type iv struct {
 		v float64
 		i int
@@ -223,17 +236,24 @@ func ranks(y []float64) []float64 {
 		}
 		return a.i - b.i
 	})
-	r := make([]float64, len(y))
+	out := ranked{r: make([]float64, len(y))}
 	for i := 0; i < len(idx); {
 		j := i
 		for j+1 < len(idx) && idx[j+1].v == idx[i].v {
 			j++
 		}
 		avg := float64(i+j)/2 + 1
+		if t := float64(j - i + 1); t > 1 && out.ties == nil {
+			out.ties = make([]float64, len(y))
+		}
 		for k := i; k <= j; k++ {
-			r[idx[k].i] = avg
+			out.r[idx[k].i] = avg
+			if out.ties != nil {
+				t := float64(j - i + 1)
+				out.ties[idx[k].i] = (t*t - 1) / 12
+			}
 		}
 		i = j + 1
 	}
-	return r
+	return out
 }

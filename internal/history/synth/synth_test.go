@@ -50,14 +50,14 @@ func scenarioGoals(t *testing.T, draw uint64, o changes.Options) {
 		m := synth.Measure(sc, o)
 		rate := func(a, b int) float64 { return float64(a) / float64(max(1, b)) }
 		// values that tie (a coarse timer): a value a quantum off is no change; a 30% step
-		// is still found. Measured: 6, 25 and 14 false gate nights of 9,200 at 1, 2 and 5 µs
-		// (75, 183 and 81 before the resolution was taken into account)
+		// is still found. Measured on stationary series: 5, 0 and 0 false gate nights of
+		// 9,200 at 1, 2 and 5 µs (draw 1; 2, 0, 0 at draw 2), the goal 1 in 1,000 (75, 183
+		// and 81 before the resolution was taken into account; 6, 25 and 14 before the rank
+		// test standardized tied ranks by the spread of ties broken at random)
 		if strings.Contains(sc.Name, "values tie") {
-			limit := 0.001 // the goal, for a stationary series at 1 µs
-			if !strings.Contains(sc.Name, "at 1 µs") {
-				limit = 0.004
-			} else if m.Steps > 0 {
-				limit = 0.002 // with a step (nights around it): measured 5 of 4,600 at draw 2
+			limit := 0.001 // the goal, for a stationary series
+			if m.Steps > 0 {
+				limit = 0.006 // with a step (nights around it): measured 4-23 of 9,200
 			}
 			if rate(m.FalseGate, m.Nights) > limit {
 				t.Errorf("%s: %d false gate nights of %d", sc.Name, m.FalseGate, m.Nights)
