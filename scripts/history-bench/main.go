@@ -130,6 +130,10 @@ func row(name string, nightly bool, t synth.Tally) {
 	if t.Calls > 0 {
 		precision = rate(t.Calls-t.Wrong, t.Calls)
 	}
-	fmt.Printf("| %s | %d | %s | %s | %s | %s | %.2f%% | %s | %s |\n", name, t.Series, rate(t.Found, t.Steps), rate(t.Dated, t.Found), first,
-		precision, 100*float64(t.FalseSeries)/float64(t.Series), gate, rate(t.NamedWrong, t.Named))
+	falseSeries := fmt.Sprintf("%.2f%%", 100*float64(t.FalseSeries)/float64(t.Series))
+	if t.Machine > 0 {
+		falseSeries += fmt.Sprintf(" (and %d said as a change of machine)", t.Machine)
+	}
+	fmt.Printf("| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", name, t.Series, rate(t.Found, t.Steps), rate(t.Dated, t.Found), first,
+		precision, falseSeries, gate, rate(t.NamedWrong, t.Named))
 }

@@ -128,20 +128,24 @@ func offsets(y []float64, keys []string, o Options) (off map[string]float64, top
 						around = append(around, adj(j))
 					}
 				}
+				for _, a := range around {
+					d = append(d, y[i]-a)
+				}
 				if len(around) > 0 {
-					d, paired = append(d, y[i]-median(around)), append(paired, i)
+					paired = append(paired, i)
 				}
 			}
 			delete(off, k)
-			if len(d) < minKindRuns || !interleaved(keys, k, paired[0], paired[len(paired)-1]) {
+			if len(paired) < minKindRuns || !interleaved(keys, k, paired[0], paired[len(paired)-1]) {
 				continue // met the others around one night only: it replaced them, a change
 			}
 			m := median(d)
 			h := len(d) / 2
 			first, second := median(d[:h]), median(d[h:])
 			noise := robustSD(d)
-			if math.Abs(m) < o.MinChange || math.Abs(m) < 4*noise/math.Sqrt(float64(len(d))) ||
-				math.Abs(first-second) > math.Max(math.Abs(m)/2, 4*noise/math.Sqrt(float64(h))) {
+			n := float64(len(paired)) // pairs share their points: as many as k's points say
+			if math.Abs(m) < o.MinChange || math.Abs(m) < 4*noise/math.Sqrt(n) ||
+				math.Abs(first-second) > math.Max(math.Abs(m)/2, 4*noise/math.Sqrt(n/2)) {
 				continue
 			}
 			off[k] = m

@@ -202,8 +202,11 @@ type Tally struct {
 	// those the gate failed on at their first run (nightly scenarios: the check as of
 	// that run, the change dated there), ByThird those it failed on by their third.
 	Slower, FirstNight, ByThird int
-	// Calls are the changes called at the end, Wrong those matching no step.
-	Calls, Wrong int
+	// Calls are the changes called at the end, Wrong those matching no step; Machine
+	// those matching none that are said as a change of machine the series can lay on no
+	// code (changes.Change.Mix, Explained or NewKind: a pool's move onto another kind),
+	// which are what happened, not a false change.
+	Calls, Wrong, Machine int
 	// FalseSeries are the series with a wrong call; FalseGate the nights the gate failed
 	// on no step (a slower change new that night matching none), OutlierNights those
 	// where what it failed on was the outlier at the newest run (a suspect by design: one
@@ -234,6 +237,7 @@ func (t *Tally) add(o Tally) {
 	t.ByThird += o.ByThird
 	t.Calls += o.Calls
 	t.Wrong += o.Wrong
+	t.Machine += o.Machine
 	t.FalseSeries += o.FalseSeries
 	t.FalseGate += o.FalseGate
 	t.OutlierNights += o.OutlierNights
@@ -275,8 +279,12 @@ func measureOne(sc Scenario, l Labelled, o changes.Options) Tally {
 		}
 	}
 	t.Calls = len(final)
-	for i := range final {
-		if !used[i] {
+	for i, c := range final {
+		switch {
+		case used[i]:
+		case c.Mix != "" && (c.Explained || c.NewKind):
+			t.Machine++
+		default:
 			t.Wrong++
 		}
 	}

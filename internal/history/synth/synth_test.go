@@ -92,10 +92,14 @@ func scenarioGoals(t *testing.T, draw uint64, o changes.Options) {
 		}
 		if m.Steps == 0 && !strings.Contains(sc.Name, "A/A") {
 			// stationary: few series with a false change, and the gate as quiet as on a
-			// plain series (pools: the issue asks for 1% and never; measured 0-3% of 200 and
-			// 1-11 of 11,200 nights at draws 1 and 2, the plain baseline 1-2)
+			// plain series (pools: the issue asks for 1% and never; measured 0-1.5% of 200
+			// and 1-10 of 11,200 nights at draws 1 and 2, the plain baseline 1-2; a move onto
+			// a kind the series never ran on is said as a change of machine, not a false one)
 			limit := 0.035
-			if strings.Contains(sc.Name, ": 14 quiet runs") {
+			switch {
+			case strings.Contains(sc.Name, ": mixed pool"):
+				limit = 0.025
+			case strings.Contains(sc.Name, ": 14 quiet runs"):
 				limit = 0.006 // the first night's A/A (goal 0.5%: measured 0.2% and 0.4% of 1,000)
 			}
 			if rate(m.FalseSeries, m.Series) > limit {
