@@ -165,12 +165,15 @@ func (j Judged) Fails(pct float64, lowerIsBetter, newOnly bool) bool {
 }
 
 // Same is whether c and d (found by two checks of one series, one run apart) are the same
-// change: the same direction and node, first runs within 2, and new levels within six
+// change: the same direction and node, first runs within 5, and new levels within six
 // times the noise or a tenth of the shift (a lone outlier first taken for a new level is
-// not the level that followed it).
+// not the level that followed it). Within 5, not 2: a step whose first runs are noisy is
+// dated again a few runs later as its runs come in, and is the change already said, not a
+// new one (--new-only would say it twice; after an outlier, 2-3 of about 4,300 nights did).
+// A second step is at another level.
 func Same(c, d Change) bool {
 	tol := math.Max(6*math.Max(c.Noise, d.Noise), math.Abs(math.Log(c.Ratio))/10)
-	return (c.Ratio > 1) == (d.Ratio > 1) && c.Node == d.Node && abs(c.At-d.At) <= 2 && math.Abs(c.Level-d.Level) <= tol
+	return (c.Ratio > 1) == (d.Ratio > 1) && c.Node == d.Node && abs(c.At-d.At) <= 5 && math.Abs(c.Level-d.Level) <= tol
 }
 
 // MinRef is the fewest runs of a level the newest runs are judged against: a series with
