@@ -313,6 +313,9 @@ func (se *seriesRow) changesOf(found []changes.Judged, byID map[int64]RunRef, ct
 			}
 		}
 		before := changes.Level(lv, max(from, c.At-30), c.At)
+		if c.Rebased { // measured from the kind's own level before it moved away
+			before = c.Level - math.Log(c.Ratio)
+		}
 		ch := Change{Key: se.key, Metric: se.metric, RunID: r.RunID, At: r.At.UTC().Format(time.RFC3339), Ratio: c.Ratio, P: c.P,
 			Before: math.Exp(before), After: math.Exp(changes.Level(lv, c.At, min(len(se.obs), c.At+30))), Runs: c.After,
 			at: r.At, cluster: se.cluster, run: p.run, Status: Confirmed, caseKey: se.key}

@@ -79,6 +79,11 @@ type Change struct {
 	// (a run on the old kind tells). Like a series too young to judge, it never fails a
 	// gate; it is said with the change.
 	NewKind bool
+	// Rebased is whether Ratio is measured from the new kind's own earlier level, not from
+	// the level just before the change: a series that ran on a kind alone, moved onto a
+	// kind it cannot judge (NewKind), and came back off the first kind's level — the code
+	// moved, by as much as the first kind's runs say.
+	Rebased bool
 }
 
 // Judged is a change as the gate sees it at a series' newest run.
@@ -166,13 +171,15 @@ func (j Judged) Fails(pct float64, lowerIsBetter, newOnly bool) bool {
 
 // Same is whether c and d (found by two checks of one series, one run apart) are the same
 // change: the same direction and node, first runs within 5, and new levels within six
-// times the noise or a tenth of the shift (a lone outlier first taken for a new level is
-// not the level that followed it). Within 5, not 2: a step whose first runs are noisy is
-// dated again a few runs later as its runs come in, and is the change already said, not a
-// new one (--new-only would say it twice; after an outlier, 2-3 of about 4,300 nights did).
-// A second step is at another level.
+// times the lesser of their noises or a tenth of the shift (a lone outlier first taken for
+// a new level is not the level that followed it). Within 5, not 2: a step whose first runs
+// are noisy is dated again a few runs later as its runs come in, and is the change already
+// said, not a new one (--new-only would say it twice; after an outlier, 2-3 of about 4,300
+// nights did). The lesser noise: a second step a few runs after a first is measured
+// against the first's few runs, whose spread spans the step; by the greater, a 20% step
+// 4 runs after a 10% one at 1% noise was the same change 27 times in 100.
 func Same(c, d Change) bool {
-	tol := math.Max(6*math.Max(c.Noise, d.Noise), math.Abs(math.Log(c.Ratio))/10)
+	tol := math.Max(6*math.Min(c.Noise, d.Noise), math.Abs(math.Log(c.Ratio))/10)
 	return (c.Ratio > 1) == (d.Ratio > 1) && c.Node == d.Node && abs(c.At-d.At) <= 5 && math.Abs(c.Level-d.Level) <= tol
 }
 

@@ -305,3 +305,68 @@ func TestTiedValuesAQuantumOff(t *testing.T) {
 		t.Errorf("a lasting step of two quanta: %+v", got)
 	}
 }
+
+// A series that ran on kind A alone, moved onto C (a kind it never ran on: not judged),
+// then came back to A: the move back tells whether the code moved. Back at A's level, no
+// gate fails; 20% above it (a regression that came with the move), the gate fails by the
+// third night back, --new-only too.
+func TestBackOnTheOldKind(t *testing.T) {
+	for seed := range uint64(20) {
+		for _, back := range []float64{1, 1.2} {
+			s := quiet(44, 0.01, seed)
+			for i := range s {
+				s[i].Kind, s[i].Node = "A", "a1"
+				switch {
+				case i >= 30 && i < 36:
+					s[i].Kind, s[i].Node = "C", "c1"
+					s[i].V *= 1.3
+				case i >= 36:
+					s[i].V *= back
+				}
+			}
+			failed, newOnly := -1, false
+			for night := 31; night <= len(s); night++ {
+				for _, j := range changes.AtNewest(s[:night], changes.Defaults) {
+					if j.Fails(5, true, false) && failed < 0 && night > 36 {
+						failed = night - 36
+					}
+					newOnly = newOnly || night > 36 && j.Fails(5, true, true)
+					if night <= 36 && j.Fails(5, true, false) {
+						t.Errorf("seed %d: night %d on C, a kind new to the series: the gate fails: %+v", seed, night-30, j.Change)
+					}
+				}
+			}
+			switch {
+			case back == 1 && failed >= 0:
+				t.Errorf("seed %d: back on A at its level, the gate fails on night %d back", seed, failed)
+			case back > 1 && (failed < 1 || failed > 3 || !newOnly):
+				t.Errorf("seed %d: back on A 20%% above its level, the gate failed first on night %d back (--new-only: %v)", seed, failed, newOnly)
+			}
+		}
+	}
+}
+
+// A second step four runs after a first (10%, then 20% more, at 1% noise) is a change of
+// its own: --new-only fails on it, not only on the first (Same compares levels by the
+// lesser noise: the second change's reference is the first's few runs, spanning its step).
+func TestSecondStepIsNew(t *testing.T) {
+	caught := 0
+	for seed := range uint64(50) {
+		s := quiet(42, 0.01, seed)
+		for i := 30; i < len(s); i++ {
+			s[i].V *= 1.1
+			if i >= 34 {
+				s[i].V *= 1.2
+			}
+		}
+		for night := 35; night <= len(s); night++ {
+			if slices.ContainsFunc(changes.AtNewest(s[:night], changes.Defaults), func(j changes.Judged) bool { return j.Fails(5, true, true) }) {
+				caught++
+				break
+			}
+		}
+	}
+	if caught < 48 {
+		t.Errorf("--new-only failed on the second step in %d of 50 series", caught)
+	}
+}

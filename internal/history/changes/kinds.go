@@ -290,7 +290,11 @@ func markMixes(s []Obs, found []Change, o Options) {
 			continue
 		}
 		found[i].Mix = strings.Join(before, ", ") + " → " + strings.Join(after, ", ")
-		found[i].Explained, found[i].NewKind = explained(s, from, found[i].At, to, after, o)
+		var own float64
+		found[i].Explained, found[i].NewKind, own = explained(s, from, found[i].At, to, after, o)
+		if own != 0 { // back on a kind that ran alone, off its level then: measured from it
+			found[i].Ratio, found[i].Rebased = math.Exp(found[i].Level-own), true
+		}
 	}
 }
 
@@ -298,18 +302,23 @@ func markMixes(s []Obs, found []Change, o Options) {
 // earlier runs said they would: each kind's runs before from, each set against the other
 // kinds' runs within kindWindow of it, give its offset from the others; the level of
 // [from, at) plus that offset must be the kind's level in [at, to), within twice MinChange
-// or 4 of the old level's spreads. A kind with no such earlier run has no known level
-// (unknown): the machine, or the code, may have moved, and the series cannot tell.
-func explained(s []Obs, from, at, to int, after []string, o Options) (ok, unknown bool) {
+// or 4 of the old level's spreads. A kind whose earlier runs met no other kind (the series
+// ran on it alone, then moved away and back) is set against its own level then, within
+// twice MinChange or 4 of its spreads: the move back tells whether the code moved, and
+// the change is then measured from that level (own, its log; 0 when not so). A kind
+// with no earlier run has no known level (unknown): the machine, or the code, may have
+// moved, and the series cannot tell.
+func explained(s []Obs, from, at, to int, after []string, o Options) (ok, unknown bool, own float64) {
 	y := logsOf(s)
 	old := median(y[from:at])
 	tol := math.Max(2*o.MinChange, 4*robustSD(y[from:at]))
 	for _, k := range after {
-		var d, now []float64
+		var d, own, now []float64
 		for i := range from {
 			if s[i].Kind != k {
 				continue
 			}
+			own = append(own, y[i])
 			var around []float64
 			for j := max(0, i-kindWindow); j <= min(from-1, i+kindWindow); j++ {
 				if s[j].Kind != k && s[j].Kind != "" {
@@ -326,13 +335,18 @@ func explained(s []Obs, from, at, to int, after []string, o Options) (ok, unknow
 			}
 		}
 		switch {
-		case len(d) == 0 || len(now) == 0:
-			unknown = true
-		case math.Abs(median(now)-(old+median(d))) > tol:
-			return false, false // a known kind off its level: the code moved too
+		case len(own) == 0 || len(now) == 0:
+			unknown = true // a kind new to the series
+		case len(d) > 0 && math.Abs(median(now)-(old+median(d))) > tol:
+			return false, false, 0 // a known kind off its level: the code moved too
+		case len(d) == 0 && math.Abs(median(now)-median(own)) > math.Max(2*o.MinChange, 4*robustSD(own)):
+			if len(after) > 1 {
+				return false, false, 0
+			}
+			return false, false, median(own) // back on a kind that ran alone before, off its own level then
 		}
 	}
-	return !unknown, unknown
+	return !unknown, unknown, 0
 }
 
 // kindsIn are the recorded kinds of the runs, sorted; false when one has none.

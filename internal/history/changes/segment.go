@@ -97,7 +97,7 @@ func shift(s []Obs, y []float64, a, at, b int, o Options) (float64, bool) {
 // spread, so its null distribution depends only on the series' length: calibrate.go
 // simulates it. Values that tie (recorded at a coarse resolution) have their average rank,
 // and the spread they are standardized by is the one their ranks would have were the ties
-// broken at random (rankedTies): standardized by the smaller spread of average ranks, two
+// broken at random (ranked.ties): standardized by the smaller spread of average ranks, two
 // runs one quantum up after eleven level ones would be 3.5 of them, where the chance of that
 // pattern is one in 78.
 func levelOfRanks(rk ranked) (at, s, e int, z float64) {
