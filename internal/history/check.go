@@ -95,11 +95,7 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 			return nil, err
 		}
 	}
-	ctxs, err := s.contexts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	meta, err := s.runMeta(ctx)
+	ctxs, meta, err := s.provenanceOf(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,20 @@ func (s *Store) runs(ctx context.Context) ([]RunRef, error) {
 
 type runMeta struct{ sourceSHA, opxVersion string }
 
+// provenanceOf is what a change's provenance is read from: every context and every run's
+// source SHA and opx version (check and a series' page both say what changed under a shift).
+func (s *Store) provenanceOf(ctx context.Context) (map[int64]context_, map[int64]runMeta, error) {
+	ctxs, err := s.contexts(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	meta, err := s.runMeta(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ctxs, meta, nil
+}
+
 func (s *Store) runMeta(ctx context.Context) (map[int64]runMeta, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT id, source_sha, opx_version FROM runs")
 	if err != nil {

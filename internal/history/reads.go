@@ -325,11 +325,7 @@ func (s *Store) Series(ctx context.Context, key string, lookback int) (*SeriesVi
 	for _, r := range runs {
 		byID[r.id] = r
 	}
-	ctxs, err := s.contexts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	meta, err := s.runMeta(ctx)
+	ctxs, meta, err := s.provenanceOf(ctx)
 	if err != nil {
 		return nil, err
 	}
