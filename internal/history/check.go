@@ -103,12 +103,13 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 	// a batch of series at a time: each is judged on its own, and its points are let go
 	// unless it changed (the page draws it), so a check of any size holds one batch
 	var findings []finding
-	batch := checkBatch(o.Lookback)
-	for start := 0; start < len(series); start += batch {
-		part := series[start:min(len(series), start+batch)]
-		if err := s.window(ctx, part, o.Lookback); err != nil {
-			return nil, err
+	next, stop := s.windows(ctx, series, o.Lookback)
+	defer stop()
+	for w := range next {
+		if w.err != nil {
+			return nil, w.err
 		}
+		part := w.part
 		// each series judged on every core (its own work alone), then taken in order
 		err := par.Ordered(ctx, len(part), 0, func(ctx context.Context, i int) ([]changes.Judged, error) {
 			se := part[i]

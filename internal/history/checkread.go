@@ -183,6 +183,40 @@ func keeps(f map[string]string, se *seriesRow) bool {
 	return true
 }
 
+// A batch of series whose windows are read (err: why not).
+type batchRead struct {
+	part []*seriesRow
+	err  error
+}
+
+// windows reads the series' windows a batch at a time (checkBatch), each batch read while
+// the one before it is judged (the store's reads are one at a time, the judging is on every
+// core: together they take about the longer of the two, not their sum); at most one batch
+// waits. stop ends the reading and waits for it (the caller defers it).
+func (s *Store) windows(ctx context.Context, series []*seriesRow, lookback int) (<-chan batchRead, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan batchRead, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(out)
+		batch := checkBatch(lookback)
+		for start := 0; start < len(series); start += batch {
+			part := series[start:min(len(series), start+batch)]
+			err := s.window(ctx, part, lookback)
+			select {
+			case out <- batchRead{part, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return out, func() { cancel(); <-done }
+}
+
 // window reads each series' newest lookback points (oldest first): an index range per
 // series, never its whole history.
 func (s *Store) window(ctx context.Context, series []*seriesRow, lookback int) error {

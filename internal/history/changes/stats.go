@@ -84,14 +84,21 @@ func robustSD(v []float64) float64 {
 // quantum off is then two spreads, never fifty (the trimmed spread of tied values is 0).
 // sorted are the values' logs, sorted.
 func resolution(sorted []float64) float64 {
-	distinct, step := 1, math.Inf(1)
+	distinct := 1
 	for i := 1; i < len(sorted); i++ {
 		if sorted[i] != sorted[i-1] {
-			distinct++
+			if distinct++; distinct*2 > len(sorted) {
+				return 0 // values that do not tie: the common case, told before any step is measured
+			}
+		}
+	}
+	step := math.Inf(1)
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] != sorted[i-1] {
 			step = math.Min(step, math.Exp(sorted[i])-math.Exp(sorted[i-1]))
 		}
 	}
-	if distinct*2 > len(sorted) || math.IsInf(step, 1) {
+	if math.IsInf(step, 1) {
 		return 0
 	}
 	return math.Log1p(step / 2 / math.Exp(median(sorted)))
