@@ -612,15 +612,22 @@ func (d *dash) compareSides(w http.ResponseWriter, r *http.Request) ([2]*history
 }
 
 // comparison is two stored runs compared as opx compare compares two run directories.
+// Both runs' cases are read at once (two of the store's connections), then joined.
 func (d *dash) comparison(ctx context.Context, runs [2]*history.RunSummary) (*compare.Result, error) {
+	var cases [2][]history.CasePoint
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i, run := range runs {
+		wg.Go(func() { cases[i], errs[i] = d.store().RunCases(ctx, run.ID) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, err
+	}
 	var sides [2]*compare.Run
 	for i, run := range runs {
-		cases, err := d.store().RunCases(ctx, run.ID)
-		if err != nil {
-			return nil, err
-		}
 		sides[i] = compare.FromRows(compare.Side{Dir: d.where, RunID: run.RunID, SourceSHA: run.SourceSHA, At: run.At.Format(time.RFC3339)},
-			results.KeyFields, rowsOf(cases), sides[0])
+			results.KeyFields, rowsOf(cases[i]), sides[0])
 	}
 	return compare.Join(sides[0], sides[1], compare.Options{Same: compare.DefaultOptions.Same, NoSpread: compare.DefaultOptions.NoSpread}), nil
 }
