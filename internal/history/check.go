@@ -101,7 +101,8 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 	}
 	f.Series, f.series, f.byID = len(series), series, byID
 	// a batch of series at a time: each is judged on its own, and its points are let go
-	// unless it changed (the page draws it), so a check of any size holds one batch
+	// unless it changed (the page draws it), so a check of any size holds two batches (the
+	// one judged, the next being read)
 	var findings []finding
 	next, stop := s.windows(ctx, series, o.Lookback)
 	defer stop()
@@ -132,6 +133,9 @@ func (s *Store) Check(ctx context.Context, o CheckOptions) (*Found, error) {
 		if err != nil {
 			return nil, err
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // the reading stopped early: never a check of part of the series
 	}
 	kept, err := s.settle(ctx, f, findings, ctxs, o.Options)
 	if err != nil {
@@ -242,9 +246,9 @@ func (se *seriesRow) judge(gated map[int64]bool, o changes.Options) []changes.Ju
 	return out
 }
 
-// checkBatch is how many series check holds points of at once: about 250,000 points'
-// worth of a lookback's window (4,096 series of 60 runs; 256 of a 1,000-run backfill), so
-// a check's memory is bounded whatever the window.
+// checkBatch is how many series a batch of check's holds points of: about 250,000 points'
+// worth of a lookback's window (4,096 series of 60 runs; 256 of a 1,000-run backfill); a
+// check holds two batches at once (windows), so its memory is bounded whatever the window.
 func checkBatch(lookback int) int { return max(256, 250_000/max(1, lookback)) }
 
 // load makes the series' measured points into observations for the detector. A measured

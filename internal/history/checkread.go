@@ -191,11 +191,14 @@ type batchRead struct {
 
 // windows reads the series' windows a batch at a time (checkBatch), each batch read while
 // the one before it is judged (the store's reads are one at a time, the judging is on every
-// core: together they take about the longer of the two, not their sum); at most one batch
-// waits. stop ends the reading and waits for it (the caller defers it).
+// core: together they take about the longer of the two, not their sum). The channel is
+// unbuffered: two batches are held at once, the one judged and the one read (a buffer of
+// one would hold three, and is no faster). When ctx ends the reading stops and the channel
+// closes early: the caller checks ctx after it. stop ends the reading and waits for it (the
+// caller defers it).
 func (s *Store) windows(ctx context.Context, series []*seriesRow, lookback int) (<-chan batchRead, func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	out := make(chan batchRead, 1)
+	out := make(chan batchRead)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
