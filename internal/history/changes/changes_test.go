@@ -370,3 +370,23 @@ func TestSecondStepIsNew(t *testing.T) {
 		t.Errorf("--new-only failed on the second step in %d of 50 series", caught)
 	}
 }
+
+// The same move back onto a kind that ran alone, where that kind's level is exactly 1 (a
+// value recorded to a coarse unit: its log is 0, no sentinel): back 20% above it fails.
+func TestBackOnTheOldKindAtOne(t *testing.T) {
+	var s []changes.Obs
+	for i := range 44 {
+		x := changes.Obs{V: 1, Kind: "A", Node: "a1"}
+		switch {
+		case i >= 30 && i < 36:
+			x = changes.Obs{V: 1.3, Kind: "C", Node: "c1"}
+		case i >= 36:
+			x.V = 1.2
+		}
+		s = append(s, x)
+	}
+	got := changes.AtNewest(s, changes.Defaults)
+	if !slices.ContainsFunc(got, func(j changes.Judged) bool { return j.Fails(5, true, false) && math.Abs(j.Ratio-1.2) < 0.01 }) {
+		t.Errorf("back on A at 1.2 after a level of exactly 1, eight nights on: no 1.2x change fails the gate: %+v", got)
+	}
+}

@@ -291,9 +291,9 @@ func markMixes(s []Obs, found []Change, o Options) {
 		}
 		found[i].Mix = strings.Join(before, ", ") + " → " + strings.Join(after, ", ")
 		var own float64
-		found[i].Explained, found[i].NewKind, own = explained(s, from, found[i].At, to, after, o)
-		if own != 0 { // back on a kind that ran alone, off its level then: measured from it
-			found[i].Ratio, found[i].Rebased = math.Exp(found[i].Level-own), true
+		found[i].Explained, found[i].NewKind, own, found[i].Rebased = explained(s, from, found[i].At, to, after, o)
+		if found[i].Rebased { // back on a kind that ran alone, off its level then: measured from it
+			found[i].Ratio = math.Exp(found[i].Level - own)
 		}
 	}
 }
@@ -305,10 +305,10 @@ func markMixes(s []Obs, found []Change, o Options) {
 // or 4 of the old level's spreads. A kind whose earlier runs met no other kind (the series
 // ran on it alone, then moved away and back) is set against its own level then, within
 // twice MinChange or 4 of its spreads: the move back tells whether the code moved, and
-// the change is then measured from that level (own, its log; 0 when not so). A kind
+// the change is then measured from that level (own, its log; rebase). A kind
 // with no earlier run has no known level (unknown): the machine, or the code, may have
 // moved, and the series cannot tell.
-func explained(s []Obs, from, at, to int, after []string, o Options) (ok, unknown bool, own float64) {
+func explained(s []Obs, from, at, to int, after []string, o Options) (ok, unknown bool, own float64, rebase bool) {
 	y := logsOf(s)
 	old := median(y[from:at])
 	tol := math.Max(2*o.MinChange, 4*robustSD(y[from:at]))
@@ -338,15 +338,15 @@ func explained(s []Obs, from, at, to int, after []string, o Options) (ok, unknow
 		case len(own) == 0 || len(now) == 0:
 			unknown = true // a kind new to the series
 		case len(d) > 0 && math.Abs(median(now)-(old+median(d))) > tol:
-			return false, false, 0 // a known kind off its level: the code moved too
+			return false, false, 0, false // a known kind off its level: the code moved too
 		case len(d) == 0 && math.Abs(median(now)-median(own)) > math.Max(2*o.MinChange, 4*robustSD(own)):
 			if len(after) > 1 {
-				return false, false, 0
+				return false, false, 0, false
 			}
-			return false, false, median(own) // back on a kind that ran alone before, off its own level then
+			return false, false, median(own), true // back on a kind that ran alone before, off its own level then
 		}
 	}
-	return !unknown, unknown, 0
+	return !unknown, unknown, 0, false
 }
 
 // kindsIn are the recorded kinds of the runs, sorted; false when one has none.
