@@ -30,7 +30,13 @@ and provenance. The run's time is --at (RFC 3339, for backfills), else when it m
 (its first allocation), else its fingerprints' or run.json's time. Adding a run that is
 already there (same run id, same first allocation) writes nothing and says so, unless it
 changed since (opx run --resume: a newer attempt, more cases measured): then it replaces
-the run's points, and says so.`,
+the run's points, and says so.
+
+Once the runs are recorded, add makes the check of the newest run (as opx history check
+makes it with its defaults) and keeps it in the store, so that opx serve shows it the
+moment it sees the add instead of judging every series again. That takes what a check
+takes (seconds at 100,000 series); it is said on its own line, and a failure to keep it
+is said but never undoes the add.`,
 		Example: `  opx history add .opx-run/latest
   opx history add --db postgres://opx@db:5432/opx artifacts
   opx history add --at 2026-11-30T02:00:00Z old-artifacts
@@ -76,6 +82,7 @@ func runHistoryAdd(ctx context.Context, env Env, o *historyAddOptions, args []st
 		return err
 	}
 	defer s.Close()
+	wrote := false
 	for i, dir := range args {
 		a, err := s.Add(ctx, read[i])
 		if err != nil {
@@ -85,6 +92,7 @@ func runHistoryAdd(ctx context.Context, env Env, o *historyAddOptions, args []st
 			fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s is already in %s: nothing written\n", safe.Text(dir), safe.Text(a.RunID), a.At.UTC().Format(time.RFC3339), safe.Text(s.Where))
 			continue
 		}
+		wrote = true
 		what := ""
 		if a.Confirms != "" {
 			what = ", a confirmation of run " + a.Confirms + "'s suspects"
@@ -102,5 +110,20 @@ func runHistoryAdd(ctx context.Context, env Env, o *historyAddOptions, args []st
 		fmt.Fprintf(env.Stderr, "opx history add: %s: run %s of %s%s: %d cases (%d measured) recorded in %s%s\n",
 			safe.Text(dir), safe.Text(a.RunID), a.At.UTC().Format(time.RFC3339), what, a.Cases, a.Measured, safe.Text(s.Where), after)
 	}
+	if !wrote {
+		return nil
+	}
+	// the check of the newest run, kept for opx serve: its pages show it the moment they
+	// see this add, instead of judging every series again (history.Store.KeepCheck)
+	start := time.Now()
+	n, err := s.KeepCheck(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stderr, "opx history add: the runs are recorded; the check kept for opx serve could not be made (opx serve judges the store itself): %s\n", safe.OneLine(err.Error()))
+		return nil
+	}
+	fmt.Fprintf(env.Stderr, "opx history add: the check of the newest run kept for opx serve (%d series judged in %.1f s)\n", n, time.Since(start).Seconds())
 	return nil
 }

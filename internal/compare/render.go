@@ -31,22 +31,37 @@ func (s Side) label() string {
 // WriteJSON writes the result as one JSON document, a case a line, without holding its
 // text whole: {"base", "new", "thresholds", "counts", "cases": [...]}.
 func (r *Result) WriteJSON(ctx context.Context, w io.Writer) error {
+	return r.writeJSON(ctx, w, 0, len(r.cases), false)
+}
+
+// WriteJSONWindow writes the result with the cases [from, to) of its order alone (the
+// worst first), and where they lie: "cases_total" (every case) and "cases_from" (the
+// first one's index) before "cases". A window past the end holds no case.
+func (r *Result) WriteJSONWindow(ctx context.Context, w io.Writer, from, to int) error {
+	from, to = max(0, min(from, len(r.cases))), max(0, min(to, len(r.cases)))
+	return r.writeJSON(ctx, w, from, max(from, to), true)
+}
+
+func (r *Result) writeJSON(ctx context.Context, w io.Writer, from, to int, window bool) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	head, err := json.Marshal(r) // all but the cases, which are not exported
 	if err != nil {
 		return err
 	}
 	bw.Write(head[:len(head)-1])
+	if window {
+		fmt.Fprintf(bw, `,"cases_total":%d,"cases_from":%d`, len(r.cases), from)
+	}
 	bw.WriteString(`,"cases":[`)
 	// the cases encoded on every core, a chunk at a time into buffers used again, and
 	// written in order
 	const chunk = 1024
-	err = par.Ordered(ctx, (len(r.cases)+chunk-1)/chunk, 0, func(_ context.Context, i int) (*[]byte, error) {
+	err = par.Ordered(ctx, (to-from+chunk-1)/chunk, 0, func(_ context.Context, i int) (*[]byte, error) {
 		out := caseLines.Get().(*[]byte)
 		b := (*out)[:0]
 		var room []Metric // each case's metrics, in the room of the last: written, then let go
-		for k := i * chunk; k < min((i+1)*chunk, len(r.cases)); k++ {
-			if k > 0 {
+		for k := from + i*chunk; k < min(from+(i+1)*chunk, to); k++ {
+			if k > from {
 				b = append(b, ',')
 			}
 			b = append(b, '\n')

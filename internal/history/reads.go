@@ -27,9 +27,14 @@ import (
 // State is a text that changes whenever the store's runs do (a run added or replaced):
 // opx serve keeps the check it worked out while the state is the same (triage is read
 // live: Triaged).
-func (s *Store) State(ctx context.Context) (string, error) {
+func (s *Store) State(ctx context.Context) (string, error) { return s.stateIn(ctx, s.db) }
+
+// stateIn is State as db (the store, or a transaction of it) sees it.
+func (s *Store) stateIn(ctx context.Context, db interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (string, error) {
 	var runs, maxID, added int64
-	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(MAX(id), 0), COALESCE(MAX(added_at), 0) FROM runs").Scan(&runs, &maxID, &added); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(MAX(id), 0), COALESCE(MAX(added_at), 0) FROM runs").Scan(&runs, &maxID, &added); err != nil {
 		return "", fmt.Errorf("%s: %w", s.Where, err)
 	}
 	return fmt.Sprintf("%d/%d/%d", runs, maxID, added), nil

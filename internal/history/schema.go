@@ -71,6 +71,11 @@ var revisions = []struct {
 	// model, cores, memory and flags): '' in an older opx's contexts (check derives one
 	// from the GPU model and clock)
 	stmts: []string{`ALTER TABLE contexts ADD COLUMN kind TEXT NOT NULL DEFAULT ''`},
+}, {
+	// 4: the check of the newest run that add keeps for opx serve (kept.go): the store's
+	// state it is of, which opx made it, when, and its body (gzipped JSON); an older
+	// opx's add leaves it as it is, of a state the store no longer has
+	stmts: []string{`CREATE TABLE checks (state TEXT PRIMARY KEY, made_by TEXT NOT NULL, made_at BIGINT NOT NULL, body {blob} NOT NULL)`},
 }}
 
 // migrate brings the store to Schema. An empty database is created; one with tables but

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,10 +30,11 @@ import (
 	"github.com/semianalysis/opx/internal/version"
 )
 
-// dash is the dashboard: the store, and the check and run list it worked out for the
-// store's runs as they were (history.Store.State), kept until a run is added. A check of
-// the largest stores takes tens of seconds: a page asked for while the store's new state
-// is being checked waits for it up to fresh, then shows the check before, said to be so.
+// dash is the dashboard: the store, and the check and run list of the store's runs as
+// they were (history.Store.State), kept until a run is added. The check is the one the add
+// kept in the store (adopt), else the dashboard's own: that takes tens of seconds on the
+// largest stores, and a page asked for while the store's new state is being checked waits
+// for it up to fresh, then shows the check before, said to be so.
 type dash struct {
 	st    atomic.Pointer[history.Store] // the store: store() reopens it when its file was replaced
 	gen   atomic.Int64                  // how many times it was reopened: part of every state
@@ -46,19 +48,37 @@ type dash struct {
 	// refreshErr its error
 	refreshing chan struct{}
 	refreshErr error
-	reopenErr  atomic.Pointer[error]      // why the replaced store could not be opened again
-	allIDs     map[string]map[string]bool // the ids of every series' changes, by state (anyChange)
+	// stopRefresh ends the refresh in progress: a check kept by the add (adopt) made it
+	// needless
+	stopRefresh context.CancelFunc
+	reopenErr   atomic.Pointer[error]      // why the replaced store could not be opened again
+	allIDs      map[string]map[string]bool // the ids of every series' changes, by state (anyChange)
 	// triaged is the kept check's changes with their triage as of triage version
 	// triagedAt (history.Store.TriageVersion), of the check of triagedOf
 	triaged              []history.Change
 	triagedAt, triagedOf int64
 	checks               int64 // how many checks were kept, for triagedOf
-	cache                pageCache
+	// judging counts the checks this dashboard started itself, adopted those it took
+	// from the store (tests)
+	judging, adopted int64
+	cache            pageCache
 	// compares keeps two stored runs compared (the page and the JSON), by the store's
 	// state and the runs' ids: at most 2 answers, the JSON of 128,000 cases a side being
 	// about 110 MB (gzipped, tried: a 2-core machine's clients then spend longer expanding
 	// it than the copy takes)
 	compares pageCache
+	// results keeps the comparisons of two stored runs themselves (at most 2, by the same
+	// key): a window of one (/api/compare's default) is written from it, each made once
+	// however many ask for it at the same time
+	results map[string]*comparedEntry
+}
+
+// comparedEntry is a comparison of two stored runs, made once: done is closed when r (or
+// err) is set.
+type comparedEntry struct {
+	done chan struct{}
+	r    *compare.Result
+	err  error
 }
 
 // fresh is how long a page waits for the check of a store that changed before showing
@@ -110,13 +130,42 @@ func (d *dash) stateOf(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%d:%s", gen, st), err
 }
 
-// warm starts the first check, so that the first page does not wait for all of it.
+// warm starts the first check, so that the first page does not wait for all of it (or
+// takes the one the last add kept).
 func (d *dash) warm() {
-	if state, err := d.stateOf(context.Background()); err == nil {
+	if state, err := d.stateOf(context.Background()); err == nil && !d.adopt(context.Background(), state) {
 		d.mu.Lock()
 		d.startRefresh(state)
 		d.mu.Unlock()
 	}
+}
+
+// adopt takes the check the add that made the store's state kept of it
+// (history.Store.KeptCheck), when there is one, and ends a refresh it makes needless:
+// after a nightly add the pages show its check at once. Whether one was taken; a kept
+// check that cannot be read is judged again, as when there is none.
+func (d *dash) adopt(ctx context.Context, state string) bool {
+	_, raw, _ := strings.Cut(state, ":")
+	s := d.store()
+	f, err := s.KeptCheck(ctx, raw)
+	if err != nil || f == nil {
+		return false
+	}
+	runs, err := s.RunList(ctx)
+	if err != nil {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.state != state {
+		d.state, d.found, d.runs = state, f, runs
+		d.checks++
+		d.adopted++
+		if d.stopRefresh != nil {
+			d.stopRefresh()
+		}
+	}
+	return true
 }
 
 // startRefresh starts checking the store as it is in state, unless a check is running;
@@ -126,21 +175,27 @@ func (d *dash) startRefresh(state string) chan struct{} {
 		return d.refreshing
 	}
 	done := make(chan struct{})
-	d.refreshing = done
+	// not a request's context (its client may leave); ended by adopt
+	ctx, cancel := context.WithCancel(context.Background())
+	d.refreshing, d.stopRefresh, d.judging = done, cancel, d.judging+1
+	checks := d.checks
 	go func() {
-		ctx := context.Background() // not a request's: its client may leave
+		defer cancel()
 		s := d.store()
-		found, err := s.Check(ctx, history.CheckOptions{Options: changes.Defaults})
+		found, err := s.NewestCheck(ctx)
 		var runs []history.RunSummary
 		if err == nil {
 			runs, err = s.RunList(ctx)
 		}
 		d.mu.Lock()
-		if err == nil {
+		switch {
+		case d.checks != checks: // a kept check was taken meanwhile: it is of the newer state
+			err = nil
+		case err == nil:
 			d.state, d.found, d.runs = state, found, runs
 			d.checks++
 		}
-		d.refreshErr, d.refreshing = err, nil
+		d.refreshErr, d.refreshing, d.stopRefresh = err, nil, nil
 		close(done)
 		d.mu.Unlock()
 	}()
@@ -163,6 +218,11 @@ func (d *dash) currentVersion(ctx context.Context) (*history.Found, []history.Ru
 		return nil, nil, false, "", err
 	}
 	d.mu.Lock()
+	if d.found == nil || state != d.state {
+		d.mu.Unlock()
+		d.adopt(ctx, state)
+		d.mu.Lock()
+	}
 	if d.found == nil || state != d.state {
 		done, have := d.startRefresh(state), d.found != nil
 		d.mu.Unlock()
@@ -657,6 +717,71 @@ func rowsOf(cases []history.CasePoint) []results.Row {
 	return out
 }
 
+// compared is the comparison of the two stored runs, kept by key (compareSides): made
+// once, by the first request that asks (a request that leaves does not end it: the others
+// wait for it).
+func (d *dash) compared(ctx context.Context, key string, runs [2]*history.RunSummary) (*compare.Result, error) {
+	d.mu.Lock()
+	e := d.results[key]
+	if e == nil {
+		if len(d.results) >= 2 {
+			d.results = nil
+		}
+		if d.results == nil {
+			d.results = map[string]*comparedEntry{}
+		}
+		e = &comparedEntry{done: make(chan struct{})}
+		d.results[key] = e
+		d.mu.Unlock()
+		e.r, e.err = d.comparison(context.WithoutCancel(ctx), runs)
+		if e.err != nil { // asked again, made again
+			d.mu.Lock()
+			if d.results[key] == e {
+				delete(d.results, key)
+			}
+			d.mu.Unlock()
+		}
+		close(e.done)
+	} else {
+		d.mu.Unlock()
+	}
+	select {
+	case <-e.done:
+		return e.r, e.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// CompareWindow is how many cases /api/compare answers by default (the worst first), and
+// MaxCompareWindow the most it answers at once short of limit=all: two runs of 128,000
+// cases compared are about 110 MB of JSON, which twenty clients at once cannot be sent
+// in page time.
+const (
+	CompareWindow    = 1000
+	MaxCompareWindow = 10000
+)
+
+// window is the cases a /api/compare request asks for: ?offset= (0 by default) and
+// ?limit= (CompareWindow by default, 1 to MaxCompareWindow, or all); all is -1.
+func window(q url.Values) (offset, limit int, err error) {
+	limit = CompareWindow
+	switch l := q.Get("limit"); {
+	case l == "all":
+		limit = -1
+	case l != "":
+		if limit, err = strconv.Atoi(l); err != nil || limit < 1 || limit > MaxCompareWindow {
+			return 0, 0, fmt.Errorf("limit=%s: give 1 to %d cases at a time, or limit=all for every case", safe.Text(l), MaxCompareWindow)
+		}
+	}
+	if o := q.Get("offset"); o != "" {
+		if offset, err = strconv.Atoi(o); err != nil || offset < 0 {
+			return 0, 0, fmt.Errorf("offset=%s: give the index of the first case to answer, 0 or more", safe.Text(o))
+		}
+	}
+	return offset, limit, nil
+}
+
 func (d *dash) comparePage(w http.ResponseWriter, r *http.Request) {
 	runs, key, ok := d.compareSides(w, r)
 	if !ok {
@@ -666,7 +791,7 @@ func (d *dash) comparePage(w http.ResponseWriter, r *http.Request) {
 		writeHTML(w, b)
 		return
 	}
-	res, err := d.comparison(r.Context(), runs)
+	res, err := d.compared(r.Context(), key, runs)
 	if err != nil {
 		fail(w, http.StatusServiceUnavailable, err)
 		return
@@ -689,18 +814,34 @@ func (d *dash) comparePage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *dash) compareAPI(w http.ResponseWriter, r *http.Request) {
+	offset, limit, err := window(r.URL.Query())
+	if err != nil {
+		fail(w, http.StatusBadRequest, err)
+		return
+	}
 	runs, key, ok := d.compareSides(w, r)
 	if !ok {
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	if b, ok := d.compares.get("api|" + key); ok {
+	if b, ok := d.compares.get("api|" + key); ok && limit < 0 {
+		w.Header().Set("Content-Type", "application/json")
 		w.Write(b)
 		return
 	}
-	res, err := d.comparison(r.Context(), runs)
+	res, err := d.compared(r.Context(), key, runs)
 	if err != nil {
 		fail(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if limit >= 0 { // a window of the cases, the worst first; the next one linked
+		if offset+limit < res.Len() {
+			q := r.URL.Query()
+			q.Set("offset", strconv.Itoa(offset+limit))
+			q.Set("limit", strconv.Itoa(limit))
+			w.Header().Set("Link", "<"+r.URL.Path+"?"+q.Encode()+`>; rel="next"`)
+		}
+		res.WriteJSONWindow(r.Context(), w, offset, offset+limit)
 		return
 	}
 	var b bytes.Buffer

@@ -226,6 +226,7 @@ func TestPagesAndAPI(t *testing.T) {
 		if _, again, _ := sv.get("/api/compare?base=nightly-1&new=nightly-8", ""); !strings.Contains(again, `"slower"`) || len(again) < 1000 {
 			t.Errorf("/api/compare again: %.300s", again)
 		}
+		compareWindows(t, sv, "/api/compare?base=nightly-1&new=nightly-8", 120)
 		// one stored run is never its own baseline
 		if code, body, _ = sv.get("/api/compare?base=nightly-8&new=nightly-8", ""); code != 400 || !strings.Contains(body, "the same stored run") {
 			t.Errorf("/api/compare of a run with itself: %d %.300s", code, body)
@@ -836,5 +837,65 @@ func TestServeWaitsForAReplacementItCanOpen(t *testing.T) {
 	}
 	if code, body, _ := sv.get("/healthz", ""); code != 200 {
 		t.Errorf("/healthz once a store is there: %d %s", code, body)
+	}
+}
+
+// compareWindows holds /api/compare's windows of the total cases at path: ?limit= cases
+// from ?offset=, where they lie (cases_total, cases_from), the next window linked until
+// the last; the windows read in turn are every case of limit=all, in its order; a limit
+// or offset out of bounds is refused, naming it.
+func compareWindows(t *testing.T, sv *server, path string, total int) {
+	t.Helper()
+	type doc struct {
+		Total *int              `json:"cases_total"`
+		From  int               `json:"cases_from"`
+		Cases []json.RawMessage `json:"cases"`
+	}
+	var all doc
+	code, body, _ := sv.get(path+"&limit=all", "")
+	if err := json.Unmarshal([]byte(body), &all); code != 200 || err != nil || len(all.Cases) != total || all.Total != nil {
+		t.Fatalf("limit=all: %d %v, %d cases (want %d), cases_total %v", code, err, len(all.Cases), total, all.Total)
+	}
+	var read []json.RawMessage
+	next := path + "&limit=50"
+	for pages := 0; next != ""; pages++ {
+		code, body, h := sv.get(next, "")
+		var d doc
+		if err := json.Unmarshal([]byte(body), &d); code != 200 || err != nil || d.Total == nil || *d.Total != total || d.From != len(read) || len(d.Cases) != min(50, total-len(read)) {
+			t.Fatalf("%s: %d %v: %.300s", next, code, err, body)
+		}
+		read = append(read, d.Cases...)
+		next = ""
+		if l := h.Get("Link"); l != "" {
+			u, _, _ := strings.Cut(strings.TrimPrefix(l, "<"), ">")
+			next = u
+			if !strings.HasSuffix(l, `>; rel="next"`) || !strings.Contains(u, fmt.Sprintf("offset=%d", len(read))) {
+				t.Errorf("%s: Link %q", path, l)
+			}
+		}
+		if pages > total {
+			t.Fatal("the windows never end")
+		}
+	}
+	if len(read) != total {
+		t.Errorf("the windows hold %d cases, limit=all %d", len(read), total)
+	}
+	for i := range min(len(read), len(all.Cases)) {
+		if string(read[i]) != string(all.Cases[i]) {
+			t.Errorf("case %d of the windows differs from limit=all's:\n%s\n%s", i, read[i], all.Cases[i])
+			break
+		}
+	}
+	var d doc
+	if _, body, _ := sv.get(path, ""); json.Unmarshal([]byte(body), &d) != nil || len(d.Cases) != min(total, serve.CompareWindow) {
+		t.Errorf("the default window: %d cases", len(d.Cases))
+	}
+	for _, bad := range []string{"&limit=0", "&limit=10001", "&limit=ten", "&offset=-1"} {
+		if code, body, _ := sv.get(path+bad, ""); code != 400 || !strings.Contains(body, strings.SplitN(bad[1:], "=", 2)[0]+"=") {
+			t.Errorf("%s: %d %s", bad, code, body)
+		}
+	}
+	if code, body, _ := sv.get(path+"&offset=100000", ""); code != 200 || !strings.Contains(body, `"cases_from":120,"cases":[`+"\n]}") {
+		t.Errorf("a window past the end: %d %.300s", code, body)
 	}
 }

@@ -3,7 +3,10 @@
 // starts the opx binary given as `opx serve` over it on a free port, loads / once (the
 // check of the newest run, worked out once per new run), then has -clients clients load
 // / and /series?key=... for -seconds, and prints each page's p50, p95 and p99 latency and
-// the server's peak RSS (VmHWM).
+// the server's peak RSS (VmHWM). With -add it then adds one more nightly run as opx history
+// add does (the run written, then its check kept: history.Store.KeepCheck; -keep=false
+// leaves it out, as an older opx's add does) and says how long after the add ended the
+// dashboard showed the new run, fresh.
 //
 //	go run ./scripts/serve-bench -opx ./opx -db /tmp/serve.db -runs 10 -cases 2000
 //	scripts/bench-serve.sh   (builds opx, then the sizes docs/serve.md publishes)
@@ -38,6 +41,8 @@ func main() {
 	clusters := flag.Int("clusters", 2, "clusters to generate (each has every case)")
 	clients := flag.Int("clients", 20, "concurrent clients")
 	seconds := flag.Float64("seconds", 10, "how long the clients load pages")
+	flag.BoolVar(&addOne, "add", false, "then add one more run and time how soon the dashboard shows it")
+	flag.BoolVar(&keep, "keep", true, "with -add: keep the new run's check, as opx history add does")
 	flag.Parse()
 	if err := run(*opx, *db, *runs, *cases, *clusters, *clients, time.Duration(*seconds*float64(time.Second))); err != nil {
 		fmt.Fprintln(os.Stderr, "serve-bench:", err)
@@ -45,8 +50,11 @@ func main() {
 	}
 }
 
+var addOne, keep bool
+
 func run(opx, db string, runs, cases, clusters, clients int, d time.Duration) error {
 	ctx := context.Background()
+	names := []string{"h200_dgxc_8x", "mi355x_amds_8x", "b200_nscale_8x", "h100_dsxe_8x", "gb200_nv_4x"}[:min(clusters, 5)]
 	s, err := history.Open(ctx, db, true, 0)
 	if err != nil {
 		return err
@@ -56,7 +64,6 @@ func run(opx, db string, runs, cases, clusters, clients int, d time.Duration) er
 		return err
 	}
 	if strings.HasPrefix(state, "0/") {
-		names := []string{"h200_dgxc_8x", "mi355x_amds_8x", "b200_nscale_8x", "h100_dsxe_8x", "gb200_nv_4x"}[:min(clusters, 5)]
 		t0 := time.Now()
 		if err := s.Generate(ctx, history.Generated{Runs: runs, Cases: cases, Clusters: names, StepAt: runs - 1, Seed: 1}); err != nil {
 			return err
@@ -105,6 +112,71 @@ func run(opx, db string, runs, cases, clusters, clients int, d time.Duration) er
 	if failed > 0 {
 		return fmt.Errorf("%d loads failed", failed)
 	}
+	if addOne {
+		return addAndWait(ctx, db, base, names, cases)
+	}
+	return nil
+}
+
+// addAndWait adds one more nightly run (a day after the store's newest) as opx history add
+// does, and says how soon after the add ended /api/changes showed it, fresh.
+func addAndWait(ctx context.Context, db, base string, names []string, cases int) error {
+	s, err := history.Open(ctx, db, true, 0)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	at, err := s.NewestAdded(ctx)
+	if err != nil {
+		return err
+	}
+	list, err := s.RunList(ctx)
+	if err != nil || len(list) == 0 {
+		return fmt.Errorf("the store's runs: %v", err)
+	}
+	from := list[0].At
+	for _, r := range list {
+		if r.At.After(from) {
+			from = r.At
+		}
+	}
+	from = from.AddDate(0, 0, 1)
+	t0 := time.Now()
+	if err := s.Generate(ctx, history.Generated{Runs: 1, Cases: cases, Clusters: names, Seed: 7, From: from}); err != nil {
+		return err
+	}
+	written := time.Since(t0)
+	var kept time.Duration
+	if keep {
+		t1 := time.Now()
+		if _, err := s.KeepCheck(ctx); err != nil {
+			return err
+		}
+		kept = time.Since(t1)
+	}
+	end := time.Now()
+	want := from.UTC().Format("2006-01-02T15:04Z")
+	for {
+		resp, err := http.Get(base + "/api/changes")
+		if err != nil {
+			return err
+		}
+		var doc struct {
+			Stale  bool   `json:"stale"`
+			Newest string `json:"newest_run"`
+		}
+		json.NewDecoder(resp.Body).Decode(&doc)
+		resp.Body.Close()
+		if !doc.Stale && strings.HasSuffix(doc.Newest, want) {
+			break
+		}
+		if time.Since(end) > 10*time.Minute {
+			return fmt.Errorf("the dashboard never showed the run of %s (last added %v)", want, at)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	fmt.Printf("an add of one run (%d cases): written in %.1f s, its check kept in %.1f s (keep %t); the dashboard showed it, fresh, %.2f s after the add ended\n",
+		cases*len(names), written.Seconds(), kept.Seconds(), keep, time.Since(end).Seconds())
 	return nil
 }
 
