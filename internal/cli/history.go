@@ -32,7 +32,7 @@ PostgreSQL database (--db postgres://user@host:port/db). Parallel adds are safe.
   opx history check --fail-on-regression 5 >> "$GITHUB_STEP_SUMMARY"
   opx history report --out history.html`,
 	}
-	c.AddCommand(newHistoryAddCmd(env), newHistoryCheckCmd(env), newHistoryReportCmd(env), newHistoryTriageCmd(env), newHistoryCopyCmd(env), newHistoryMigrateCmd(env))
+	c.AddCommand(newHistoryAddCmd(env), newHistoryCheckCmd(env), newHistoryReportCmd(env), newHistoryTriageCmd(env), newHistoryCopyCmd(env), newHistoryMigrateCmd(env), newHistoryNotifyCmd(env))
 	return c
 }
 

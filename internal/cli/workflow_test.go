@@ -126,7 +126,7 @@ func TestWorkflowOpxInvocationsParse(t *testing.T) {
 		}
 	}
 	sort.Strings(subcommands)
-	if got := strings.Join(subcommands, ","); got != "execute,finalize,history,history,history,plan,recover,report,summarize" {
+	if got := strings.Join(subcommands, ","); got != "execute,finalize,history,history,history,history,plan,recover,report,summarize" {
 		t.Errorf("opx subcommands the workflow runs: %s", got)
 	}
 	// the parser check can fail

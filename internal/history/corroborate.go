@@ -4,11 +4,14 @@
 package history
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/semianalysis/opx/internal/compare"
 )
@@ -86,6 +89,9 @@ func (c Change) waits(pct float64) bool {
 // An Alert is the changes of one run that share their first run, cluster, direction and
 // what changed under them: the unit a team triages.
 type Alert struct {
+	// ID names the group: the same first run, cluster, direction and provenance have the
+	// same id on every night (opx history notify announces each id once)
+	ID        string `json:"id"`
 	RunID     string `json:"run_id"`
 	Cluster   string `json:"cluster"`
 	Direction string `json:"direction"`
@@ -109,10 +115,10 @@ func (f *Found) alerts() []Alert {
 			continue // a change of machine: said with the change, no alert of the code
 		}
 		prov := c.provenanceExcept("nodes")
-		key := strings.Join([]string{c.RunID, c.at.String(), c.cluster, c.Direction, prov}, "\x00")
+		key := strings.Join([]string{c.RunID, c.at.UTC().Format(time.RFC3339), c.cluster, c.Direction, prov}, "\x00")
 		a := by[key]
 		if a == nil {
-			a = &Alert{RunID: c.RunID, Cluster: c.Cluster, Direction: c.Direction, Ops: map[string]int{}, Provenance: prov,
+			a = &Alert{ID: alertID(key), RunID: c.RunID, Cluster: c.Cluster, Direction: c.Direction, Ops: map[string]int{}, Provenance: prov,
 				SpeedupMin: math.Inf(1), SpeedupMax: math.Inf(-1), name: c.RunName()}
 			by[key] = a
 			order = append(order, key)
@@ -133,6 +139,15 @@ func (f *Found) alerts() []Alert {
 	})
 	return out
 }
+
+// alertID is the id of the alert of key: 12 hex digits of its SHA-256.
+func alertID(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return "a" + hex.EncodeToString(h[:6])
+}
+
+// Line is the alert in one line (line).
+func (a Alert) Line() string { return a.line() }
 
 // line is the alert in one line: "27 gemm cases on h200, 1.08x–1.12x slower, from run
 // nightly-12 of 2026-11-09T02:00Z (image digest sha256:a → sha256:b)".

@@ -124,5 +124,6 @@ func (s *Store) KeptCheck(ctx context.Context, state string) (*Found, error) {
 		c.aliases, c.cluster = k.Aliases[c.ID], c.Cluster
 		c.at, _ = time.Parse(time.RFC3339, c.At)
 	}
+	f.Alerts = f.alerts() // as kept, with the names their lines say
 	return f, nil
 }

@@ -76,6 +76,10 @@ var revisions = []struct {
 	// state it is of, which opx made it, when, and its body (gzipped JSON); an older
 	// opx's add leaves it as it is, of a state the store no longer has
 	stmts: []string{`CREATE TABLE checks (state TEXT PRIMARY KEY, made_by TEXT NOT NULL, made_at BIGINT NOT NULL, body {blob} NOT NULL)`},
+}, {
+	// 5: what opx history notify told each webhook (by a digest of its URL, never the URL):
+	// an alert group's id and its changes' ids, so that a group is announced once
+	stmts: []string{`CREATE TABLE notices (target TEXT NOT NULL, what TEXT NOT NULL, at BIGINT NOT NULL, PRIMARY KEY (target, what))`},
 }}
 
 // migrate brings the store to Schema. An empty database is created; one with tables but

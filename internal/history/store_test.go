@@ -94,7 +94,7 @@ func TestConfirmRunID(t *testing.T) {
 func TestMigrateToTriage(t *testing.T) {
 	eachStore(t, func(t *testing.T, dsn string) {
 		s := storeOf(t, dsn, genHistory(6, 2, 5))
-		for _, q := range []string{"DROP TABLE triage", "DROP INDEX series_case", "ALTER TABLE runs DROP COLUMN tally", "ALTER TABLE contexts DROP COLUMN contended", "ALTER TABLE contexts DROP COLUMN kind", "DROP TABLE checks", "DELETE FROM opx_history WHERE name = 'revision'", "UPDATE opx_history SET value = '1' WHERE name = 'schema'"} {
+		for _, q := range []string{"DROP TABLE triage", "DROP INDEX series_case", "ALTER TABLE runs DROP COLUMN tally", "ALTER TABLE contexts DROP COLUMN contended", "ALTER TABLE contexts DROP COLUMN kind", "DROP TABLE checks", "DROP TABLE notices", "DELETE FROM opx_history WHERE name = 'revision'", "UPDATE opx_history SET value = '1' WHERE name = 'schema'"} {
 			if _, err := s.db.Exec(s.q(q)); err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +192,7 @@ func TestRekeyLocalSeries(t *testing.T) {
 		var node string
 		s.db.QueryRow(s.q(`SELECT c.node FROM points p JOIN contexts c ON c.id = p.ctx JOIN runs r ON r.id = p.run JOIN series s ON s.id = p.series
 			WHERE r.run_id = 'nightly-02' AND s.key = 's0'`)).Scan(&node)
-		for _, q := range []string{"UPDATE series SET cluster = 'local', key = ? WHERE key = 's0'", "UPDATE opx_history SET value = '1' WHERE name = 'revision'", "ALTER TABLE contexts DROP COLUMN kind", "DROP TABLE checks"} {
+		for _, q := range []string{"UPDATE series SET cluster = 'local', key = ? WHERE key = 's0'", "UPDATE opx_history SET value = '1' WHERE name = 'revision'", "ALTER TABLE contexts DROP COLUMN kind", "DROP TABLE checks", "DROP TABLE notices"} {
 			args := []any{oldKey}
 			if !strings.Contains(q, "?") {
 				args = nil

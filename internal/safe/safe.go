@@ -57,6 +57,18 @@ func unsafeRune(r rune) bool {
 // any control character an input smuggled into it shown escaped.
 func OneLine(s string) string { return Text(strings.Join(strings.Fields(s), " ")) }
 
+// Slack is outside text for a Slack message, on one line: control and format characters
+// escaped (Text), and the three characters Slack asks to be escaped as entities (&, <, >:
+// no link, no "<!channel>" mention). Slack has no escape for its emphasis marks: a caller
+// shows such text in a code span (SlackCode).
+func Slack(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(OneLine(s))
+}
+
+// SlackCode is outside text as a Slack code span shows it literally: Slack's text, in
+// backticks, a backtick in it turned into a quote (a code span cannot hold one).
+func SlackCode(s string) string { return "`" + strings.ReplaceAll(Slack(s), "`", "'") + "`" }
+
 // Markdown is outside text as GitHub Markdown shows it literally, on one line: control
 // and format characters escaped (Text: no reversed or hidden text), HTML's <, > and & as
 // entities (an error message's "<img>" or "</table>" must not become markup in a step

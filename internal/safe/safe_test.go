@@ -49,3 +49,18 @@ func TestCap(t *testing.T) {
 		t.Errorf("Cap in the middle of a character: %q", got)
 	}
 }
+
+func TestSlack(t *testing.T) {
+	for in, want := range map[string]string{
+		"gemm <!channel> & co":    "gemm &lt;!channel&gt; &amp; co",
+		"two\nlines\x1b[31m":      `two lines\x1b[31m`,
+		"<https://evil|click me>": "&lt;https://evil|click me&gt;",
+	} {
+		if got := Slack(in); got != want {
+			t.Errorf("Slack(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := SlackCode("a`b <c>"); got != "`a'b &lt;c&gt;`" {
+		t.Errorf("SlackCode: %q", got)
+	}
+}

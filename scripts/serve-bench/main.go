@@ -131,8 +131,11 @@ func addAndWait(ctx context.Context, db, base string, names []string, cases int)
 		return err
 	}
 	list, err := s.RunList(ctx)
-	if err != nil || len(list) == 0 {
-		return fmt.Errorf("the store's runs: %v", err)
+	if err != nil {
+		return fmt.Errorf("the store's runs: %w", err)
+	}
+	if len(list) == 0 {
+		return fmt.Errorf("the store holds no run to add a night after")
 	}
 	from := list[0].At
 	for _, r := range list {
