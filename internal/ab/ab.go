@@ -56,7 +56,8 @@ const (
 )
 
 // Result is a case's judgement: its Ratio (head/base of the metric) within [Lo, Hi] at
-// the options' Level, from Pairs pairs.
+// the options' Level, from Pairs pairs (Ratio 0 with no pair; Lo and Hi 0 when the pairs
+// are too few to bound it at that level: fewer than 8 at 99%).
 type Result struct {
 	Pairs   int     `json:"pairs"`
 	Ratio   float64 `json:"ratio"`
@@ -78,12 +79,15 @@ func Judge(pairs []Pair, lower bool, o Options) (Result, error) {
 		}
 		d = append(d, math.Log(p.Head/p.Base))
 	}
-	r := Result{Pairs: len(d), Verdict: Unsure, Ratio: math.NaN(), Lo: 0, Hi: math.Inf(1)}
+	r := Result{Pairs: len(d), Verdict: Unsure}
 	if len(d) == 0 {
 		return r, nil
 	}
 	est, lo, hi := signedRank(d, 1-o.Level)
-	r.Ratio, r.Lo, r.Hi = math.Exp(est), math.Exp(lo), math.Exp(hi)
+	r.Ratio = math.Exp(est)
+	if !math.IsInf(lo, 0) {
+		r.Lo, r.Hi = math.Exp(lo), math.Exp(hi)
+	}
 	same := math.Log1p(o.Same)
 	slower, faster := lo > 0 && est >= same, hi < 0 && est <= -same
 	if !lower {

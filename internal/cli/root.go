@@ -254,7 +254,7 @@ func newRoot(ctx context.Context, env Env) *cobra.Command {
 		}
 	}
 	group("sweep", newRunCmd(env), newPlanCmd(env), newReportCmd(env), newCompareCmd(env), newExportCmd(env),
-		newSummarizeCmd(env), newHistoryCmd(env), newServeCmd(env), newListCmd(env), newDoctorCmd(env))
+		newSummarizeCmd(env), newHistoryCmd(env), newServeCmd(env), newListCmd(env), newDoctorCmd(env), newGitHubCmd(env))
 	group("shard", newExecuteCmd(env), newFinalizeCmd(env), newRecoverCmd(env))
 	group("node", newImportCmd(env), newRankCmd(env), newBenchCmd(env), newFingerprintCmd(env))
 	root.AddCommand(newVersionCmd(env))

@@ -1,6 +1,7 @@
-// Package webhook posts a JSON body to an HTTP endpoint — an incoming webhook (Slack's, or
-// any that takes JSON) — retrying what the server says may be retried: no answer, 429
-// (after its Retry-After), 5xx. Any other answer but 2xx fails at once, with the status and
+// Package webhook sends JSON to an HTTP endpoint — an incoming webhook (Slack's, or any
+// that takes JSON), or a REST API (GitHub's) — retrying what the server says may be
+// retried: no answer, 5xx, 429 or a 403 of a spent rate limit (after its Retry-After, or
+// until its X-RateLimit-Reset). Any other answer but 2xx fails at once, with the status and
 // the first line of what the server said. A webhook's URL is its secret: no message here
 // names more of it than its host.
 package webhook
@@ -66,6 +67,23 @@ func plural(n int, one, many string) string {
 
 // Post posts body (JSON) to raw with the headers given, and returns the answer's body.
 func (p Poster) Post(ctx context.Context, raw string, body []byte, header http.Header) ([]byte, error) {
+	a, err := p.Send(ctx, http.MethodPost, raw, body, header)
+	if err != nil {
+		return nil, err
+	}
+	return a.Body, nil
+}
+
+// Answer is a server's 2xx answer.
+type Answer struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Send sends a request of the method to raw (body: JSON, or nil for none) with the headers
+// given, and returns the server's 2xx answer.
+func (p Poster) Send(ctx context.Context, method, raw string, body []byte, header http.Header) (*Answer, error) {
 	u, err := Check(raw)
 	if err != nil {
 		return nil, err
@@ -87,14 +105,20 @@ func (p Poster) Post(ctx context.Context, raw string, body []byte, header http.H
 	fail := &Error{Host: u.Host}
 	for try := 1; ; try++ {
 		fail.Tries = try
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, raw, bytes.NewReader(body))
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, raw, rd)
 		if err != nil {
 			return nil, err
 		}
 		for k, v := range header {
 			req.Header[k] = v
 		}
-		req.Header.Set("Content-Type", "application/json")
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		req.Header.Set("User-Agent", "opx/"+version.String())
 		resp, err := client.Do(req)
 		after := time.Duration(0)
@@ -107,14 +131,18 @@ func (p Poster) Post(ctx context.Context, raw string, body []byte, header http.H
 			got, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
 			if resp.StatusCode/100 == 2 {
-				return got, nil
+				return &Answer{resp.StatusCode, resp.Header, got}, nil
 			}
 			fail.Status, fail.Why = resp.StatusCode, fmt.Sprintf("%s: %s", resp.Status, safe.Cap(safe.OneLine(string(got)), 200))
-			if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode/100 != 5 {
+			// a spent rate limit (GitHub: 403 or 429, X-RateLimit-Remaining 0) waits for its reset
+			spent := resp.Header.Get("X-RateLimit-Remaining") == "0"
+			if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode/100 != 5 && !(resp.StatusCode == http.StatusForbidden && (spent || resp.Header.Get("Retry-After") != "")) {
 				return nil, fail // the server will say the same again
 			}
 			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 				after = time.Duration(s) * time.Second
+			} else if reset, err := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64); err == nil && spent {
+				after = max(time.Second, time.Until(time.Unix(reset, 0)))
 			}
 		}
 		if try >= tries {

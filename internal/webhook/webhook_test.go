@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -27,8 +28,8 @@ func (a *answers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	b, _ := io.ReadAll(r.Body)
-	if r.Method != http.MethodPost {
-		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+	if r.Method != http.MethodPost && r.Method != http.MethodPatch {
+		http.Error(w, "POST or PATCH only", http.StatusMethodNotAllowed)
 		return
 	}
 	a.bodies, a.types, a.times = append(a.bodies, string(b)), append(a.types, r.Header.Get("Content-Type")), append(a.times, time.Now())
@@ -147,5 +148,19 @@ func TestCheck(t *testing.T) {
 		if _, err := Check(raw); err != nil && strings.Contains(err.Error(), "/services") {
 			t.Errorf("%q: the error shows the path: %v", raw, err)
 		}
+	}
+}
+
+// GitHub's spent rate limit (403, X-RateLimit-Remaining 0) waits for its reset, then tries
+// again; a 403 that is no rate limit does not.
+func TestSpentRateLimitWaitsForItsReset(t *testing.T) {
+	a := &answers{statuses: []int{403, 200}, header: http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {fmt.Sprint(time.Now().Add(time.Second).Unix())}}}
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+	if _, err := (Poster{Wait: time.Millisecond}).Send(t.Context(), http.MethodPatch, srv.URL, []byte(`{}`), nil); err != nil || len(a.bodies) != 2 {
+		t.Fatalf("%d tries: %v", len(a.bodies), err)
+	}
+	if d := a.times[1].Sub(a.times[0]); d < 500*time.Millisecond {
+		t.Errorf("tried again %v after a spent rate limit, before its reset", d)
 	}
 }

@@ -1,0 +1,149 @@
+package ab
+
+// A pull request's A/B report (ab.json): what each side was, the rules, and every selected
+// case's judgement — what the PR comment and check say (Markdown, Conclusion).
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/semianalysis/opx/internal/safe"
+)
+
+// Case is one selected case's judgement.
+type Case struct {
+	Key      string `json:"key"`
+	Testlist string `json:"testlist"`
+	Metric   string `json:"metric"`
+	Lower    bool   `json:"lower_is_better"`
+	// Why is why the case was selected (the file the change touched that maps to it)
+	Why string `json:"why,omitempty"`
+	// Outcome is measured when both sides were; else what the side that was not says
+	// (error, missing, unsupported): no judgement then.
+	Outcome string `json:"outcome"`
+	Result
+}
+
+// Report is a PR's A/B: its base and head (a commit and its image), the rules, the cases.
+type Report struct {
+	Base  string  `json:"base"`
+	Head  string  `json:"head"`
+	Rules Options `json:"rules"`
+	Cases []Case  `json:"cases"`
+}
+
+// Counts are the cases by verdict, and those not judged.
+func (r Report) Counts() (by map[Verdict]int, unjudged, fails int) {
+	by = map[Verdict]int{}
+	for _, c := range r.Cases {
+		if c.Outcome != "measured" {
+			unjudged++
+			continue
+		}
+		by[c.Verdict]++
+		if c.Fails {
+			fails++
+		}
+	}
+	return by, unjudged, fails
+}
+
+// Conclusion is the check's: failure when a case fails (slower, its interval beyond the
+// threshold), when a case the base measured was not measured by the head, or when nothing
+// was judged (a check that measured nothing is never green); else success.
+func (r Report) Conclusion() (string, string) {
+	by, unjudged, fails := r.Counts()
+	judged := len(r.Cases) - unjudged
+	switch {
+	case judged == 0:
+		return "failure", "nothing was measured on both sides"
+	case fails > 0:
+		return "failure", fmt.Sprintf("%d case(s) slower beyond %s", fails, pct(r.Rules.Threshold))
+	case unjudged > 0:
+		return "failure", fmt.Sprintf("%d case(s) not measured on both sides", unjudged)
+	}
+	return "success", fmt.Sprintf("%d case(s): none slower beyond %s (%d slower within it, %d unsure)", judged, pct(r.Rules.Threshold), by[Slower], by[Unsure])
+}
+
+func pct(f float64) string {
+	return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.2f", 100*f), "0"), ".0") + "%"
+}
+
+// Marker is the hidden line that finds the PR's comment again (one comment, updated).
+const Marker = "<!-- opx-pr-ab -->"
+
+// MostRows is how many cases each of the comment's tables lists (the worst first).
+const MostRows = 50
+
+// Markdown is the PR comment: the verdict, counts, and the cases slower, unsure and not
+// measured, each with its ratio and interval; outside text escaped (safe.Markdown).
+func (r Report) Markdown() string {
+	var b strings.Builder
+	conc, why := r.Conclusion()
+	mark := "✅"
+	if conc != "success" {
+		mark = "❌"
+	}
+	by, unjudged, _ := r.Counts()
+	fmt.Fprintf(&b, "%s\n## %s opx A/B: %s\n\nHead `%s` against base `%s`, measured in pairs on one node (%s). ", Marker, mark, safe.Markdown(why),
+		strings.ReplaceAll(safe.OneLine(r.Head), "`", "'"), strings.ReplaceAll(safe.OneLine(r.Base), "`", "'"), "ABBA order")
+	fmt.Fprintf(&b, "**%d cases:** %d slower, %d faster, %d same, %d unsure, %d not measured on both sides. The check fails on a slower case whose %.0f%% interval lies beyond %s.\n",
+		len(r.Cases), by[Slower], by[Faster], by[Same], by[Unsure], unjudged, 100*r.Rules.Level, pct(r.Rules.Threshold))
+	table := func(title string, keep func(Case) bool) {
+		var rows []Case
+		for _, c := range r.Cases {
+			if keep(c) {
+				rows = append(rows, c)
+			}
+		}
+		if len(rows) == 0 {
+			return
+		}
+		slices.SortStableFunc(rows, func(a, b Case) int { return -cmpf(worse(a), worse(b)) })
+		fmt.Fprintf(&b, "\n### %s (%d)\n\n| Case | Metric | Head/base | %.0f%% interval | Pairs | Fails |\n|---|---|---:|---|---:|---|\n", title, len(rows), 100*r.Rules.Level)
+		for i, c := range rows {
+			if i == MostRows {
+				fmt.Fprintf(&b, "\n… and %d more (the check's details list them all).\n", len(rows)-MostRows)
+				break
+			}
+			fails := ""
+			if c.Fails {
+				fails = "**yes**"
+			}
+			if c.Outcome != "measured" {
+				fmt.Fprintf(&b, "| %s | %s | %s | | | |\n", safe.Markdown(c.Key), safe.Markdown(c.Metric), safe.Markdown(c.Outcome))
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.3fx | %.3f–%.3f | %d | %s |\n", safe.Markdown(c.Key), safe.Markdown(c.Metric), c.Ratio, c.Lo, c.Hi, c.Pairs, fails)
+		}
+	}
+	table("Slower", func(c Case) bool { return c.Outcome == "measured" && c.Verdict == Slower })
+	table("Not measured on both sides", func(c Case) bool { return c.Outcome != "measured" })
+	table("Unsure", func(c Case) bool { return c.Outcome == "measured" && c.Verdict == Unsure })
+	table("Faster", func(c Case) bool { return c.Outcome == "measured" && c.Verdict == Faster })
+	return b.String()
+}
+
+// worse orders a table worst first: by how far its estimate lies from 1, the metric's way.
+func worse(c Case) float64 {
+	if c.Ratio <= 0 || math.IsNaN(c.Ratio) {
+		return 0
+	}
+	d := math.Log(c.Ratio)
+	if !c.Lower {
+		d = -d
+	}
+	return math.Abs(d)
+}
+
+func cmpf(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
