@@ -258,6 +258,12 @@ func LoadContainers(src Source) (Containers, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ParseContainers(src, b)
+}
+
+// ParseContainers parses containers.toml's bytes b, read from src (its name in messages):
+// a file as a commit held it (opx plan --affected-by).
+func ParseContainers(src Source, b []byte) (Containers, error) {
 	var raw map[string]map[string]Image
 	if err := toml.Unmarshal(b, &raw); err != nil {
 		var de *toml.DecodeError

@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/semianalysis/opx/internal/safe"
@@ -39,11 +38,27 @@ func Check(raw string) (*url.URL, error) {
 	if err != nil || u.Host == "" {
 		return nil, errors.New("the webhook is not a URL (give https://host/path)")
 	}
+	if u.User != nil {
+		return nil, fmt.Errorf("the webhook at %s carries a user name or password in its URL: give its https URL alone", safe.Text(u.Hostname()))
+	}
 	local := u.Hostname() == "localhost" || u.Hostname() == "127.0.0.1" || u.Hostname() == "::1"
 	if u.Scheme != "https" && !(u.Scheme == "http" && local) {
 		return nil, fmt.Errorf("the webhook at %s is %s: give an https URL (http only to this machine)", safe.Text(u.Host), safe.Text(u.Scheme))
 	}
 	return u, nil
+}
+
+// withoutURL is why a request got no answer, without the URL (url.Error prints the URL as
+// it rebuilt it, or a redirect's: the webhook's secret either way).
+func withoutURL(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if ue.Timeout() {
+			return "timed out"
+		}
+		return ue.Op + ": " + safe.OneLine(ue.Err.Error())
+	}
+	return safe.OneLine(err.Error())
 }
 
 // Error is a post that failed: the status of the last answer (0: none came) and why.
@@ -126,7 +141,7 @@ func (p Poster) Send(ctx context.Context, method, raw string, body []byte, heade
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx)
 			}
-			fail.Status, fail.Why = 0, "no answer: "+strings.ReplaceAll(err.Error(), raw, u.Host)
+			fail.Status, fail.Why = 0, "no answer: "+withoutURL(err)
 		} else {
 			got, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()

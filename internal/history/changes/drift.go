@@ -10,8 +10,8 @@ import (
 // warms through the week) is not independent from run to run: a stretch of runs wanders
 // together, and tests calibrated on independent runs (calibrate.go) read its wander as
 // level shifts. A series' noise is measured for it: once the shifts are found, the lag-1
-// autocorrelation of its runs about their own level's median (phi, an AR(1) model; pulled
-// towards what its differences say where they say less, see inflationOf). When it
+// autocorrelation of its runs about their own level's median (phi, an AR(1) model; the
+// lesser of it and what its differences say, see differenced). When it
 // is clearly positive (above maxWhitePhi, which independent runs of a window's length
 // rarely reach), the tests are judged again with their statistics deflated by the
 // long-run variance of AR(1) noise, (1+phi)/(1-phi) times a run's — for the newest runs'
@@ -21,8 +21,8 @@ import (
 // independent is judged exactly as before.
 
 // maxWhitePhi is the lag-1 autocorrelation above which a series' noise is taken to drift
-// (lagOne and its mean with what the differences say must both clear it: each alone
-// exceeds it too often on independent runs). 0.25 and 0.2 were tried: they cost steps in the earlier scenarios.
+// (both of its estimates must clear it: each alone exceeds it too often on independent
+// runs). 0.25 and 0.2 were tried: they cost steps in the earlier scenarios.
 const maxWhitePhi = 0.3
 
 // minDriftRuns is the fewest runs phi is measured on (16 was tried: a young series'
@@ -67,17 +67,12 @@ func merge(found, white []Change, o Options) []Change {
 }
 
 // inflationOf is the long-run variance factor of y's noise about the changes found,
-// (1+phi)/(1-phi), when phi clears maxWhitePhi; else 1. phi is lagOne's, pulled halfway
-// towards what the differences say where they say less: the lesser of the two (the rule
-// before) takes the lower of two noisy estimates, and left 3.3-3.6% of stationary series
-// at 0.6 with a false change (2.3-2.4% now, scripts/history-bench draws 1 and 2); a shift
-// the first pass missed still reads as at most half the drift lagOne sees.
+// (1+phi)/(1-phi), when phi clears maxWhitePhi; else 1.
 func inflationOf(y []float64, found []Change) float64 {
 	if coarse(y, nil) > 0 {
 		return 1 // values that tie: a quantum's dither is no drift, and too coarse to tell one
 	}
-	l := lagOne(y, found)
-	phi := math.Min(l, (l+differenced(y))/2)
+	phi := math.Min(lagOne(y, found), differenced(y))
 	if phi <= maxWhitePhi {
 		return 1
 	}
