@@ -79,7 +79,12 @@ const MostRows = 50
 
 // Markdown is the PR comment: the verdict, counts, and the cases slower, unsure and not
 // measured, each with its ratio and interval; outside text escaped (safe.Markdown).
-func (r Report) Markdown() string {
+func (r Report) Markdown() string { return r.markdown(MostRows) }
+
+// Details is the Markdown with every case of each table (the check's text).
+func (r Report) Details() string { return r.markdown(math.MaxInt) }
+
+func (r Report) markdown(most int) string {
 	var b strings.Builder
 	conc, why := r.Conclusion()
 	mark := "✅"
@@ -104,8 +109,8 @@ func (r Report) Markdown() string {
 		slices.SortStableFunc(rows, func(a, b Case) int { return -cmpf(worse(a), worse(b)) })
 		fmt.Fprintf(&b, "\n### %s (%d)\n\n| Case | Metric | Head/base | %.0f%% interval | Pairs | Fails |\n|---|---|---:|---|---:|---|\n", title, len(rows), 100*r.Rules.Level)
 		for i, c := range rows {
-			if i == MostRows {
-				fmt.Fprintf(&b, "\n… and %d more (the check's details list them all).\n", len(rows)-MostRows)
+			if i == most {
+				fmt.Fprintf(&b, "\n… and %d more (the check's details list them all).\n", len(rows)-most)
 				break
 			}
 			fails := ""

@@ -95,10 +95,10 @@ func runGitHubReport(ctx context.Context, env Env, o *githubReportOptions) error
 		return err
 	}
 	fmt.Fprintf(env.Stderr, "opx github: the comment on pull request %d %s (id %d)\n", o.pr, map[bool]string{true: "created", false: "updated in place"}[created], id)
-	run := github.CheckRun{Name: o.name, Conclusion: conclusion, Title: why, Summary: md}
+	run := github.CheckRun{Name: o.name, Conclusion: conclusion, Title: why, Summary: md, Text: r.Details()}
 	for _, c := range r.Cases {
 		if c.Fails {
-			run.Annotations = append(run.Annotations, github.Annotation{Path: o.annotate, StartLine: 1, EndLine: 1, Level: "failure", Title: safe.OneLine(c.Key),
+			run.Annotations = append(run.Annotations, github.Annotation{Path: o.annotate, StartLine: 1, EndLine: 1, Level: "failure", Title: safe.Cap(safe.OneLine(c.Key), 255),
 				Message: fmt.Sprintf("%s %.3fx head/base (%.0f%% interval %.3f–%.3f, %d pairs): slower beyond %.0f%%", safe.OneLine(c.Metric), c.Ratio, 100*r.Rules.Level, c.Lo, c.Hi, c.Pairs, 100*r.Rules.Threshold)})
 		}
 	}

@@ -98,8 +98,11 @@ func runHistoryNotify(ctx context.Context, env Env, o *historyNotifyOptions) err
 		return err
 	}
 	f, err := s.KeptCheck(ctx, state) // the check add kept, else made now
-	if err == nil && f == nil {
+	switch {
+	case err == nil && f == nil:
 		f, err = s.NewestCheck(ctx)
+	case err == nil: // its triage as of now: a group triaged since the add is not told
+		err = s.Triaged(ctx, f.Changes)
 	}
 	if err != nil {
 		return err
@@ -120,7 +123,13 @@ func runHistoryNotify(ctx context.Context, env Env, o *historyNotifyOptions) err
 		fmt.Fprintf(env.Stderr, "opx history notify: --dry-run: %d new alert group(s) of %d; nothing posted or recorded\n", len(news), len(f.Alerts))
 		return nil
 	}
-	for _, a := range known { // a webhook's first notify: what stood before is known
+	// a webhook's first notify: what stood before is known, and the webhook is known to
+	// have been notified (a group whose post fails tonight is told on a later night, not
+	// taken as known then)
+	if err := s.Announced(ctx, target, history.Alert{ID: history.FirstNotice}); err != nil {
+		return err
+	}
+	for _, a := range known {
 		if err := s.Announced(ctx, target, a); err != nil {
 			return err
 		}

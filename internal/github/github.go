@@ -116,8 +116,8 @@ func Truncate(s string) string {
 	return s[:cut] + note
 }
 
-// Comment is the PR's comment that carries marker: updated in place when one is there,
-// else created. Whether it was created, and its id.
+// Comment is the PR's comment that carries marker, written by a bot (the workflow's token
+// posts as one): updated in place when one is there, else created. Whether it was created, and its id.
 func (c Client) Comment(ctx context.Context, pr int, marker, body string) (bool, int64, error) {
 	if !strings.Contains(body, marker) {
 		return false, 0, fmt.Errorf("the comment's body lacks its marker %q: it could never be found again", marker)
@@ -126,6 +126,9 @@ func (c Client) Comment(ctx context.Context, pr int, marker, body string) (bool,
 	type comment struct {
 		ID   int64  `json:"id"`
 		Body string `json:"body"`
+		User struct {
+			Type string `json:"type"`
+		} `json:"user"`
 	}
 	path := fmt.Sprintf("/repos/%s/issues/%d/comments?per_page=100", c.Repo, pr)
 	for path != "" {
@@ -135,7 +138,7 @@ func (c Client) Comment(ctx context.Context, pr int, marker, body string) (bool,
 			return false, 0, err
 		}
 		for _, cm := range page {
-			if strings.Contains(cm.Body, marker) {
+			if strings.Contains(cm.Body, marker) && cm.User.Type == "Bot" { // a person quoting it is not opx
 				_, err := c.do(ctx, http.MethodPatch, fmt.Sprintf("/repos/%s/issues/comments/%d", c.Repo, cm.ID), map[string]string{"body": body}, nil)
 				return false, cm.ID, err
 			}

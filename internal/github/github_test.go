@@ -23,10 +23,14 @@ func fakeGitHub(t *testing.T) (*testenv.GitHub, github.Client) {
 // comments) and updated in place; another comment is never touched.
 func TestOneCommentUpdatedInPlace(t *testing.T) {
 	f, c := fakeGitHub(t)
-	for i := range 150 {
-		f.Comments[7] = append(f.Comments[7], map[string]any{"id": int64(1000 + i), "body": fmt.Sprintf("a reviewer's comment %d", i)})
-	}
 	const marker = "<!-- opx-pr-ab -->"
+	for i := range 150 {
+		body := fmt.Sprintf("a reviewer's comment %d", i)
+		if i == 3 {
+			body = "quoting opx: " + marker // a person's: never opx's to update
+		}
+		f.Comments[7] = append(f.Comments[7], map[string]any{"id": int64(1000 + i), "body": body, "user": map[string]any{"login": "someone", "type": "User"}})
+	}
 	created, id, err := c.Comment(t.Context(), 7, marker, marker+"\nfirst")
 	if err != nil || !created {
 		t.Fatalf("first: created %t, %v", created, err)
@@ -36,7 +40,7 @@ func TestOneCommentUpdatedInPlace(t *testing.T) {
 	if err != nil || created || id2 != id {
 		t.Fatalf("second: created %t, id %d (first %d), %v", created, id2, id, err)
 	}
-	if n := len(f.Comments[7]); n != 151 || f.Comments[7][150]["body"] != marker+"\nsecond" || f.Comments[7][0]["body"] != "a reviewer's comment 0" {
+	if n := len(f.Comments[7]); n != 151 || f.Comments[7][150]["body"] != marker+"\nsecond" || f.Comments[7][0]["body"] != "a reviewer's comment 0" || f.Comments[7][3]["body"] != "quoting opx: "+marker {
 		t.Errorf("%d comments; the opx one: %v", n, f.Comments[7][150]["body"])
 	}
 	if _, _, err := c.Comment(t.Context(), 7, marker, "no marker"); err == nil {

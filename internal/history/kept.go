@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/semianalysis/opx/internal/history/changes"
@@ -96,8 +97,12 @@ func (s *Store) KeepCheck(ctx context.Context) (int, error) {
 // it; nil when none was (a store of an older revision, a state no writer of this opx kept
 // a check of). Its changes' triage is as when it was kept: Triaged reads it again.
 func (s *Store) KeptCheck(ctx context.Context, state string) (*Found, error) {
-	if s.rev < keptRevision {
-		return nil, nil
+	if s.rev < keptRevision { // revised since it was opened (a newer add), or not
+		var v string
+		err := s.db.QueryRowContext(ctx, "SELECT value FROM opx_history WHERE name = 'revision'").Scan(&v)
+		if rev, _ := strconv.Atoi(v); err != nil || rev < keptRevision {
+			return nil, nil
+		}
 	}
 	var body []byte
 	err := s.db.QueryRowContext(ctx, s.q("SELECT body FROM checks WHERE state = ? AND made_by = ?"), state, keptBy()).Scan(&body)

@@ -84,6 +84,10 @@ func (s *Store) Unannounced(ctx context.Context, f *Found, target string) (news,
 	return news, known, nil
 }
 
+// FirstNotice is what is recorded for a webhook on its first notify, whatever its posts do:
+// it is not told as a first notify again.
+const FirstNotice = "first-notify"
+
 // Announced records that target was told of the alert (its id and its changes' ids).
 func (s *Store) Announced(ctx context.Context, target string, a Alert) error {
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -92,7 +96,7 @@ func (s *Store) Announced(ctx context.Context, target string, a Alert) error {
 	}
 	defer tx.Rollback()
 	now := time.Now().Unix()
-	for _, w := range append([]string{a.ID}, a.Changes...) {
+	for _, w := range append([]string{a.ID}, a.Changes...) { // ON CONFLICT: told again is told once
 		if _, err := tx.ExecContext(ctx, s.q("INSERT INTO notices (target, what, at) VALUES (?, ?, ?) ON CONFLICT (target, what) DO NOTHING"), target, w, now); err != nil {
 			return fmt.Errorf("%s: %w", s.Where, err)
 		}
@@ -170,9 +174,31 @@ func Message(f *Found, a Alert, slack bool, serveURL string) ([]byte, error) {
 	if group != "" {
 		fmt.Fprintf(&b, "\n<%s|Open the changes on %s>", group, safe.Slack(a.Cluster))
 	}
+	text := b.String()
+	if len(text) > slackSection { // Slack refuses a section's text over 3,000 characters
+		text = cutUTF8(text, slackSection-len(slackCut)) + slackCut
+	}
 	msg := map[string]any{
 		"text":   "opx: " + safe.Slack(a.line()),
-		"blocks": []any{map[string]any{"type": "section", "text": map[string]any{"type": "mrkdwn", "text": b.String()}}},
+		"blocks": []any{map[string]any{"type": "section", "text": map[string]any{"type": "mrkdwn", "text": text}}},
 	}
 	return json.Marshal(msg)
+}
+
+// slackSection is the most a Slack section block's text may hold; slackCut ends a text cut
+// to it.
+const (
+	slackSection = 3000
+	slackCut     = "\n… (cut: the dashboard has it all)"
+)
+
+// cutUTF8 is s cut to at most n bytes, never inside a character.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,21 @@ type slackHook struct {
 	fail  int
 	posts []map[string]any
 	tries int
+}
+
+// set sets what the hook answers and forgets what it was sent (the test's writes, under
+// its lock: its server reads them).
+func (h *slackHook) set(fail int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.fail, h.tries, h.posts = fail, 0, nil
+}
+
+// seen is how many posts it took and how many requests it had.
+func (h *slackHook) seen() (posts []map[string]any, tries int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.posts), h.tries
 }
 
 func (h *slackHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -106,19 +122,21 @@ func TestNotifyTellsEachGroupOnce(t *testing.T) {
 	}
 	url := srv.URL + hook.path
 	// a failing webhook: tried 3 times a group, said, exit 0, nothing recorded
-	hook.fail = http.StatusInternalServerError
+	hook.set(http.StatusInternalServerError)
 	o := notify(nil, "--webhook", url, "--format", "slack")
-	if o.Code != 0 || hook.tries != 3*len(f.Alerts) || !strings.Contains(o.Stderr, "not told: posting to 127.0.0.1") || !strings.Contains(o.Stderr, "500 Internal Server Error: rollup_error") ||
+	_, tries := hook.seen()
+	if o.Code != 0 || tries != 3*len(f.Alerts) || !strings.Contains(o.Stderr, "not told: posting to 127.0.0.1") || !strings.Contains(o.Stderr, "500 Internal Server Error: rollup_error") ||
 		strings.Contains(o.Stderr+o.Stdout, "SECRET") {
-		t.Fatalf("a failing webhook: exit %d, %d tries for %d groups\n%s", o.Code, hook.tries, len(f.Alerts), o.Stderr)
+		t.Fatalf("a failing webhook: exit %d, %d tries for %d groups\n%s", o.Code, tries, len(f.Alerts), o.Stderr)
 	}
 	// then it answers: every group told, once each, from the webhook set in the environment
-	hook.fail, hook.tries = 0, 0
+	hook.set(0)
 	o = notify([]string{"OPX_ALERT_WEBHOOK=" + url}, "--format", "slack")
-	if o.Code != 0 || len(hook.posts) != len(f.Alerts) || !strings.Contains(o.Stderr, "told 127.0.0.1") {
-		t.Fatalf("notify: exit %d, %d posts for %d groups\n%s", o.Code, len(hook.posts), len(f.Alerts), o.Stderr)
+	posts, _ := hook.seen()
+	if o.Code != 0 || len(posts) != len(f.Alerts) || !strings.Contains(o.Stderr, "told 127.0.0.1") {
+		t.Fatalf("notify: exit %d, %d posts for %d groups\n%s", o.Code, len(posts), len(f.Alerts), o.Stderr)
 	}
-	for i, msg := range hook.posts {
+	for i, msg := range posts {
 		text := msg["blocks"].([]any)[0].(map[string]any)["text"].(map[string]any)["text"].(string)
 		if !strings.Contains(text, "slower") && !strings.Contains(text, "faster") || !strings.Contains(text, "<https://opx.example.com/series?key=") ||
 			!strings.Contains(text, "|Open the changes on ") || strings.Contains(msg["text"].(string), "<") {
@@ -126,16 +144,16 @@ func TestNotifyTellsEachGroupOnce(t *testing.T) {
 		}
 	}
 	o = notify(nil, "--webhook", url, "--format", "slack")
-	if o.Code != 0 || len(hook.posts) != len(f.Alerts) || !strings.Contains(o.Stderr, " of 0 new alert group(s)") {
-		t.Errorf("notify again: exit %d, %d posts in all\n%s", o.Code, len(hook.posts), o.Stderr)
+	if posts, _ = hook.seen(); o.Code != 0 || len(posts) != len(f.Alerts) || !strings.Contains(o.Stderr, " of 0 new alert group(s)") {
+		t.Errorf("notify again: exit %d, %d posts in all\n%s", o.Code, len(posts), o.Stderr)
 	}
 	// another webhook, in JSON: its first notify tells the groups new at the newest run
-	hook.posts = nil
+	hook.set(0)
 	o = notify(nil, "--webhook", url+"?json", "--format", "json")
-	if o.Code != 0 || len(hook.posts) != len(f.Alerts) {
-		t.Fatalf("json: exit %d, %d posts\n%s", o.Code, len(hook.posts), o.Stderr)
+	if posts, _ = hook.seen(); o.Code != 0 || len(posts) != len(f.Alerts) {
+		t.Fatalf("json: exit %d, %d posts\n%s", o.Code, len(posts), o.Stderr)
 	}
-	for _, msg := range hook.posts {
+	for _, msg := range posts {
 		a, _ := msg["alert"].(map[string]any)
 		changes, _ := msg["changes"].([]any)
 		if msg["source"] != "opx" || a["id"] == nil || len(changes) == 0 || !strings.HasPrefix(changes[0].(map[string]any)["url"].(string), "https://opx.example.com/series?key=") {
@@ -153,9 +171,10 @@ func TestNotifyTellsEachGroupOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hook.posts = nil
-	if o = notify(nil, "--db", old, "--webhook", url, "--format", "slack"); o.Code != 0 || len(hook.posts) != 0 || !strings.Contains(o.Stderr, "group(s) that stood before taken as known") {
-		t.Errorf("a first notify over old changes: exit %d, %d posts\n%s", o.Code, len(hook.posts), o.Stderr)
+	hook.set(0)
+	o = notify(nil, "--db", old, "--webhook", url, "--format", "slack")
+	if posts, _ = hook.seen(); o.Code != 0 || len(posts) != 0 || !strings.Contains(o.Stderr, "group(s) that stood before taken as known") {
+		t.Errorf("a first notify over old changes: exit %d, %d posts\n%s", o.Code, len(posts), o.Stderr)
 	}
 	for _, bad := range [][]string{{"--webhook", "http://hooks.example.com/x"}, {}, {"--webhook", url, "--format", "xml"}} {
 		if o := notify([]string{"OPX_ALERT_WEBHOOK="}, bad...); o.Code != 2 || strings.Contains(o.Stderr, "SECRET") {

@@ -155,6 +155,11 @@ func (d *dash) adopt(ctx context.Context, state string) bool {
 	if err != nil {
 		return false
 	}
+	// the store still in that state: the check and the runs are both of it, and no
+	// refresh of a newer state is running (an add since: its own check or refresh)
+	if now, err := d.stateOf(ctx); err != nil || now != state {
+		return false
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.state != state {
@@ -724,11 +729,22 @@ func (d *dash) compared(ctx context.Context, key string, runs [2]*history.RunSum
 	d.mu.Lock()
 	e := d.results[key]
 	if e == nil {
-		if len(d.results) >= 2 {
-			d.results = nil
-		}
 		if d.results == nil {
 			d.results = map[string]*comparedEntry{}
+		}
+		for k, old := range d.results { // keep at most 2: let finished ones go, never one being made
+			if len(d.results) < 2 {
+				break
+			}
+			select {
+			case <-old.done:
+				delete(d.results, k)
+			default:
+			}
+		}
+		if len(d.results) >= 2 {
+			d.mu.Unlock()
+			return nil, errors.New("two other comparisons are being made: ask again in a few seconds")
 		}
 		e = &comparedEntry{done: make(chan struct{})}
 		d.results[key] = e
@@ -835,6 +851,7 @@ func (d *dash) compareAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if limit >= 0 { // a window of the cases, the worst first; the next one linked
+		offset = min(offset, res.Len())
 		if offset+limit < res.Len() {
 			q := r.URL.Query()
 			q.Set("offset", strconv.Itoa(offset+limit))

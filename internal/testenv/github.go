@@ -95,7 +95,7 @@ func (f *GitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			f.nextID++
-			c := map[string]any{"id": f.nextID, "body": body, "user": map[string]any{"login": "github-actions[bot]"}}
+			c := map[string]any{"id": f.nextID, "body": body, "user": map[string]any{"login": "github-actions[bot]", "type": "Bot"}}
 			f.Comments[pr] = append(f.Comments[pr], c)
 			w.WriteHeader(http.StatusCreated)
 			json.NewEncoder(w).Encode(c)
