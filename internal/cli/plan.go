@@ -29,6 +29,7 @@ type planOptions = plan.Request
 // planExtra are plan's flags beyond the seed's.
 type planExtra struct {
 	resume, manifest, estimateFrom string
+	affectedBy, affectedRepo       string
 	changed                        func(flag string) bool // whether the command line set it
 }
 
@@ -56,7 +57,17 @@ Beyond ci.py:
                           with no ok or unsupported row, for attempt --attempt (default
                           the one after the newest found); the matrix of its shards on
                           stdout, each case and why it is rerun on stderr. The selection
-                          flags are not used.`
+                          flags are not used.
+  --affected-by BASE..HEAD  plans only what a change touches (a pull request): the files
+                          the commits changed since their merge base with BASE (git diff,
+                          in --affected-repo, default .) — a testlist file (under
+                          --testlist-dir, else any testlists/NAME.json) selects its
+                          testlist, an entry of containers.toml (--containers, else any
+                          containers.toml) whose image or digest changed selects its
+                          backend on the runner's vendor, and any other file every case;
+                          a testlist and an image together plan every case. Each reason is
+                          said on stderr; a change that touches none of the selection
+                          writes no manifest and exits 0, saying so. docs/pr.md.`
 
 const planExample = `  opx plan --runner cluster:h200-dgxc --backends vllm --testlists gemm_perf \
       --world-sizes 1 --run-id 12 --attempt 1 --source-sha $(git rev-parse HEAD) \
@@ -84,6 +95,8 @@ func newPlanCmd(env Env) *cobra.Command {
 	f.StringVar(&x.estimateFrom, "estimate-from", "", "an earlier run's case ledger (cases.json): print the sweep's estimated GPU-hours on stderr")
 	f.StringVar(&x.resume, "resume", "", "a run's artifacts: plan only the cases they are missing (see above)")
 	f.StringVar(&x.manifest, "manifest", "", "with --resume: the run's manifest (default: the one in the artifacts)")
+	f.StringVar(&x.affectedBy, "affected-by", "", "BASE..HEAD: plan only the cases the change touches (see above)")
+	f.StringVar(&x.affectedRepo, "affected-repo", ".", "with --affected-by: the git repository the change is in")
 	return c
 }
 
@@ -103,6 +116,17 @@ func runPlan(ctx context.Context, env Env, o *planOptions, x *planExtra) error {
 	}
 	if err := checkSourceSHA(x.changed, o); err != nil {
 		return err
+	}
+	if x.affectedBy != "" {
+		a, err := plan.AffectedBy(ctx, x.affectedRepo, x.affectedBy, o.TestlistDir, o.Containers)
+		var bad *plan.RangeError
+		if errors.As(err, &bad) {
+			return &UsageError{err}
+		}
+		if err != nil {
+			return err
+		}
+		o.Affected = a
 	}
 	var costs []results.CaseCost
 	if x.estimateFrom != "" { // read before anything is written
@@ -148,7 +172,7 @@ func checkSourceSHA(changed func(string) bool, o *planOptions) error {
 
 // planResume is plan --resume: the re-dispatch of what a run is missing.
 func planResume(ctx context.Context, env Env, o *planOptions, x *planExtra) error {
-	for _, name := range []string{"runner", "backends", "testlists", "world-sizes", "run-id", "source-sha", "chunk-size", "mode", "estimate-from"} {
+	for _, name := range []string{"runner", "backends", "testlists", "world-sizes", "run-id", "source-sha", "chunk-size", "mode", "estimate-from", "affected-by"} {
 		if x.changed(name) {
 			return &UsageError{fmt.Errorf("--resume plans the run's own manifest again: drop --%s", name)}
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -28,6 +29,8 @@ type Request struct {
 	PlatformConfig, TestlistDir             string
 	Containers, Recipes, Out                string
 	DigestTimeout                           time.Duration
+	// Affected narrows the selection to what a change touches (AffectedBy): nil plans all
+	Affected *Affected
 }
 
 // Run is `opx plan`: read the inputs, plan, resolve the images, write the manifest to
@@ -39,6 +42,26 @@ func Run(ctx context.Context, o *Request, stdout, stderr io.Writer, tty bool) er
 	}
 	if err := localBackends(ctx, o, sel); err != nil {
 		return err
+	}
+	if o.Affected != nil {
+		vendor := ""
+		if r, ok := in.Registry.Runner(o.Runner); ok {
+			vendor = r.Vendor()
+		}
+		var names []string
+		for _, t := range sel.Testlists {
+			names = append(names, t.Name)
+		}
+		keepT, keepB, why := o.Affected.Narrow(names, sel.Backends, vendor)
+		for _, w := range why {
+			fmt.Fprintf(stderr, "opx plan: --affected-by %s: %s\n", o.Affected.Range, w)
+		}
+		if len(keepT) == 0 || len(keepB) == 0 {
+			fmt.Fprintf(stderr, "opx plan: --affected-by %s: the change (%d file(s)) touches none of the selected cases: nothing to measure, no manifest written\n", o.Affected.Range, o.Affected.Files)
+			return nil
+		}
+		sel.Testlists = slices.DeleteFunc(sel.Testlists, func(t Testlist) bool { return !slices.Contains(keepT, t.Name) })
+		sel.Backends = keepB
 	}
 	result, dropped, err := Plan(sel, in)
 	if err != nil {

@@ -1,0 +1,189 @@
+package plan
+
+// What a change touches (opx plan --affected-by BASE..HEAD): the files a range of commits
+// changed (git diff --name-only), mapped to the cases they can move — a testlist file to
+// its cases, an entry of containers.toml to the cases on that image — and anything else to
+// every case (the safe default: harness code, a build file, a file opx knows nothing of).
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/semianalysis/opx/internal/catalog"
+	"github.com/semianalysis/opx/internal/proc"
+)
+
+// Affected is what a range of commits touches, each with why.
+type Affected struct {
+	Range string
+	// All is why every case is affected ("" when not every case is): the first file
+	// that maps to no narrower set.
+	All string
+	// Testlists are the testlists whose files changed; Images the containers.toml
+	// entries (vendor.backend) whose image or digest changed.
+	Testlists map[string]string
+	Images    map[string]string
+	// Files are how many files the range changed.
+	Files int
+}
+
+// RangeError is an --affected-by that is not BASE..HEAD (a usage error).
+type RangeError struct{ Range string }
+
+func (e *RangeError) Error() string {
+	return fmt.Sprintf("--affected-by %q: give BASE..HEAD (two commits, branches or tags)", e.Range)
+}
+
+// rangeSpec is BASE..HEAD or BASE...HEAD: two revisions git can name.
+var rangeSpec = regexp.MustCompile(`^([A-Za-z0-9_./~^@{}-]+?)\.\.\.?([A-Za-z0-9_./~^@{}-]+)$`)
+
+// AffectedBy reads what the commits of rng (BASE..HEAD, compared from their merge base as
+// a pull request is) changed in the git repository at repo. testlistDir and containers
+// are the plan's (relative to repo when given; else a file testlists/NAME.json anywhere
+// is a testlist and a file containers.toml anywhere the images).
+func AffectedBy(ctx context.Context, repo, rng, testlistDir, containers string) (*Affected, error) {
+	m := rangeSpec.FindStringSubmatch(rng)
+	if m == nil || strings.HasPrefix(m[1], "-") || strings.HasPrefix(m[2], "-") {
+		return nil, &RangeError{rng}
+	}
+	base, head := m[1], m[2]
+	git := func(args ...string) ([]byte, error) {
+		var out bytes.Buffer
+		err := proc.Run(ctx, proc.Cmd{Argv: append([]string{"git", "-C", repo}, args...), Stdout: &out})
+		if err != nil {
+			return nil, fmt.Errorf("--affected-by %s: git %s: %w", rng, strings.Join(args, " "), err)
+		}
+		return out.Bytes(), nil
+	}
+	// from the merge base, as a pull request's diff is
+	out, err := git("diff", "--name-only", "-z", "--no-renames", base+"..."+head, "--")
+	if err != nil {
+		return nil, err
+	}
+	a := &Affected{Range: rng, Testlists: map[string]string{}, Images: map[string]string{}}
+	for _, f := range strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+		if f == "" {
+			continue
+		}
+		a.Files++
+		dir, name := path.Split(f)
+		switch {
+		case strings.HasSuffix(name, ".json") && isTestlistDir(dir, repo, testlistDir):
+			a.Testlists[strings.TrimSuffix(name, ".json")] = f + " changed"
+		case isContainers(f, repo, containers):
+			if err := a.images(git, base, head, f); err != nil {
+				return nil, err
+			}
+		case a.All == "":
+			a.All = f + " changed (no narrower mapping: every case)"
+		}
+	}
+	return a, nil
+}
+
+// isTestlistDir is whether dir (a changed file's, relative to the repository, with its
+// trailing slash) holds the plan's testlists.
+func isTestlistDir(dir, repo, testlistDir string) bool {
+	if testlistDir == "" {
+		return dir == "testlists/" || strings.HasSuffix(dir, "/testlists/")
+	}
+	return path.Clean(dir) == relTo(repo, testlistDir)
+}
+
+func isContainers(f, repo, containers string) bool {
+	if containers == "" {
+		return path.Base(f) == "containers.toml"
+	}
+	return f == relTo(repo, containers)
+}
+
+// relTo is p relative to the repository (as git names its files).
+func relTo(repo, p string) string {
+	r := strings.TrimPrefix(path.Clean(p), path.Clean(repo)+"/")
+	return path.Clean(r)
+}
+
+// images adds the entries of containers.toml at f that differ between base's merge base
+// with head and head; a file added or removed touches every case.
+func (a *Affected) images(git func(...string) ([]byte, error), base, head, f string) error {
+	mb, err := git("merge-base", base, head)
+	if err != nil {
+		return err
+	}
+	read := func(rev string) (catalog.Containers, bool, error) {
+		b, err := git("show", rev+":"+f)
+		if err != nil {
+			return nil, false, nil // not in that commit
+		}
+		c, err := catalog.ParseContainers(catalog.Disk(f+" at "+rev), b)
+		return c, true, err
+	}
+	before, hadBefore, err := read(strings.TrimSpace(string(mb)))
+	if err != nil {
+		return err
+	}
+	after, hasAfter, err := read(head)
+	if err != nil {
+		return err
+	}
+	if !hadBefore || !hasAfter {
+		if a.All == "" {
+			a.All = f + " added or removed (every case)"
+		}
+		return nil
+	}
+	for _, vendor := range slices.Sorted(maps.Keys(after)) {
+		for _, backend := range slices.Sorted(maps.Keys(after[vendor])) {
+			if before[vendor][backend] != after[vendor][backend] {
+				a.Images[vendor+"."+backend] = fmt.Sprintf("%s [%s.%s] changed", f, vendor, backend)
+			}
+		}
+	}
+	for vendor, bs := range before {
+		for backend := range bs {
+			if _, ok := after[vendor][backend]; !ok && a.All == "" {
+				a.All = fmt.Sprintf("%s [%s.%s] removed (every case)", f, vendor, backend)
+			}
+		}
+	}
+	return nil
+}
+
+// Narrow is the selection a plan keeps of what it was given: every case when All, or
+// when both testlists and images changed (a union of a testlist's cases and an image's is
+// no one selection: every case, said so); the testlists changed; or the backends whose
+// image changed for vendor (the runner's). Each line says why; none kept is an empty
+// selection.
+func (a *Affected) Narrow(testlists, backends []string, vendor string) (keepT, keepB []string, why []string) {
+	var imgs []string
+	for _, k := range slices.Sorted(maps.Keys(a.Images)) {
+		if v, b, _ := strings.Cut(k, "."); v == vendor && slices.Contains(backends, b) {
+			imgs = append(imgs, b)
+			why = append(why, fmt.Sprintf("backend %s: %s", b, a.Images[k]))
+		}
+	}
+	var tls []string
+	for _, t := range testlists {
+		if w, ok := a.Testlists[t]; ok {
+			tls = append(tls, t)
+			why = append(why, fmt.Sprintf("testlist %s: %s", t, w))
+		}
+	}
+	switch {
+	case a.All != "":
+		return testlists, backends, []string{"every case: " + a.All}
+	case len(tls) > 0 && len(imgs) > 0:
+		return testlists, backends, append(why, "every case: both a testlist and an image changed")
+	case len(tls) > 0:
+		return tls, backends, why
+	case len(imgs) > 0:
+		return testlists, imgs, why
+	}
+	return nil, nil, nil
+}

@@ -1,0 +1,101 @@
+package plan
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// repo is a git repository holding testlists/ and containers.toml at a commit "base",
+// and a branch per change: each edits the files given (path -> new content, "" removes).
+func repo(t *testing.T, changes map[string]map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.email=t@t", "-c", "user.name=t"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	write := func(p, s string) {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
+		if s == "" {
+			os.Remove(filepath.Join(dir, p))
+			return
+		}
+		os.WriteFile(filepath.Join(dir, p), []byte(s), 0o644)
+	}
+	git("init", "-q", "-b", "base")
+	write("testlists/gemm_perf.json", `[{"type": "gemm", "args": {"m": 1}}]`)
+	write("testlists/smoke_parallel.json", `[{"type": "gemm", "args": {"m": 2}}]`)
+	write("containers.toml", "[nvidia.vllm]\nimage = \"vllm:1\"\n\n[amd.vllm]\nimage = \"vllm-rocm:1\"\n")
+	write("README.md", "hello\n")
+	git("add", "-A")
+	git("commit", "-qm", "base")
+	for name, files := range changes {
+		git("checkout", "-q", "-b", name, "base")
+		for p, s := range files {
+			write(p, s)
+		}
+		git("add", "-A")
+		git("commit", "-qm", name)
+	}
+	git("checkout", "-q", "base")
+	return dir
+}
+
+// What a change touches: a testlist file its testlist; an image entry its backend on its
+// vendor alone; any other file, a removed image or both a testlist and an image every
+// case; a change to none of the selection nothing — each with why.
+func TestAffectedBy(t *testing.T) {
+	dir := repo(t, map[string]map[string]string{
+		"testlist": {"testlists/gemm_perf.json": `[{"type": "gemm", "args": {"m": 3}}]`},
+		"image":    {"containers.toml": "[nvidia.vllm]\nimage = \"vllm:2\"\n\n[amd.vllm]\nimage = \"vllm-rocm:1\"\n"},
+		"both":     {"testlists/gemm_perf.json": `[]`, "containers.toml": "[nvidia.vllm]\nimage = \"vllm:2\"\n\n[amd.vllm]\nimage = \"vllm-rocm:1\"\n"},
+		"other":    {"README.md": "bye\n", "testlists/gemm_perf.json": `[]`},
+		"removed":  {"containers.toml": "[nvidia.vllm]\nimage = \"vllm:1\"\n"},
+		"unused":   {"testlists/attention_perf.json": `[]`},
+	})
+	lists, backends := []string{"gemm_perf", "smoke_parallel"}, []string{"vllm"}
+	for _, c := range []struct {
+		branch, vendor string
+		lists          []string
+		backends       []string
+		why            string
+	}{
+		{"testlist", "nvidia", []string{"gemm_perf"}, backends, "testlist gemm_perf: testlists/gemm_perf.json changed"},
+		{"image", "nvidia", lists, backends, "backend vllm: containers.toml [nvidia.vllm] changed"},
+		{"image", "amd", nil, nil, ""},
+		{"both", "nvidia", lists, backends, "every case: both a testlist and an image changed"},
+		{"other", "nvidia", lists, backends, "every case: README.md changed (no narrower mapping: every case)"},
+		{"removed", "nvidia", lists, backends, "every case: containers.toml [amd.vllm] removed (every case)"},
+		{"unused", "nvidia", nil, nil, ""},
+	} {
+		a, err := AffectedBy(t.Context(), dir, "base.."+c.branch, filepath.Join(dir, "testlists"), filepath.Join(dir, "containers.toml"))
+		if err != nil {
+			t.Fatalf("%s: %v", c.branch, err)
+		}
+		l, b, why := a.Narrow(lists, backends, c.vendor)
+		if !slices.Equal(l, c.lists) || !slices.Equal(b, c.backends) || (c.why != "") != slices.Contains(why, c.why) || c.why == "" && len(why) != 0 {
+			t.Errorf("%s on %s: testlists %v, backends %v, why %q; want %v, %v, %q", c.branch, c.vendor, l, b, why, c.lists, c.backends, c.why)
+		}
+	}
+	// the embedded catalog's names: testlists/NAME.json anywhere
+	if a, err := AffectedBy(t.Context(), dir, "base...testlist", "", ""); err != nil || a.Testlists["gemm_perf"] == "" {
+		t.Errorf("without --testlist-dir: %+v %v", a, err)
+	}
+	var bad *RangeError
+	for _, r := range []string{"base", "base..", "--output=x..y", "base..;rm"} {
+		if _, err := AffectedBy(t.Context(), dir, r, "", ""); !errors.As(err, &bad) {
+			t.Errorf("%q: %v", r, err)
+		}
+	}
+	if _, err := AffectedBy(t.Context(), dir, "base..nosuch", "", ""); err == nil || !strings.Contains(err.Error(), "git diff") {
+		t.Errorf("an unknown revision: %v", err)
+	}
+}
