@@ -2,6 +2,7 @@ package history
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"testing"
 
 	"github.com/semianalysis/opx/internal/verdict"
@@ -84,4 +85,33 @@ func TestKeptCheckIsTheCheck(t *testing.T) {
 			t.Error("a store opened to read kept a check")
 		}
 	})
+}
+
+// A webhook whose first notify was made (its posts failing) is told later of the groups
+// that were new then, though they are no longer new: only a webhook never notified takes
+// the groups that stand as known.
+func TestFirstNotifyIsRecordedWhateverItsPosts(t *testing.T) {
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "h.db"), true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Generate(t.Context(), Generated{Runs: 8, Cases: 60, Clusters: []string{"h200_dgxc_8x"}, StepAt: 4, Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.NewestCheck(t.Context())
+	if err != nil || len(f.Alerts) == 0 {
+		t.Fatalf("no alert group: %v", err)
+	}
+	news, known, err := s.Unannounced(t.Context(), f, "never")
+	if err != nil || len(news) != 0 || len(known) != len(f.Alerts) {
+		t.Errorf("a webhook never notified: %d new, %d known of %d, %v", len(news), len(known), len(f.Alerts), err)
+	}
+	if err := s.Announced(t.Context(), "failed", Alert{ID: FirstNotice}); err != nil {
+		t.Fatal(err)
+	}
+	news, known, err = s.Unannounced(t.Context(), f, "failed")
+	if err != nil || len(news) != len(f.Alerts) || len(known) != 0 {
+		t.Errorf("a webhook whose first notify failed: %d new, %d known of %d, %v", len(news), len(known), len(f.Alerts), err)
+	}
 }
