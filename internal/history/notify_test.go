@@ -129,6 +129,20 @@ func TestNotifyTellsEachGroupOnce(t *testing.T) {
 		strings.Contains(o.Stderr+o.Stdout, "SECRET") {
 		t.Fatalf("a failing webhook: exit %d, %d tries for %d groups\n%s", o.Code, tries, len(f.Alerts), o.Stderr)
 	}
+	// that first notify is recorded though its posts failed: on a later night, when the
+	// groups are no longer new, they are still told (not taken as known)
+	if s, err = history.Open(t.Context(), dsn, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	later, err := s.NewestCheck(t.Context())
+	for i := range later.Changes {
+		later.Changes[i].New = false
+	}
+	news, known, err2 := s.Unannounced(t.Context(), later, history.Target(url))
+	s.Close()
+	if err != nil || err2 != nil || len(news) != len(f.Alerts) || len(known) != 0 {
+		t.Errorf("after a first notify whose posts failed, a later night: %d new, %d known of %d (%v %v)", len(news), len(known), len(f.Alerts), err, err2)
+	}
 	// then it answers: every group told, once each, from the webhook set in the environment
 	hook.set(0)
 	o = notify([]string{"OPX_ALERT_WEBHOOK=" + url}, "--format", "slack")
