@@ -10,10 +10,17 @@ package history
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/semianalysis/opx/internal/history/changes"
@@ -24,8 +31,32 @@ import (
 // another format, or of another opx version, judges the store itself.
 const keptFormat = "1"
 
-// keptBy names the opx and format that kept a check.
-func keptBy() string { return version.String() + " format " + keptFormat }
+// keptBy names the opx and format that kept a check: its version, and where that does not
+// say which code it is (a build of no known commit, or of a tree changed since its commit)
+// a digest of the executable itself — two such builds never read each other's check.
+var keptBy = sync.OnceValue(func() string {
+	by := version.String() + " format " + keptFormat
+	modified := false
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, st := range info.Settings {
+			modified = modified || st.Key == "vcs.modified" && st.Value == "true"
+		}
+	}
+	if version.Commit != "" || !modified && !strings.Contains(by, "unknown commit") {
+		return by
+	}
+	h := sha256.New()
+	exe, err := os.Executable()
+	f, err2 := os.Open(exe)
+	if err != nil || err2 != nil {
+		return by + " process " + strconv.Itoa(os.Getpid()) + " " + time.Now().String() // never read again
+	}
+	defer f.Close()
+	if _, err := io.Copy(h, f); err != nil {
+		return by + " process " + strconv.Itoa(os.Getpid()) + " " + time.Now().String()
+	}
+	return by + " build " + hex.EncodeToString(h.Sum(nil)[:8])
+})
 
 // keptRevision is the store revision that holds kept checks (the checks table).
 const keptRevision = 4
