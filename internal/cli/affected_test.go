@@ -73,6 +73,16 @@ func TestPlanAffectedBy(t *testing.T) {
 	if !slices.Equal(lists, []string{"gemm_perf"}) {
 		t.Errorf("the manifest plans %v, want gemm_perf alone", lists)
 	}
+	// as a workflow runs it: in the repository, its paths relative (the defaults)
+	t.Chdir(dir)
+	var so, se bytes.Buffer
+	rel := filepath.Join(t.TempDir(), "rel.json")
+	code = Main(context.Background(), []string{"plan", "--runner", "cluster:h200-dgxc", "--backends", "vllm", "--testlists", "gemm_perf,smoke_parallel",
+		"--world-sizes", "1,2", "--testlist-dir", "testlists", "--containers", "./containers.toml", "--affected-by", "main..pr", "--out", rel},
+		Env{Stdin: strings.NewReader(""), Stdout: &so, Stderr: &se, Getenv: func(string) string { return "" }, Environ: func() []string { return nil }})
+	if code != 0 || !strings.Contains(se.String(), "testlist gemm_perf: testlists/gemm_perf.json changed") || strings.Contains(se.String(), "every case") {
+		t.Errorf("relative paths in the repository: exit %d\n%s", code, se.String())
+	}
 	none := filepath.Join(t.TempDir(), "none.json")
 	if code, msg := plan("main..other", none); code != 0 || !strings.Contains(msg, "touches none of the selected cases") {
 		t.Errorf("a change to another testlist: exit %d\n%s", code, msg)

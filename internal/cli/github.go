@@ -30,6 +30,7 @@ at $GITHUB_API_URL (GitHub Enterprise; https://api.github.com by default). docs/
 
 type githubReportOptions struct {
 	report, repo, sha, name, annotate string
+	author                            string
 	pr                                int
 	client                            github.Client
 }
@@ -63,6 +64,7 @@ tried again), 2 on a usage error.`,
 	c.Flags().StringVar(&o.sha, "sha", "", "the head commit the check is of (its full SHA)")
 	c.Flags().StringVar(&o.repo, "repo", "", "owner/name (default $GITHUB_REPOSITORY)")
 	c.Flags().StringVar(&o.name, "name", "opx A/B", "the check run's name")
+	c.Flags().StringVar(&o.author, "as", "github-actions[bot]", "the login the token posts as (a personal token's user, an app's bot): its comment is the one updated")
 	c.Flags().StringVar(&o.annotate, "annotate-path", ".github/workflows/operatorx-sweep.yml", "the file each failing case's annotation is on")
 	return c
 }
@@ -71,7 +73,7 @@ func runGitHubReport(ctx context.Context, env Env, o *githubReportOptions) error
 	if o.report == "" || o.pr <= 0 || o.sha == "" {
 		return &UsageError{fmt.Errorf("give --report AB_JSON, --pr N (above 0) and --sha HEAD_SHA")}
 	}
-	o.client.Repo = o.repo
+	o.client.Repo, o.client.Author = o.repo, o.author
 	if err := o.client.Valid(); err != nil {
 		return &UsageError{err}
 	}

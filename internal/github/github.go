@@ -25,8 +25,13 @@ type Client struct {
 	API    string // https://api.github.com (GitHub Enterprise: $GITHUB_API_URL)
 	Repo   string // owner/name
 	Token  string
+	// Author is the login the token posts as: its comment is the one updated
+	// (github-actions[bot], the workflow's token's, when empty)
+	Author string
 	Poster webhook.Poster
 }
+
+func (c Client) author() string { return cmpOr(c.Author, "github-actions[bot]") }
 
 // MaxBody is the most a comment's body or a check's summary may hold (GitHub's limit).
 const MaxBody = 65536
@@ -116,8 +121,8 @@ func Truncate(s string) string {
 	return s[:cut] + note
 }
 
-// Comment is the PR's comment that carries marker, written by a bot (the workflow's token
-// posts as one): updated in place when one is there, else created. Whether it was created, and its id.
+// Comment is the PR's comment that carries marker, written by the token's login (Author):
+// updated in place when one is there, else created. Whether it was created, and its id.
 func (c Client) Comment(ctx context.Context, pr int, marker, body string) (bool, int64, error) {
 	if !strings.Contains(body, marker) {
 		return false, 0, fmt.Errorf("the comment's body lacks its marker %q: it could never be found again", marker)
@@ -127,7 +132,7 @@ func (c Client) Comment(ctx context.Context, pr int, marker, body string) (bool,
 		ID   int64  `json:"id"`
 		Body string `json:"body"`
 		User struct {
-			Type string `json:"type"`
+			Login string `json:"login"`
 		} `json:"user"`
 	}
 	path := fmt.Sprintf("/repos/%s/issues/%d/comments?per_page=100", c.Repo, pr)
@@ -138,7 +143,7 @@ func (c Client) Comment(ctx context.Context, pr int, marker, body string) (bool,
 			return false, 0, err
 		}
 		for _, cm := range page {
-			if strings.Contains(cm.Body, marker) && cm.User.Type == "Bot" { // a person quoting it is not opx
+			if strings.Contains(cm.Body, marker) && cm.User.Login == c.author() { // a person quoting it is not opx
 				_, err := c.do(ctx, http.MethodPatch, fmt.Sprintf("/repos/%s/issues/comments/%d", c.Repo, cm.ID), map[string]string{"body": body}, nil)
 				return false, cm.ID, err
 			}

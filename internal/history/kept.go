@@ -42,8 +42,8 @@ var keptBy = sync.OnceValue(func() string {
 			modified = modified || st.Key == "vcs.modified" && st.Value == "true"
 		}
 	}
-	if version.Commit != "" || !modified && !strings.Contains(by, "unknown commit") {
-		return by
+	if !modified && version.Commit != "unknown" && !strings.Contains(by, "unknown commit") {
+		return by // a release of a clean tree, or a build of a known commit
 	}
 	h := sha256.New()
 	exe, err := os.Executable()

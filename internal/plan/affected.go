@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -57,9 +58,20 @@ func AffectedBy(ctx context.Context, repo, rng, testlistDir, containers string) 
 		var out bytes.Buffer
 		err := proc.Run(ctx, proc.Cmd{Argv: append([]string{"git", "-C", repo}, args...), Stdout: &out})
 		if err != nil {
-			return nil, fmt.Errorf("--affected-by %s: git %s: %w", rng, strings.Join(args, " "), err)
+			return nil, fmt.Errorf("--affected-by %s: git %s: %w (a shallow clone has no merge base: fetch the base's history, e.g. actions/checkout's fetch-depth: 0)", rng, strings.Join(args, " "), err)
 		}
 		return out.Bytes(), nil
+	}
+	top, err := git("rev-parse", "--show-toplevel")
+	if err != nil {
+		return nil, err
+	}
+	root := strings.TrimSpace(string(top))
+	if testlistDir, err = inRepo(root, testlistDir); err != nil {
+		return nil, err
+	}
+	if containers, err = inRepo(root, containers); err != nil {
+		return nil, err
 	}
 	// from the merge base, as a pull request's diff is
 	out, err := git("diff", "--name-only", "-z", "--no-renames", base+"..."+head, "--")
@@ -74,9 +86,9 @@ func AffectedBy(ctx context.Context, repo, rng, testlistDir, containers string) 
 		a.Files++
 		dir, name := path.Split(f)
 		switch {
-		case strings.HasSuffix(name, ".json") && isTestlistDir(dir, repo, testlistDir):
+		case strings.HasSuffix(name, ".json") && isTestlistDir(dir, testlistDir):
 			a.Testlists[strings.TrimSuffix(name, ".json")] = f + " changed"
-		case isContainers(f, repo, containers):
+		case isContainers(f, containers):
 			if err := a.images(git, base, head, f); err != nil {
 				return nil, err
 			}
@@ -87,26 +99,44 @@ func AffectedBy(ctx context.Context, repo, rng, testlistDir, containers string) 
 	return a, nil
 }
 
-// isTestlistDir is whether dir (a changed file's, relative to the repository, with its
-// trailing slash) holds the plan's testlists.
-func isTestlistDir(dir, repo, testlistDir string) bool {
-	if testlistDir == "" {
+// isTestlistDir is whether dir (a changed file's, relative to the repository's top, with
+// its trailing slash) holds the plan's testlists (rel: theirs, relative to the top).
+func isTestlistDir(dir, rel string) bool {
+	if rel == "" {
 		return dir == "testlists/" || strings.HasSuffix(dir, "/testlists/")
 	}
-	return path.Clean(dir) == relTo(repo, testlistDir)
+	return path.Clean(dir) == rel
 }
 
-func isContainers(f, repo, containers string) bool {
-	if containers == "" {
+func isContainers(f, rel string) bool {
+	if rel == "" {
 		return path.Base(f) == "containers.toml"
 	}
-	return f == relTo(repo, containers)
+	return f == rel
 }
 
-// relTo is p relative to the repository (as git names its files).
-func relTo(repo, p string) string {
-	r := strings.TrimPrefix(path.Clean(p), path.Clean(repo)+"/")
-	return path.Clean(r)
+// inRepo is p (as the plan reads it: relative to the working directory, links followed)
+// relative to the repository's top level root, as git names its files; "" stays "". A
+// path outside the repository maps no file of it: no change selects it ("-").
+func inRepo(root, p string) (string, error) {
+	if p == "" {
+		return "", nil
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	rel, err := filepath.Rel(root, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "-", nil
+	}
+	return filepath.ToSlash(rel), nil
 }
 
 // images adds the entries of containers.toml at f that differ between base's merge base
@@ -161,11 +191,11 @@ func (a *Affected) images(git func(...string) ([]byte, error), base, head, f str
 // image changed for vendor (the runner's). Each line says why; none kept is an empty
 // selection.
 func (a *Affected) Narrow(testlists, backends []string, vendor string) (keepT, keepB []string, why []string) {
-	var imgs []string
-	for _, k := range slices.Sorted(maps.Keys(a.Images)) {
-		if v, b, _ := strings.Cut(k, "."); v == vendor && slices.Contains(backends, b) {
+	var imgs []string // in the order given: the planner's choices follow it
+	for _, b := range backends {
+		if w, ok := a.Images[vendor+"."+b]; ok {
 			imgs = append(imgs, b)
-			why = append(why, fmt.Sprintf("backend %s: %s", b, a.Images[k]))
+			why = append(why, fmt.Sprintf("backend %s: %s", b, w))
 		}
 	}
 	var tls []string

@@ -99,3 +99,11 @@ func TestAffectedBy(t *testing.T) {
 		t.Errorf("an unknown revision: %v", err)
 	}
 }
+
+// The backends kept are in the order given (the planner's choices follow it).
+func TestNarrowKeepsTheBackendsOrder(t *testing.T) {
+	a := &Affected{Testlists: map[string]string{}, Images: map[string]string{"nvidia.vllm": "x", "nvidia.sglang": "y", "amd.vllm": "z"}}
+	if _, b, _ := a.Narrow([]string{"gemm_perf"}, []string{"vllm", "sglang"}, "nvidia"); !slices.Equal(b, []string{"vllm", "sglang"}) {
+		t.Errorf("backends %v, want vllm, sglang", b)
+	}
+}
