@@ -22,9 +22,9 @@ import (
 
 // Client is the API of one repository with one token.
 type Client struct {
-	API    string // https://api.github.com (GitHub Enterprise: $GITHUB_API_URL)
-	Repo   string // owner/name
-	Token  string
+	API   string // https://api.github.com (GitHub Enterprise: $GITHUB_API_URL)
+	Repo  string // owner/name
+	Token string
 	// Author is the login the token posts as: its comment is the one updated
 	// (github-actions[bot], the workflow's token's, when empty)
 	Author string
