@@ -4,6 +4,7 @@ package ab
 // case's judgement — what the PR comment and check say (Markdown, Conclusion).
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -106,7 +107,7 @@ func (r Report) markdown(most int) string {
 		if len(rows) == 0 {
 			return
 		}
-		slices.SortStableFunc(rows, func(a, b Case) int { return -cmpf(worse(a), worse(b)) })
+		slices.SortStableFunc(rows, func(a, b Case) int { return cmp.Compare(worse(b), worse(a)) })
 		fmt.Fprintf(&b, "\n### %s (%d)\n\n| Case | Metric | Head/base | %.0f%% interval | Pairs | Fails |\n|---|---|---:|---|---:|---|\n", title, len(rows), 100*r.Rules.Level)
 		for i, c := range rows {
 			if i == most {
@@ -141,14 +142,4 @@ func worse(c Case) float64 {
 		d = -d
 	}
 	return math.Abs(d)
-}
-
-func cmpf(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

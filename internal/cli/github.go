@@ -100,7 +100,7 @@ func runGitHubReport(ctx context.Context, env Env, o *githubReportOptions) error
 	run := github.CheckRun{Name: o.name, Conclusion: conclusion, Title: why, Summary: md, Text: r.Details()}
 	for _, c := range r.Cases {
 		if c.Fails {
-			run.Annotations = append(run.Annotations, github.Annotation{Path: o.annotate, StartLine: 1, EndLine: 1, Level: "failure", Title: safe.Cap(safe.OneLine(c.Key), 255),
+			run.Annotations = append(run.Annotations, github.Annotation{Path: o.annotate, StartLine: 1, EndLine: 1, Level: "failure", Title: safe.Trunc(safe.OneLine(c.Key), 255),
 				Message: fmt.Sprintf("%s %.3fx head/base (%.0f%% interval %.3f–%.3f, %d pairs): slower beyond %.0f%%", safe.OneLine(c.Metric), c.Ratio, 100*r.Rules.Level, c.Lo, c.Hi, c.Pairs, 100*r.Rules.Threshold)})
 		}
 	}

@@ -31,7 +31,7 @@ func abReport(t *testing.T, dir string, ratios []float64, n int) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.Cases = append(r.Cases, ab.Case{Key: "gemm|case-" + string(rune('a'+i)), Testlist: "gemm_perf", Metric: "latency_us", Lower: true, Outcome: "measured", Result: res})
+		r.Cases = append(r.Cases, ab.Case{Key: "gemm|case-" + string(rune('a'+i)) + strings.Repeat("|m=4096", 60*max(0, 1-i)), Testlist: "gemm_perf", Metric: "latency_us", Lower: true, Outcome: "measured", Result: res})
 	}
 	b, _ := json.Marshal(r)
 	p := filepath.Join(dir, "ab.json")

@@ -7,6 +7,7 @@
 package github
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/semianalysis/opx/internal/safe"
 	"github.com/semianalysis/opx/internal/webhook"
 )
 
@@ -31,7 +33,7 @@ type Client struct {
 	Poster webhook.Poster
 }
 
-func (c Client) author() string { return cmpOr(c.Author, "github-actions[bot]") }
+func (c Client) author() string { return cmp.Or(c.Author, "github-actions[bot]") }
 
 // MaxBody is the most a comment's body or a check's summary may hold (GitHub's limit).
 const MaxBody = 65536
@@ -57,14 +59,7 @@ func (c Client) Valid() error {
 }
 
 func (c Client) api(path string) string {
-	return strings.TrimRight(cmpOr(c.API, "https://api.github.com"), "/") + path
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+	return strings.TrimRight(cmp.Or(c.API, "https://api.github.com"), "/") + path
 }
 
 // do sends one request and decodes its answer into out (when not nil); the answer's
@@ -114,11 +109,7 @@ func Truncate(s string) string {
 	if len(s) <= MaxBody {
 		return s
 	}
-	cut := MaxBody - len(note)
-	for cut > 0 && s[cut]&0xC0 == 0x80 { // not inside a UTF-8 sequence
-		cut--
-	}
-	return s[:cut] + note
+	return safe.Prefix(s, MaxBody-len(note)) + note
 }
 
 // Comment is the PR's comment that carries marker, written by the token's login (Author):

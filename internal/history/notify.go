@@ -176,7 +176,7 @@ func Message(f *Found, a Alert, slack bool, serveURL string) ([]byte, error) {
 	}
 	text := b.String()
 	if len(text) > slackSection { // Slack refuses a section's text over 3,000 characters
-		text = cutUTF8(text, slackSection-len(slackCut)) + slackCut
+		text = safe.Prefix(text, slackSection-len(slackCut)) + slackCut
 	}
 	msg := map[string]any{
 		"text":   "opx: " + safe.Slack(a.line()),
@@ -191,14 +191,3 @@ const (
 	slackSection = 3000
 	slackCut     = "\n… (cut: the dashboard has it all)"
 )
-
-// cutUTF8 is s cut to at most n bytes, never inside a character.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
-}

@@ -124,11 +124,20 @@ func Cap(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	cut := Prefix(s, n)
+	return fmt.Sprintf("%s… (%d bytes more)", cut, len(s)-len(cut))
+}
+
+// Prefix is the longest start of s of at most n bytes that ends at a character's end: a
+// hard limit (a GitHub body, a Slack section) that never splits a character.
+func Prefix(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return fmt.Sprintf("%s… (%d bytes more)", s[:cut], len(s)-cut)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // Trunc is s cut to at most n runes, the last of them "…" when it was cut.

@@ -64,3 +64,15 @@ func TestSlack(t *testing.T) {
 		t.Errorf("SlackCode: %q", got)
 	}
 }
+
+func TestPrefix(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{{"abc", 5, "abc"}, {"abc", 2, "ab"}, {"aé", 2, "a"}, {"éé", 3, "é"}, {"é", 0, ""}} {
+		if got := Prefix(c.s, c.n); got != c.want {
+			t.Errorf("Prefix(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}

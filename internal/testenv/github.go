@@ -21,7 +21,7 @@ import (
 // X-GitHub-Api-Version 2022-11-28, a User-Agent) and JSON fields, answers 201 to a create
 // and 200 to an update, 422 "Validation Failed" to what GitHub refuses (an empty or too
 // long body, a check without title or summary, a completed check without a conclusion,
-// more than 50 annotations, an annotation without path, lines, level or message),
+// more than 50 annotations, an annotation without path, lines, level or message, or with a title over 255 characters),
 // paginates comments 100 a page with a Link header, and can answer its first request with
 // a spent rate limit (403, X-RateLimit-Remaining 0).
 type GitHub struct {
@@ -163,7 +163,7 @@ func (f *GitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, a := range anns {
-			if a.Path == "" || a.StartLine < 1 || a.EndLine < a.StartLine || a.Message == "" || (a.Level != "notice" && a.Level != "warning" && a.Level != "failure") {
+			if a.Path == "" || a.StartLine < 1 || a.EndLine < a.StartLine || a.Message == "" || len([]rune(a.Title)) > 255 || (a.Level != "notice" && a.Level != "warning" && a.Level != "failure") {
 				f.refuse(w, "an annotation lacks its path, lines, level or message")
 				return
 			}
