@@ -58,7 +58,11 @@ func AffectedBy(ctx context.Context, repo, rng, testlistDir, containers string) 
 		var out bytes.Buffer
 		err := proc.Run(ctx, proc.Cmd{Argv: append([]string{"git", "-C", repo}, args...), Stdout: &out})
 		if err != nil {
-			return nil, fmt.Errorf("--affected-by %s: git %s: %w (a shallow clone has no merge base: fetch the base's history, e.g. actions/checkout's fetch-depth: 0)", rng, strings.Join(args, " "), err)
+			hint := ""
+			if strings.Contains(err.Error(), "merge base") { // git's words on a shallow clone
+				hint = " (a shallow clone has no merge base: fetch the base's history, e.g. actions/checkout's fetch-depth: 0)"
+			}
+			return nil, fmt.Errorf("--affected-by %s: git %s: %w%s", rng, strings.Join(args, " "), err, hint)
 		}
 		return out.Bytes(), nil
 	}

@@ -98,6 +98,9 @@ func TestAffectedBy(t *testing.T) {
 	if _, err := AffectedBy(t.Context(), dir, "base..nosuch", "", ""); err == nil || !strings.Contains(err.Error(), "git diff") {
 		t.Errorf("an unknown revision: %v", err)
 	}
+	if _, err := AffectedBy(t.Context(), t.TempDir(), "base..pr", "", ""); err == nil || !strings.Contains(err.Error(), "not a git repository") || strings.Contains(err.Error(), "shallow") {
+		t.Errorf("not a repository: %v", err)
+	}
 }
 
 // The backends kept are in the order given (the planner's choices follow it).
