@@ -75,15 +75,16 @@ func scenarioGoals(t *testing.T, draw uint64, o changes.Options) {
 			t.Errorf("%s: first night %.3f", sc.Name, rate(m.FirstNight, m.Slower))
 		}
 		// noise that drifts (AR(1)): the issue asks for 1%, 2% and 5% at 0.3, 0.6 and 0.9;
-		// measured on 1,000 series 0.7-1.2%, 3.3-3.6% and 4.3-5.6% (draws 1 and 2), 0.5%,
-		// 20.5% and 49% before the drift was measured; here 500 a draw)
+		// measured on 1,000 series 0.7-1.2%, 2.5-3.0% and 3.7-4.4% (draws 1 and 2), 0.5%,
+		// 20.5% and 49% before the drift was measured, 3.3-3.6% and 4.3-5.4% before phi was
+		// fitted to the differences of lags to 4; here 500 a draw, where 0.9 read 5.2% on draw 1)
 		if strings.Contains(sc.Name, ": AR(1)") {
 			limit := 0.02
 			switch {
 			case strings.Contains(sc.Name, "coefficient 0.6"):
-				limit = 0.05
+				limit = 0.04
 			case strings.Contains(sc.Name, "coefficient 0.9"):
-				limit = 0.07
+				limit = 0.06
 			}
 			if rate(m.FalseSeries, m.Series) > limit || m.FalseGate > m.Nights/2000 {
 				t.Errorf("%s: %d of %d series with a false change, %d false gate nights", sc.Name, m.FalseSeries, m.Series, m.FalseGate)
