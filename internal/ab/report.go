@@ -4,12 +4,17 @@ package ab
 // case's judgement — what the PR comment and check say (Markdown, Conclusion).
 
 import (
+	"bytes"
 	"cmp"
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
 
+	"github.com/semianalysis/opx/internal/files"
 	"github.com/semianalysis/opx/internal/safe"
 )
 
@@ -22,8 +27,11 @@ type Case struct {
 	// Why is why the case was selected (the file the change touched that maps to it)
 	Why string `json:"why,omitempty"`
 	// Outcome is measured when both sides were; else what the side that was not says
-	// (error, missing, unsupported): no judgement then.
+	// (error, missing, unsupported; "head: …" or "base: …" when the other side
+	// measured it): no judgement then.
 	Outcome string `json:"outcome"`
+	// Lost is whether the base measured it and the head did not: the check fails on it.
+	Lost bool `json:"lost,omitempty"`
 	Result
 }
 
@@ -35,12 +43,16 @@ type Report struct {
 	Cases []Case  `json:"cases"`
 }
 
-// Counts are the cases by verdict, and those not judged.
+// Counts are the cases by verdict, and those not judged; fails counts the cases the
+// check fails on: slower beyond the threshold, or lost by the head.
 func (r Report) Counts() (by map[Verdict]int, unjudged, fails int) {
 	by = map[Verdict]int{}
 	for _, c := range r.Cases {
 		if c.Outcome != "measured" {
 			unjudged++
+			if c.Lost {
+				fails++
+			}
 			continue
 		}
 		by[c.Verdict]++
@@ -52,18 +64,32 @@ func (r Report) Counts() (by map[Verdict]int, unjudged, fails int) {
 }
 
 // Conclusion is the check's: failure when a case fails (slower, its interval beyond the
-// threshold), when a case the base measured was not measured by the head, or when nothing
-// was judged (a check that measured nothing is never green); else success.
+// threshold), when a case the base measured was not measured by the head (Lost), or when
+// nothing was judged (a check that measured nothing is never green); else success. A case
+// neither side measured (unsupported on both, say), or new on the head, is named, not
+// failed.
 func (r Report) Conclusion() (string, string) {
-	by, unjudged, fails := r.Counts()
+	by, unjudged, _ := r.Counts()
 	judged := len(r.Cases) - unjudged
+	lost := 0
+	for _, c := range r.Cases {
+		if c.Lost {
+			lost++
+		}
+	}
+	slower := 0
+	for _, c := range r.Cases {
+		if c.Outcome == "measured" && c.Fails {
+			slower++
+		}
+	}
 	switch {
 	case judged == 0:
 		return "failure", "nothing was measured on both sides"
-	case fails > 0:
-		return "failure", fmt.Sprintf("%d case(s) slower beyond %s", fails, pct(r.Rules.Threshold))
-	case unjudged > 0:
-		return "failure", fmt.Sprintf("%d case(s) not measured on both sides", unjudged)
+	case slower > 0:
+		return "failure", fmt.Sprintf("%d case(s) slower beyond %s", slower, pct(r.Rules.Threshold))
+	case lost > 0:
+		return "failure", fmt.Sprintf("%d case(s) the base measured and the head did not", lost)
 	}
 	return "success", fmt.Sprintf("%d case(s): none slower beyond %s (%d slower within it, %d unsure)", judged, pct(r.Rules.Threshold), by[Slower], by[Unsure])
 }
@@ -142,4 +168,30 @@ func worse(c Case) float64 {
 		d = -d
 	}
 	return math.Abs(d)
+}
+
+// Write writes the report as JSON, atomically (files.WriteAtomicFunc): a reader never
+// sees half of it.
+func (r Report) Write(path string) error {
+	return files.WriteAtomicFunc(path, 0o644, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	})
+}
+
+// ReadReport reads an A/B report (ab.json), every field known: the one reader of the
+// format (opx github report, opx run --ab's own).
+func ReadReport(ctx context.Context, path string) (Report, error) {
+	var r Report
+	b, err := files.ReadRegular(ctx, path, files.MaxInput)
+	if err != nil {
+		return r, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return r, fmt.Errorf("%s: not an A/B report: %w", path, err)
+	}
+	return r, nil
 }

@@ -266,6 +266,35 @@ func badInputs() []badCase {
 			lock := heldLock(t, filepath.Join(dir, "out", ".opx-run.lock")) // held: by this test
 			return []string{"run", "--resume", filepath.Join(dir, "out")}, []string{m, lock}
 		}},
+		badCase{name: "run: an A/B with one side", want: "an A/B needs both sides: give --ab-base SIDE and --ab-head SIDE", setup: func(t *testing.T, dir string) ([]string, []string) {
+			return []string{"run", "--out", filepath.Join(dir, "out"), "--ab-head", "env=X=1"}, nil
+		}},
+		badCase{name: "run: an A/B side of an unknown part", want: `--ab-base 'image=foo': unknown part 'image'; a side is comma-separated tree=DIR`, setup: func(t *testing.T, dir string) ([]string, []string) {
+			return []string{"run", "--out", filepath.Join(dir, "out"), "--ab-base", "image=foo", "--ab-head", "env=X=1"}, nil
+		}},
+		badCase{name: "run: an A/B side whose tree is not there", want: "--ab-head 'tree=" + "/nonexistent/harness': tree=/nonexistent/harness: no such directory", setup: func(t *testing.T, dir string) ([]string, []string) {
+			return []string{"run", "--out", filepath.Join(dir, "out"), "--ab-base", "env=X=1", "--ab-head", "tree=/nonexistent/harness"}, nil
+		}},
+		badCase{name: "run: an A/B side of a commit with no tree", want: "commit= needs tree=", setup: func(t *testing.T, dir string) ([]string, []string) {
+			return []string{"run", "--out", filepath.Join(dir, "out"), "--ab-base", "commit=HEAD", "--ab-head", "env=X=1"}, nil
+		}},
+		badCase{name: "run: an A/B side of a commit its tree lacks", want: "commit=no-such-rev: git rev-parse", setup: func(t *testing.T, dir string) ([]string, []string) {
+			return []string{"run", "--out", filepath.Join(dir, "out"), "--ab-base", "tree=" + gitRepo(t, dir) + ",commit=no-such-rev", "--ab-head", "env=X=1"}, nil
+		}},
+		badCase{name: "run: an A/B side's variable without a value", want: "env=X: give env=NAME=VALUE", setup: func(t *testing.T, dir string) ([]string, []string) {
+			return []string{"run", "--out", filepath.Join(dir, "out"), "--ab-base", "env=X", "--ab-head", "env=X=1"}, nil
+		}},
+		badCase{name: "run: an A/B of too few pairs", want: "--ab-min-pairs 4: at least 8", setup: func(t *testing.T, dir string) ([]string, []string) {
+			return []string{"run", "--out", filepath.Join(dir, "out"), "--ab-base", "env=X=0", "--ab-head", "env=X=1", "--ab-min-pairs", "4"}, nil
+		}},
+		badCase{name: "run: an A/B rule without an A/B", want: "--ab-threshold is for an A/B: give --ab-base and --ab-head", setup: func(t *testing.T, dir string) ([]string, []string) {
+			return []string{"run", "--out", filepath.Join(dir, "out"), "--ab-threshold", "5"}, nil
+		}},
+		badCase{name: "run: --resume of an A/B run", want: "an A/B run (opx run --ab-base/--ab-head) is not resumed: run it again", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m := writeFile(t, filepath.Join(dir, "out", "operatorx-manifest.json"), `{"run_id": "1", "source_sha": "a", "include": []}`)
+			a := writeFile(t, filepath.Join(dir, "out", "ab.json"), `{"base": "a", "head": "b", "rules": {}, "cases": []}`)
+			return []string{"run", "--resume", filepath.Join(dir, "out")}, []string{m, a}
+		}},
 		badCase{name: "run: --resume with a selection", want: "--resume reruns the run's own manifest in its own directory: drop --testlists", setup: func(t *testing.T, dir string) ([]string, []string) {
 			return []string{"run", "--resume", dir, "--testlists", "cpu_smoke"}, nil
 		}},

@@ -3,11 +3,8 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -80,15 +77,9 @@ func runGitHubReport(ctx context.Context, env Env, o *githubReportOptions) error
 	if err := github.ValidSHA(o.sha); err != nil {
 		return &UsageError{fmt.Errorf("--sha: %w", err)}
 	}
-	b, err := os.ReadFile(o.report)
+	r, err := ab.ReadReport(ctx, o.report)
 	if err != nil {
 		return fmt.Errorf("--report: %w", err)
-	}
-	var r ab.Report
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return fmt.Errorf("%s: not an A/B report: %w", o.report, err)
 	}
 	conclusion, why := r.Conclusion()
 	md := r.Markdown()

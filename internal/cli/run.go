@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/semianalysis/opx/internal/ab"
 	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/shard"
 	"github.com/semianalysis/opx/internal/sweep"
@@ -16,6 +17,7 @@ type runOptions struct {
 	dir, resume, manifest                 string
 	maxParallel, timeMinutes, cleanupSecs int
 	changed                               func(flag string) bool // whether the command line set it
+	ab                                    abFlags
 }
 
 func runRun(ctx context.Context, env Env, o *runOptions) error {
@@ -42,13 +44,21 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 			}
 		}
 	}
+	sides, cleanup, err := o.ab.sides(ctx, o.changed)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if sides != nil && o.resume != "" {
+		return &UsageError{errors.New("--resume reruns a run as it was: drop --ab-base and --ab-head (an A/B run is run again, not resumed)")}
+	}
 	// the runner the flags name (a --manifest or --resume run's is checked per shard)
 	if err := shard.CheckTime(o.timeMinutes, o.manifest != "" || o.resume != "" || o.plan.Runner == platform.Local); err != nil {
 		return &UsageError{err}
 	}
-	err := sweep.Run(ctx, sweep.Options{Plan: o.plan, Dir: o.dir, Resume: o.resume, Manifest: o.manifest, MaxParallel: o.maxParallel, TimeMinutes: o.timeMinutes,
+	err = sweep.Run(ctx, sweep.Options{Plan: o.plan, Dir: o.dir, Resume: o.resume, Manifest: o.manifest, MaxParallel: o.maxParallel, TimeMinutes: o.timeMinutes,
 		CleanupSecs: o.cleanupSecs, Getenv: env.getenv, Environ: env.environ(), Stdout: env.Stdout, Stderr: env.Stderr,
-		Terminal: isTerminal(env.Stderr)})
+		Terminal: isTerminal(env.Stderr), AB: sides})
 	// a selection the planner refuses (an unknown runner, testlist or backend) exits 1,
 	// as opx plan does (ci.py's exit code for them): one code for one mistake
 	return err
@@ -106,5 +116,10 @@ func newRunCmd(env Env) *cobra.Command {
 	f.IntVar(&o.maxParallel, "max-parallel", 1, "shards executed at once on a Slurm runner (local runs one at a time)")
 	f.IntVar(&o.timeMinutes, "time-minutes", 60, "time limit per shard, minutes")
 	f.IntVar(&o.cleanupSecs, "cleanup-seconds", 180, "how long to wait for an allocation to end")
+	f.StringVar(&o.ab.base, "ab-base", "", "a paired A/B's base side: "+abSideHelp)
+	f.StringVar(&o.ab.head, "ab-head", "", "a paired A/B's head side (the change under test), as --ab-base")
+	f.IntVar(&o.ab.minPairs, "ab-min-pairs", ab.Defaults.MinPairs, "rounds every case of an A/B is measured in (a pair each)")
+	f.IntVar(&o.ab.maxPairs, "ab-max-pairs", ab.Defaults.MaxPairs, "rounds an unsure case may get, within the shard's time")
+	f.Float64Var(&o.ab.threshold, "ab-threshold", 100*ab.Defaults.Threshold, "percent: an A/B fails on a case slower beyond it (its whole 99% interval)")
 	return c
 }

@@ -41,6 +41,9 @@ type Options struct {
 	// DryRun prints each step's command line and environment changes and touches
 	// neither Slurm nor storage.
 	DryRun bool
+	// AB, when set, measures the shard as a paired A/B (ab.go): both sides in rounds on
+	// the one allocation, ab.json written beside the results.
+	AB *AB
 }
 
 // SafeID reports whether v is what run ids, attempts, shard ids and cluster names must look
@@ -408,8 +411,15 @@ func (r *execution) run(ctx context.Context) error {
 		case "fingerprint-before":
 			r.fingerprint(ctx, s)
 		case "benchmark":
-			s = r.benchStep(job, ncu) // with the install the search found
-			benchErr = r.step(ctx, job, s)
+			if r.o.AB != nil {
+				deadline := time.Now().Add(time.Duration(BenchmarkLimit(r.o.TimeMinutes)) * time.Second)
+				benchErr = r.abRounds(ctx, deadline, func(ctx context.Context, env [][2]string, limit time.Duration) error {
+					return r.step(ctx, job, r.benchStepWith(job, ncu, env, limit))
+				})
+			} else {
+				s = r.benchStep(job, ncu) // with the install the search found
+				benchErr = r.step(ctx, job, s)
+			}
 			r.benchEnd = time.Now()
 			ran = true
 		case "fingerprint-after":

@@ -68,9 +68,16 @@ func finalize(ctx context.Context, s *Slurm, root string, cleanupSeconds int, by
 		}
 	}
 	acct.released()
-	if _, err := os.Stat(filepath.Join(stage, "results")); err == nil {
+	// results/ a directory: an A/B cut short leaves it a link to the round that was
+	// running, whose rows are one side's, not the shard's (its rounds are kept in ab/)
+	if fi, err := os.Lstat(filepath.Join(stage, "results")); err == nil && fi.IsDir() {
 		if err := copyTree(filepath.Join(stage, "results"), filepath.Join(root, "results")); err != nil {
 			return fmt.Errorf("collecting results from %s: %w; retaining staged evidence", stage, err)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(stage, "ab")); err == nil && fi.IsDir() {
+		if err := copyTree(filepath.Join(stage, "ab"), filepath.Join(root, "ab")); err != nil {
+			return fmt.Errorf("collecting the A/B rounds from %s: %w; retaining staged evidence", stage, err)
 		}
 	}
 	return os.RemoveAll(stage)

@@ -70,6 +70,34 @@ func (r *execution) runLocal(ctx context.Context) error {
 			r.fingerprint(ctx, fpAfter)
 		}
 	}()
+	if r.o.AB != nil {
+		err = r.abRounds(ctx, time.Now().Add(limit), func(ctx context.Context, vars [][2]string, limit time.Duration) error {
+			env := append([]string(nil), base...)
+			for _, kv := range vars {
+				env = proc.SetEnv(env, kv[0], kv[1])
+			}
+			ctx, cancel := context.WithTimeoutCause(ctx, limit, fmt.Errorf("benchmark ran past its limit"))
+			defer cancel()
+			return r.localRanks(ctx, env, bin, log, logPath)
+		})
+	} else {
+		err = r.localRanks(ctx, base, bin, log, logPath)
+	}
+	r.benchEnd = time.Now()
+	r.record(func(a *manifest.Accounting) {
+		t := r.benchEnd.UTC()
+		a.End("benchmark", t)
+		a.ReleasedAt = &t
+	})
+	return err
+}
+
+// localRanks runs the shard's ranks here, one process each, with env (the rank variables
+// added), and stops the others when one fails, as srun --kill-on-bad-exit does: the first
+// rank's failure, or what ended ctx (its limit).
+func (r *execution) localRanks(ctx context.Context, base []string, bin string, log *os.File, logPath string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	errs := make([]error, r.ws)
 	var wg sync.WaitGroup
 	for rank := 0; rank < int(r.ws); rank++ {
@@ -88,12 +116,6 @@ func (r *execution) runLocal(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	r.benchEnd = time.Now()
-	r.record(func(a *manifest.Accounting) {
-		t := r.benchEnd.UTC()
-		a.End("benchmark", t)
-		a.ReleasedAt = &t
-	})
 	if ctx.Err() != nil && context.Cause(ctx) != nil && !errors.Is(context.Cause(ctx), context.Canceled) {
 		return context.Cause(ctx)
 	}

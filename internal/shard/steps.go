@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/platform"
@@ -36,7 +37,9 @@ type layoutOp struct {
 // model config, the testlists and an empty results directory.
 func (r *execution) layout() []layoutOp {
 	ops := []layoutOp{{kind: "copy-binary", src: r.binary, dst: filepath.Join(r.stage, "bin", "opx")}}
-	if r.o.HarnessDir != "" {
+	if r.o.AB != nil {
+		ops = append(ops, r.abLayout()...)
+	} else if r.o.HarnessDir != "" {
 		ops = append(ops, layoutOp{kind: "copy-harness", src: r.o.HarnessDir, dst: filepath.Join(r.stage, "source")})
 	}
 	if ckpt := r.cell.Checkpoint; ckpt != "" {
@@ -181,7 +184,19 @@ func (r *execution) squash() string {
 
 // benchStep is the benchmark (docs/compat-spec.md §6 step 11.15) with its environment.
 func (r *execution) benchStep(job, ncu string) Step {
+	return r.benchStepWith(job, ncu, nil, time.Duration(BenchmarkLimit(r.o.TimeMinutes))*time.Second)
+}
+
+// benchStepWith is the benchmark step with variables of its own (an A/B side's) and a
+// timeout of limit (whole seconds, at least one).
+func (r *execution) benchStepWith(job, ncu string, vars [][2]string, limit time.Duration) Step {
 	env, keep := r.benchEnv(job)
+	for _, kv := range vars {
+		env = proc.SetEnv(env, kv[0], kv[1])
+		if !slices.Contains(keep, kv[0]) {
+			keep = append(keep, kv[0])
+		}
+	}
 	mounts := r.stage + ":/opx"
 	if ncu != "" {
 		root := filepath.Dir(filepath.Dir(ncu))
@@ -213,8 +228,7 @@ func (r *execution) benchStep(job, ncu string) Step {
 	} else {
 		run = append(run, filepath.Join(r.stage, "bin", "opx"), "rank")
 	}
-	limit := BenchmarkLimit(r.o.TimeMinutes)
-	argv := append([]string{"timeout", "-k", "30", strconv.Itoa(limit)}, run...)
+	argv := append([]string{"timeout", "-k", "30", strconv.Itoa(max(1, int(limit.Seconds())))}, run...)
 	return Step{Name: "benchmark", Log: "benchmark.log", Argv: argv, Env: env}
 }
 

@@ -52,6 +52,9 @@ type Options struct {
 	// manifest of opx history check, a manifest planned elsewhere): its cells are checked,
 	// then it is copied into the run directory.
 	Manifest string
+	// AB, when set, measures every shard as a paired A/B (shard.AB) and writes the run's
+	// ab.json (ab.go).
+	AB *shard.AB
 }
 
 // Incomplete is Run's error when the sweep ran but its verdict is not success
@@ -303,6 +306,7 @@ func (s *sweep) shard(ctx context.Context, reg *platform.Registry, cell *manifes
 		BinaryFor: func(imagePlatform string) (string, error) {
 			return shard.StagedBinary(imagePlatform, "", "")
 		},
+		AB: s.o.AB,
 	})
 	state := "done"
 	if err != nil {
@@ -428,13 +432,17 @@ func (s *sweep) finish(ctx context.Context, interrupted error) error {
 	if err := writeRunRecord(s.dir, pr.start, s.p, interrupted, true); err != nil {
 		return err
 	}
+	var abErr error
+	if s.o.AB != nil {
+		abErr = s.finishAB(ctx)
+	}
 	if interrupted != nil {
 		return interrupted
 	}
 	if !rep.Success {
 		return Incomplete{}
 	}
-	return nil
+	return abErr
 }
 
 // runLock is the file that marks a run directory as taken by one opx run.

@@ -1,0 +1,124 @@
+package ab
+
+// The rounds of a paired A/B execution (opx run --ab): each round measures every case of
+// the shard once on each side, one side after the other in ABBA order, on one node in one
+// allocation; a round's two rows of a case are one pair.
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// Row is one side's row of a case in one round: its status ("ok", "unsupported", "error")
+// and, when ok, its headline metric (Value > 0; Metric "" when the row has none).
+type Row struct {
+	Testlist, Status, Message string
+	Metric                    string
+	Lower                     bool
+	Value                     float64
+}
+
+// Round is one round's rows of both sides, by case key.
+type Round struct{ Base, Head map[string]Row }
+
+// Judged is every case of the rounds judged from its pairs, in key order: a case both
+// sides measured in a round is a pair of that round (the same metric on both sides); a
+// case the head did not measure where the base did is Lost (it fails the check).
+func Judged(rounds []Round, o Options) []Case {
+	keys := map[string]bool{}
+	for _, r := range rounds {
+		for k := range r.Base {
+			keys[k] = true
+		}
+		for k := range r.Head {
+			keys[k] = true
+		}
+	}
+	var out []Case
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range keys {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		out = append(out, judgeCase(k, rounds, o))
+	}
+	return out
+}
+
+// judgeCase is one case's judgement over the rounds.
+func judgeCase(key string, rounds []Round, o Options) Case {
+	c := Case{Key: key}
+	var pairs []Pair
+	baseOK, headOK := false, false
+	var baseSaid, headSaid string // what a side said when it did not measure (its newest)
+	for _, r := range rounds {
+		b, hasB := r.Base[key]
+		h, hasH := r.Head[key]
+		for _, x := range []Row{b, h} {
+			if x.Testlist != "" {
+				c.Testlist = x.Testlist
+			}
+		}
+		bOK, hOK := hasB && measured(b), hasH && measured(h)
+		baseOK, headOK = baseOK || bOK, headOK || hOK
+		if !bOK {
+			baseSaid = said(b, hasB)
+		}
+		if !hOK {
+			headSaid = said(h, hasH)
+		}
+		if bOK && hOK && b.Metric == h.Metric {
+			c.Metric, c.Lower = b.Metric, b.Lower
+			pairs = append(pairs, Pair{Base: b.Value, Head: h.Value})
+		}
+	}
+	switch {
+	case len(pairs) > 0:
+		c.Outcome = "measured"
+		c.Result, _ = Judge(pairs, c.Lower, o) // measured values only: Judge cannot refuse them
+	case baseOK && !headOK:
+		c.Outcome, c.Lost = "head: "+headSaid, true
+	case headOK && !baseOK:
+		c.Outcome = "base: " + baseSaid
+	case baseOK && headOK:
+		c.Outcome = "error: the sides measured different metrics"
+	default:
+		c.Outcome = cmp.Or(headSaid, baseSaid)
+	}
+	c.Verdict = cmp.Or(c.Verdict, Unsure)
+	return c
+}
+
+// measured is whether a row is an ok row with a value to pair.
+func measured(r Row) bool { return r.Status == "ok" && r.Metric != "" && r.Value > 0 }
+
+// said is what a side's row says of a case it did not measure.
+func said(r Row, has bool) string {
+	switch {
+	case !has:
+		return "missing"
+	case r.Status == "ok":
+		return "error: ok with no measured metric"
+	case r.Message != "":
+		return fmt.Sprintf("%s (%s)", r.Status, r.Message)
+	}
+	return r.Status
+}
+
+// Needs is how many more rounds the cases need (More, the most of any case still to be
+// decided; a case not measured on both sides needs none: another round will not measure it).
+func Needs(cases []Case, o Options) int {
+	n := 0
+	for _, c := range cases {
+		if c.Outcome == "measured" {
+			n = max(n, More(c.Result, o))
+		}
+	}
+	if len(cases) == 0 || !slices.ContainsFunc(cases, func(c Case) bool { return c.Outcome == "measured" }) {
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// gitRepo is a repository in dir/repo whose harness/ holds op.py, committed twice.
+func gitRepo(t *testing.T, dir string) string {
+	t.Helper()
+	repo := filepath.Join(dir, "repo")
+	git := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	os.MkdirAll(filepath.Join(repo, "harness"), 0o755)
+	git("init", "-q")
+	writeFile(t, filepath.Join(repo, "harness", "op.py"), "v1\n")
+	git("add", ".")
+	git("commit", "-q", "-m", "one")
+	writeFile(t, filepath.Join(repo, "harness", "op.py"), "v2\n")
+	writeFile(t, filepath.Join(repo, "harness", "new.py"), "new\n")
+	git("add", ".")
+	git("commit", "-q", "-m", "two")
+	writeFile(t, filepath.Join(repo, "harness", "op.py"), "uncommitted\n")
+	return repo
+}
+
+// A side named by a commit is its tree's part of the repository at that commit, whatever
+// the checkout holds; the label names the tree and the commit.
+func TestABSideAtACommit(t *testing.T) {
+	repo := gitRepo(t, t.TempDir())
+	tree := filepath.Join(repo, "harness")
+	side, temp, err := readSide(t.Context(), "tree="+tree+",commit=HEAD~1,env=A=1")
+	if temp != "" {
+		defer os.RemoveAll(temp)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(side.Tree, "op.py"))
+	if err != nil || string(b) != "v1\n" {
+		t.Errorf("op.py at HEAD~1: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(side.Tree, "new.py")); err == nil {
+		t.Errorf("a file of a later commit is in the side's tree")
+	}
+	if side.Tree != temp || !strings.HasPrefix(side.Label, "tree "+tree+" at ") || !strings.HasSuffix(side.Label, ", A=1") || len(side.Env) != 1 {
+		t.Errorf("side %+v", side)
+	}
+	// the tree as it is: the checkout, uncommitted change and all
+	side, temp, err = readSide(t.Context(), "tree="+tree)
+	if err != nil || temp != "" || side.Tree != tree || side.Label != "tree "+tree {
+		t.Errorf("side %+v %q %v", side, temp, err)
+	}
+}

@@ -1,0 +1,97 @@
+package sweep
+
+// opx run --ab: the run's A/B report (ab.json in the run directory) made of its shards'
+// (internal/shard/ab.go), printed after the coverage table.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/semianalysis/opx/internal/ab"
+	"github.com/semianalysis/opx/internal/manifest"
+	"github.com/semianalysis/opx/internal/results"
+	"github.com/semianalysis/opx/internal/shard"
+)
+
+// ABFailed is Run's error when the sweep succeeded but its A/B check did not (a case
+// slower beyond the threshold, one the head lost, or nothing judged): exit status 1.
+type ABFailed struct{ Why string }
+
+func (e ABFailed) Error() string { return "the A/B check fails: " + e.Why }
+
+// ExitCode is 1, as a run that did not succeed.
+func (ABFailed) ExitCode() int { return 1 }
+
+// abReport is the run's A/B: every shard's ab.json cases, and each requested case no shard
+// judged (its shard failed before its rounds, or the run was stopped) as not measured by
+// the head — the check fails on it: nothing measured is never green.
+func (s *sweep) abReport(ctx context.Context) (ab.Report, error) {
+	a := s.o.AB
+	rep := ab.Report{Base: a.Base.Label, Head: a.Head.Label, Rules: a.Rules}
+	m, err := manifest.Load(ctx, s.mpath)
+	if err != nil {
+		return rep, err
+	}
+	for _, cell := range m.Cells {
+		judged := map[string]bool{}
+		path := filepath.Join(s.shards, cell.ID, shard.ABFile)
+		got, err := ab.ReadReport(ctx, path)
+		switch {
+		case err == nil:
+			for _, c := range got.Cases {
+				judged[c.Key] = true
+				rep.Cases = append(rep.Cases, c)
+			}
+		case !errors.Is(err, fs.ErrNotExist):
+			return rep, err
+		}
+		cases, err := results.CellCases(cell)
+		if err != nil {
+			return rep, err
+		}
+		for _, c := range cases {
+			if !judged[c.Key] {
+				rep.Cases = append(rep.Cases, ab.Case{Key: c.Key, Testlist: c.Testlist, Outcome: "missing: shard " + cell.ID + " judged no pair of it", Lost: true, Result: ab.Result{Verdict: ab.Unsure}})
+			}
+		}
+	}
+	slices.SortStableFunc(rep.Cases, func(x, y ab.Case) int { return strings.Compare(x.Key, y.Key) })
+	return rep, nil
+}
+
+// finishAB writes the run's ab.json, prints its Markdown on stdout and its conclusion on
+// stderr, and is ABFailed when the check fails.
+func (s *sweep) finishAB(ctx context.Context) error {
+	rep, err := s.abReport(ctx)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(s.dir, shard.ABFile)
+	if err := rep.Write(path); err != nil {
+		return err
+	}
+	fmt.Fprintln(s.o.Stdout)
+	fmt.Fprint(s.o.Stdout, rep.Markdown())
+	conclusion, why := rep.Conclusion()
+	s.pr.logf("A/B report: %s", path)
+	s.pr.logf("A/B: %s: %s", conclusion, why)
+	if conclusion != "success" {
+		return ABFailed{Why: why}
+	}
+	return nil
+}
+
+// checkABRun refuses to resume an A/B run (its sides are not recorded for a second
+// attempt to measure them again): it is run again instead.
+func checkABRun(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, shard.ABFile)); err == nil {
+		return fmt.Errorf("--resume %s: an A/B run (opx run --ab-base/--ab-head) is not resumed: run it again (its pairs must share one allocation)", dir)
+	}
+	return nil
+}
