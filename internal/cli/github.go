@@ -41,8 +41,8 @@ func newGitHubReportCmd(env Env) *cobra.Command {
 verdict) as the pull request's comment — one comment, found again by a hidden marker and
 updated in place on every re-run — and as a check run of --name on the head commit —
 one, updated in place — whose conclusion is the report's: failure when a case is slower
-with its whole interval beyond the threshold, when a case was not measured on both
-sides, or when nothing was; else success. Each failing case is an annotation (at
+with its whole interval beyond the threshold, when a case the base measured was not
+measured by the head, or when nothing was measured on both sides; else success. Each failing case is an annotation (at
 --annotate-path, line 1). Exit 1 when the conclusion is failure or a post failed (a 422
 or 4xx at once, saying what GitHub said; a spent rate limit waits for its reset, a 5xx is
 tried again), 2 on a usage error.`,
@@ -62,7 +62,7 @@ tried again), 2 on a usage error.`,
 	c.Flags().StringVar(&o.repo, "repo", "", "owner/name (default $GITHUB_REPOSITORY)")
 	c.Flags().StringVar(&o.name, "name", "opx A/B", "the check run's name")
 	c.Flags().StringVar(&o.author, "as", "github-actions[bot]", "the login the token posts as (a personal token's user, an app's bot): its comment is the one updated")
-	c.Flags().StringVar(&o.annotate, "annotate-path", ".github/workflows/operatorx-sweep.yml", "the file each failing case's annotation is on")
+	c.Flags().StringVar(&o.annotate, "annotate-path", ".github/workflows/operatorx-pr-ab.yml", "the file each failing case's annotation is on")
 	return c
 }
 

@@ -22,57 +22,21 @@ import (
 
 const workflowPath = "../../.github/workflows/operatorx-sweep.yml"
 
-// actionlint (pinned in tools/go.mod, not in the product's) over the workflow; with
-// shellcheck on PATH (scripts/test.sh installs it) it lints every run: script too.
+// actionlint (pinned in tools/go.mod, not in the product's) over the workflows (the sweep
+// and the pull request's A/B); with shellcheck on PATH (scripts/test.sh installs it) it
+// lints every run: script too.
 func TestWorkflowActionlint(t *testing.T) {
 	if _, err := exec.LookPath("shellcheck"); err != nil && os.Getenv("OPX_REQUIRE_SHELLCHECK") != "" {
 		t.Fatal("shellcheck not found; scripts/test.sh installs it")
 	}
-	cmd := exec.Command("go", "tool", "actionlint", "-color=false", "../.github/workflows/operatorx-sweep.yml")
-	cmd.Dir = "../../tools"
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("actionlint: %v\n%s", err, out)
+	for _, wf := range []string{"operatorx-sweep.yml", "operatorx-pr-ab.yml"} {
+		cmd := exec.Command("go", "tool", "actionlint", "-color=false", "../.github/workflows/"+wf)
+		cmd.Dir = "../../tools"
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("actionlint %s: %v\n%s", wf, err, out)
+		}
 	}
-}
-
-// runBlocks returns the workflow's `run: |` scripts by step name.
-func runBlocks(t *testing.T, path string) map[string]string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(b), "\n")
-	blocks := map[string]string{}
-	name := ""
-	for i := 0; i < len(lines); i++ {
-		l := strings.TrimSpace(lines[i])
-		if n, ok := strings.CutPrefix(strings.TrimPrefix(l, "- "), "name: "); ok {
-			name = n
-		}
-		if l != "run: |" {
-			if strings.Contains(l, "run:") && !strings.HasPrefix(l, "#") {
-				t.Fatalf("%s:%d: write run steps as `run: |` blocks (this test reads only those)", path, i+1)
-			}
-			continue
-		}
-		indent := len(lines[i]) - len(strings.TrimLeft(lines[i], " "))
-		var body []string
-		for i+1 < len(lines) {
-			next := lines[i+1]
-			if strings.TrimSpace(next) != "" && len(next)-len(strings.TrimLeft(next, " ")) <= indent {
-				break
-			}
-			body = append(body, strings.TrimPrefix(next, strings.Repeat(" ", indent+2)))
-			i++
-		}
-		if _, dup := blocks[name]; dup {
-			name += " (again)"
-		}
-		blocks[name] = strings.Join(body, "\n")
-	}
-	return blocks
 }
 
 // Each run: script that calls opx is run in bash (as GitHub does: -eo pipefail) with
@@ -80,7 +44,7 @@ func runBlocks(t *testing.T, path string) map[string]string {
 // argument parser: the subcommand exists, its flags parse, required flags are there and
 // positional arguments are accepted.
 func TestWorkflowOpxInvocationsParse(t *testing.T) {
-	blocks := runBlocks(t, workflowPath)
+	blocks := testenv.RunBlocks(t, workflowPath)
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "argv")
 	fake := filepath.Join(dir, "opx-fake")
@@ -241,7 +205,7 @@ func TestWorkflowRunnerChoicesAreTheRegistry(t *testing.T) {
 // store cannot be downloaded, when the artifacts cannot be listed or when every store has
 // expired, warns when the store is old, and starts a store only when none ever existed.
 func TestWorkflowKeepsOneHistory(t *testing.T) {
-	script := runBlocks(t, workflowPath)["Fetch the store the previous run left"]
+	script := testenv.RunBlocks(t, workflowPath)["Fetch the store the previous run left"]
 	if script == "" {
 		t.Fatal("no fetch step in the history job")
 	}

@@ -23,8 +23,11 @@ import (
 // long body, a check without title or summary, a completed check without a conclusion,
 // more than 50 annotations, an annotation without path, lines, level or message, or with a title over 255 characters),
 // paginates comments 100 a page with a Link header, and can answer its first request with
-// a spent rate limit (403, X-RateLimit-Remaining 0).
+// a spent rate limit (403, X-RateLimit-Remaining 0). Pulls answers pulls "Get a pull
+// request" (GET /repos/o/r/pulls/N: the documented object's number, state, head and base,
+// each with its sha and ref) for the workflow's gh.
 type GitHub struct {
+	Pulls       map[int]PullRequest
 	mu          sync.Mutex
 	Token       string
 	Comments    map[int][]map[string]any // by PR, oldest first
@@ -35,6 +38,9 @@ type GitHub struct {
 	Refused     []string
 	nextID      int64
 }
+
+// PullRequest is a pull request's head and base commits.
+type PullRequest struct{ Head, Base string }
 
 func (f *GitHub) refuse(w http.ResponseWriter, why string) {
 	f.Refused = append(f.Refused, why)
@@ -74,6 +80,18 @@ func (f *GitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p := r.URL.Path
+	if m := regexp.MustCompile(`^/repos/o/r/pulls/(\d+)$`).FindStringSubmatch(p); m != nil && r.Method == http.MethodGet {
+		n, _ := strconv.Atoi(m[1])
+		pr, ok := f.Pulls[n]
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"message":"Not Found","documentation_url":"https://docs.github.com/rest/pulls/pulls#get-a-pull-request"}`)
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"url": "https://api.github.com/repos/o/r/pulls/" + m[1], "number": n, "state": "open",
+			"head": map[string]any{"label": "fork:feature", "ref": "feature", "sha": pr.Head}, "base": map[string]any{"label": "o:main", "ref": "main", "sha": pr.Base}})
+		return
+	}
 	if m := regexp.MustCompile(`^/repos/o/r/issues/(\d+)/comments$`).FindStringSubmatch(p); m != nil {
 		pr, _ := strconv.Atoi(m[1])
 		switch r.Method {
