@@ -19,8 +19,11 @@
 //     1% noise to say of most unchanged cases);
 //   - unsure: anything else — the case is given more pairs (Rounds), up to MaxPairs.
 //
-// A PR's check fails on a slower case whose whole interval lies beyond Threshold (Fails):
-// an unsure or barely slower case is named, never failed.
+// A PR's check fails on a slower case whose whole interval lies beyond Threshold (Fails),
+// the interval taken at the level the check's cases together keep (Cases: 1-(1-Level)/m
+// for m cases, so that an A/A pull request of m cases fails at most 1-Level of the time,
+// not m times that); a slower case not yet beyond it at that level is given more pairs.
+// An unsure or barely slower case is named, never failed.
 package ab
 
 import (
@@ -40,6 +43,9 @@ type Options struct {
 	// MinPairs are measured of every case (2 pairs a round: AB, BA); an unsure case gets
 	// another round until MaxPairs.
 	MinPairs, MaxPairs int
+	// Cases is how many cases the check judges together (0 or 1: one): a case fails the
+	// check only when its interval at level 1-(1-Level)/Cases lies beyond Threshold.
+	Cases int `json:",omitempty"`
 }
 
 // Defaults are the PR gate's rules.
@@ -64,8 +70,12 @@ type Result struct {
 	Lo      float64 `json:"ratio_lo"`
 	Hi      float64 `json:"ratio_hi"`
 	Verdict Verdict `json:"verdict"`
-	// Fails is whether the check fails on it: slower, its whole interval beyond Threshold.
+	// Fails is whether the check fails on it: slower, its whole interval beyond Threshold
+	// at the check's level (Options.Cases).
 	Fails bool `json:"fails"`
+	// Beyond is whether its estimate is slower beyond Threshold: a slower case that does not
+	// fail yet, and could with more pairs.
+	Beyond bool `json:"beyond_threshold,omitempty"`
 }
 
 // Judge is the case's judgement from its pairs; lower is whether a lower metric is better
@@ -97,7 +107,12 @@ func Judge(pairs []Pair, lower bool, o Options) (Result, error) {
 	case slower:
 		r.Verdict = Slower
 		beyond := math.Log1p(o.Threshold)
-		r.Fails = lower && lo > beyond || !lower && hi < -beyond
+		r.Beyond = lower && est > beyond || !lower && est < -beyond
+		flo, fhi := lo, hi
+		if o.Cases > 1 { // the check's level: its cases together
+			_, flo, fhi = signedRank(d, (1-o.Level)/float64(o.Cases))
+		}
+		r.Fails = lower && flo > beyond || !lower && fhi < -beyond
 	case faster:
 		r.Verdict = Faster
 	case lo >= -math.Log1p(o.Threshold) && hi <= math.Log1p(o.Threshold):
@@ -112,15 +127,18 @@ func Judge(pairs []Pair, lower bool, o Options) (Result, error) {
 func HeadFirst(i int) bool { return i%2 == 1 }
 
 // More is how many more pairs the case is to be given: none once it is decided (not
-// unsure) or has MaxPairs; else a round (2: AB, BA), or up to MinPairs.
+// unsure, and not slower beyond the threshold without failing yet at the check's level)
+// or has MaxPairs; else a round (2: AB, BA), or up to MinPairs.
 func More(r Result, o Options) int {
 	switch {
 	case r.Pairs < o.MinPairs:
 		return o.MinPairs - r.Pairs
-	case r.Verdict != Unsure || r.Pairs >= o.MaxPairs:
+	case r.Pairs >= o.MaxPairs:
 		return 0
+	case r.Verdict == Unsure, r.Verdict == Slower && r.Beyond && !r.Fails:
+		return min(2, o.MaxPairs-r.Pairs)
 	}
-	return min(2, o.MaxPairs-r.Pairs)
+	return 0
 }
 
 // signedRank is the Hodges–Lehmann estimate of d's centre and its Wilcoxon signed-rank

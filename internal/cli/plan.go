@@ -118,7 +118,11 @@ func runPlan(ctx context.Context, env Env, o *planOptions, x *planExtra) error {
 		return err
 	}
 	if x.affectedBy != "" {
-		a, err := plan.AffectedBy(ctx, x.affectedRepo, x.affectedBy, o.TestlistDir, o.Containers)
+		reg, _, err := platform.LoadConfig(o.PlatformConfig) // its harness paths
+		if err != nil {
+			return err
+		}
+		a, err := plan.AffectedBy(ctx, x.affectedRepo, x.affectedBy, o.TestlistDir, o.Containers, reg.Harness())
 		var bad *plan.RangeError
 		if errors.As(err, &bad) {
 			return &UsageError{err}

@@ -2,8 +2,10 @@ package plan
 
 // What a change touches (opx plan --affected-by BASE..HEAD): the files a range of commits
 // changed (git diff --name-only), mapped to the cases they can move — a testlist file to
-// its cases, an entry of containers.toml to the cases on that image — and anything else to
-// every case (the safe default: harness code, a build file, a file opx knows nothing of).
+// its cases, an entry of containers.toml to the cases on that image, a harness path the
+// platform config maps (platform.HarnessPath) to its backends' cases or their smoke lists
+// — and anything else to every case (the safe default: a build file, a file opx knows
+// nothing of).
 
 import (
 	"bytes"
@@ -17,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/semianalysis/opx/internal/catalog"
+	"github.com/semianalysis/opx/internal/platform"
 	"github.com/semianalysis/opx/internal/proc"
 )
 
@@ -30,6 +33,11 @@ type Affected struct {
 	// entries (vendor.backend) whose image or digest changed.
 	Testlists map[string]string
 	Images    map[string]string
+	// Harness are the backends whose harness paths changed (backend -> why), and Smoke
+	// the testlists those paths name (nil when one of them names none: every testlist).
+	Harness  map[string]string
+	Smoke    []string
+	smokeAll bool // a changed harness path named no testlist
 	// Files are how many files the range changed.
 	Files int
 }
@@ -48,7 +56,7 @@ var rangeSpec = regexp.MustCompile(`^([A-Za-z0-9_./~^@{}-]+?)\.\.\.?([A-Za-z0-9_
 // a pull request is) changed in the git repository at repo. testlistDir and containers
 // are the plan's (relative to repo when given; else a file testlists/NAME.json anywhere
 // is a testlist and a file containers.toml anywhere the images).
-func AffectedBy(ctx context.Context, repo, rng, testlistDir, containers string) (*Affected, error) {
+func AffectedBy(ctx context.Context, repo, rng, testlistDir, containers string, harness []platform.HarnessPath) (*Affected, error) {
 	m := rangeSpec.FindStringSubmatch(rng)
 	if m == nil || strings.HasPrefix(m[1], "-") || strings.HasPrefix(m[2], "-") {
 		return nil, &RangeError{rng}
@@ -82,7 +90,7 @@ func AffectedBy(ctx context.Context, repo, rng, testlistDir, containers string) 
 	if err != nil {
 		return nil, err
 	}
-	a := &Affected{Range: rng, Testlists: map[string]string{}, Images: map[string]string{}}
+	a := &Affected{Range: rng, Testlists: map[string]string{}, Images: map[string]string{}, Harness: map[string]string{}}
 	for _, f := range strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00") {
 		if f == "" {
 			continue
@@ -96,11 +104,37 @@ func AffectedBy(ctx context.Context, repo, rng, testlistDir, containers string) 
 			if err := a.images(git, base, head, f); err != nil {
 				return nil, err
 			}
+		case a.harness(f, harness):
 		case a.All == "":
 			a.All = f + " changed (no narrower mapping: every case)"
 		}
 	}
 	return a, nil
+}
+
+// harness records the harness paths that hold f (every one of them), and is whether any did.
+func (a *Affected) harness(f string, paths []platform.HarnessPath) bool {
+	held := false
+	for _, h := range paths {
+		if !h.Holds(f) {
+			continue
+		}
+		held = true
+		for _, b := range h.Backends {
+			if _, ok := a.Harness[b]; !ok {
+				a.Harness[b] = f + " changed (harness path " + h.Path + ")"
+			}
+		}
+		if len(h.Testlists) == 0 {
+			a.smokeAll = true
+		}
+		for _, t := range h.Testlists {
+			if !slices.Contains(a.Smoke, t) {
+				a.Smoke = append(a.Smoke, t)
+			}
+		}
+	}
+	return held
 }
 
 // isTestlistDir is whether dir (a changed file's, relative to the repository's top, with
@@ -190,15 +224,24 @@ func (a *Affected) images(git func(...string) ([]byte, error), base, head, f str
 }
 
 // Narrow is the selection a plan keeps of what it was given: every case when All, or
-// when both testlists and images changed (a union of a testlist's cases and an image's is
-// no one selection: every case, said so); the testlists changed; or the backends whose
-// image changed for vendor (the runner's). Each line says why; none kept is an empty
-// selection.
+// when both testlists and backends changed (a union of a testlist's cases and a backend's
+// is no one selection: every case, said so); the testlists changed; or the backends whose
+// image changed for vendor (the runner's) or whose harness paths changed — in the
+// testlists those paths name, when every one of them names some and no image changed
+// (their smoke lists, kept of those given; every testlist given when none is). Each line
+// says why; none kept is an empty selection.
 func (a *Affected) Narrow(testlists, backends []string, vendor string) (keepT, keepB []string, why []string) {
-	var imgs []string // in the order given: the planner's choices follow it
+	var bs []string // in the order given: the planner's choices follow it
+	image := false
 	for _, b := range backends {
-		if w, ok := a.Images[vendor+"."+b]; ok {
-			imgs = append(imgs, b)
+		w, ok := a.Images[vendor+"."+b]
+		if ok {
+			image = true
+		} else {
+			w, ok = a.Harness[b]
+		}
+		if ok {
+			bs = append(bs, b)
 			why = append(why, fmt.Sprintf("backend %s: %s", b, w))
 		}
 	}
@@ -212,12 +255,24 @@ func (a *Affected) Narrow(testlists, backends []string, vendor string) (keepT, k
 	switch {
 	case a.All != "":
 		return testlists, backends, []string{"every case: " + a.All}
-	case len(tls) > 0 && len(imgs) > 0:
-		return testlists, backends, append(why, "every case: both a testlist and an image changed")
+	case len(tls) > 0 && len(bs) > 0:
+		return testlists, backends, append(why, "every case: both a testlist and a backend's image or harness changed")
 	case len(tls) > 0:
 		return tls, backends, why
-	case len(imgs) > 0:
-		return testlists, imgs, why
+	case len(bs) > 0:
+		if image || a.smokeAll || len(a.Smoke) == 0 {
+			return testlists, bs, why
+		}
+		var smoke []string
+		for _, t := range testlists {
+			if slices.Contains(a.Smoke, t) {
+				smoke = append(smoke, t)
+			}
+		}
+		if len(smoke) == 0 {
+			return testlists, bs, append(why, fmt.Sprintf("the harness paths' testlists (%s) are not in the selection: every testlist given", strings.Join(a.Smoke, ", ")))
+		}
+		return smoke, bs, append(why, "their smoke testlists: "+strings.Join(smoke, ", "))
 	}
 	return nil, nil, nil
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/semianalysis/opx/internal/platform"
 )
 
 // repo is a git repository holding testlists/ and containers.toml at a commit "base",
@@ -71,12 +73,12 @@ func TestAffectedBy(t *testing.T) {
 		{"testlist", "nvidia", []string{"gemm_perf"}, backends, "testlist gemm_perf: testlists/gemm_perf.json changed"},
 		{"image", "nvidia", lists, backends, "backend vllm: containers.toml [nvidia.vllm] changed"},
 		{"image", "amd", nil, nil, ""},
-		{"both", "nvidia", lists, backends, "every case: both a testlist and an image changed"},
+		{"both", "nvidia", lists, backends, "every case: both a testlist and a backend's image or harness changed"},
 		{"other", "nvidia", lists, backends, "every case: README.md changed (no narrower mapping: every case)"},
 		{"removed", "nvidia", lists, backends, "every case: containers.toml [amd.vllm] removed (every case)"},
 		{"unused", "nvidia", nil, nil, ""},
 	} {
-		a, err := AffectedBy(t.Context(), dir, "base.."+c.branch, filepath.Join(dir, "testlists"), filepath.Join(dir, "containers.toml"))
+		a, err := AffectedBy(t.Context(), dir, "base.."+c.branch, filepath.Join(dir, "testlists"), filepath.Join(dir, "containers.toml"), nil)
 		if err != nil {
 			t.Fatalf("%s: %v", c.branch, err)
 		}
@@ -86,19 +88,19 @@ func TestAffectedBy(t *testing.T) {
 		}
 	}
 	// the embedded catalog's names: testlists/NAME.json anywhere
-	if a, err := AffectedBy(t.Context(), dir, "base...testlist", "", ""); err != nil || a.Testlists["gemm_perf"] == "" {
+	if a, err := AffectedBy(t.Context(), dir, "base...testlist", "", "", nil); err != nil || a.Testlists["gemm_perf"] == "" {
 		t.Errorf("without --testlist-dir: %+v %v", a, err)
 	}
 	var bad *RangeError
 	for _, r := range []string{"base", "base..", "--output=x..y", "base..;rm"} {
-		if _, err := AffectedBy(t.Context(), dir, r, "", ""); !errors.As(err, &bad) {
+		if _, err := AffectedBy(t.Context(), dir, r, "", "", nil); !errors.As(err, &bad) {
 			t.Errorf("%q: %v", r, err)
 		}
 	}
-	if _, err := AffectedBy(t.Context(), dir, "base..nosuch", "", ""); err == nil || !strings.Contains(err.Error(), "git diff") {
+	if _, err := AffectedBy(t.Context(), dir, "base..nosuch", "", "", nil); err == nil || !strings.Contains(err.Error(), "git diff") {
 		t.Errorf("an unknown revision: %v", err)
 	}
-	if _, err := AffectedBy(t.Context(), t.TempDir(), "base..pr", "", ""); err == nil || !strings.Contains(err.Error(), "not a git repository") || strings.Contains(err.Error(), "shallow") {
+	if _, err := AffectedBy(t.Context(), t.TempDir(), "base..pr", "", "", nil); err == nil || !strings.Contains(err.Error(), "not a git repository") || strings.Contains(err.Error(), "shallow") {
 		t.Errorf("not a repository: %v", err)
 	}
 }
@@ -108,5 +110,51 @@ func TestNarrowKeepsTheBackendsOrder(t *testing.T) {
 	a := &Affected{Testlists: map[string]string{}, Images: map[string]string{"nvidia.vllm": "x", "nvidia.sglang": "y", "amd.vllm": "z"}}
 	if _, b, _ := a.Narrow([]string{"gemm_perf"}, []string{"vllm", "sglang"}, "nvidia"); !slices.Equal(b, []string{"vllm", "sglang"}) {
 		t.Errorf("backends %v, want vllm, sglang", b)
+	}
+}
+
+// A harness path the platform config maps: its backends' cases, in its smoke testlists
+// when every changed path names some (of those given; all given when none of them is),
+// every testlist when one names none; with a testlist changed too, every case; a file no
+// path holds, every case.
+func TestAffectedByHarnessPaths(t *testing.T) {
+	dir := repo(t, map[string]map[string]string{
+		"vllm":     {"harness/backends/vllm/gemm.py": "x = 2\n"},
+		"vllm-all": {"harness/backends/vllm/gemm.py": "x = 2\n", "harness/common.py": "y = 2\n"},
+		"torch":    {"harness/backends/torch/op.py": "z = 1\n"},
+		"plus":     {"harness/backends/vllm/gemm.py": "x = 2\n", "testlists/gemm_perf.json": `[]`},
+		"stray":    {"harness/backends/vllm/gemm.py": "x = 2\n", "harness/setup.py": "s\n"},
+	})
+	paths := []platform.HarnessPath{
+		{Path: "harness/backends/vllm/", Backends: []string{"vllm"}, Testlists: []string{"smoke_parallel"}},
+		{Path: "harness/common.py", Backends: []string{"vllm", "torch"}},
+		{Path: "harness/backends/torch/", Backends: []string{"torch"}, Testlists: []string{"torch_smoke"}},
+	}
+	lists, backends := []string{"gemm_perf", "smoke_parallel"}, []string{"torch", "vllm"}
+	for _, c := range []struct {
+		branch   string
+		lists    []string
+		backends []string
+		why      string
+	}{
+		{"vllm", []string{"smoke_parallel"}, []string{"vllm"}, "backend vllm: harness/backends/vllm/gemm.py changed (harness path harness/backends/vllm/)"},
+		{"vllm-all", lists, backends, "backend torch: harness/common.py changed (harness path harness/common.py)"},
+		{"torch", lists, []string{"torch"}, "the harness paths' testlists (torch_smoke) are not in the selection: every testlist given"},
+		{"plus", lists, backends, "every case: both a testlist and a backend's image or harness changed"},
+		{"stray", lists, backends, "every case: harness/setup.py changed (no narrower mapping: every case)"},
+	} {
+		a, err := AffectedBy(t.Context(), dir, "base.."+c.branch, filepath.Join(dir, "testlists"), filepath.Join(dir, "containers.toml"), paths)
+		if err != nil {
+			t.Fatalf("%s: %v", c.branch, err)
+		}
+		l, b, why := a.Narrow(lists, backends, "nvidia")
+		if !slices.Equal(l, c.lists) || !slices.Equal(b, c.backends) || !slices.Contains(why, c.why) {
+			t.Errorf("%s: testlists %v, backends %v, why %q; want %v, %v, %q", c.branch, l, b, why, c.lists, c.backends, c.why)
+		}
+	}
+	// without the mapping, a harness file moves every case (the safe default)
+	a, _ := AffectedBy(t.Context(), dir, "base..vllm", "", "", nil)
+	if l, b, _ := a.Narrow(lists, backends, "nvidia"); !slices.Equal(l, lists) || !slices.Equal(b, backends) {
+		t.Errorf("no mapping: %v %v", l, b)
 	}
 }

@@ -95,6 +95,7 @@ type Registry struct {
 	runners map[string]Runner
 	order   []string
 	local   func() *pyjson.Object // builds the local runner's entry on first use
+	harness []HarnessPath         // "affected"."harness" (harness.go)
 }
 
 // Runner returns the runner for label, built in or declared by the config.
@@ -148,11 +149,11 @@ type LocalDefaults struct {
 // overlay's own location, and merges them per runner label. Entries keyed by a label that
 // is not built in declare custom runners and must carry "cluster" (decisions §1).
 func Load(src catalog.Source, local LocalDefaults) (*Registry, error) {
-	base, platforms, err := readOverlay(src)
+	base, platforms, harness, err := readOverlay(src)
 	if err != nil {
 		return nil, err
 	}
-	g := &Registry{entries: map[string]*pyjson.Object{}, runners: map[string]Runner{}}
+	g := &Registry{entries: map[string]*pyjson.Object{}, runners: map[string]Runner{}, harness: harness}
 	for _, r := range builtins {
 		own, _ := platforms.Object(r.Label)
 		if own == nil {
@@ -188,48 +189,52 @@ func Load(src catalog.Source, local LocalDefaults) (*Registry, error) {
 	return g, nil
 }
 
-// readOverlay reads the overlay and its base registry, checking their shapes.
-func readOverlay(src catalog.Source) (base, platforms *pyjson.Object, err error) {
+// readOverlay reads the overlay and its base registry, checking their shapes, and its
+// harness mapping (harness.go: the overlay's own, not its base's).
+func readOverlay(src catalog.Source) (base, platforms *pyjson.Object, harness []HarnessPath, err error) {
 	v, err := src.ReadJSON()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	doc, ok := v.(*pyjson.Object)
 	if !ok {
-		return nil, nil, fmt.Errorf("%s: a platform config is a JSON object, found %s", src.Name, pyjson.TypeName(v))
+		return nil, nil, nil, fmt.Errorf("%s: a platform config is a JSON object, found %s", src.Name, pyjson.TypeName(v))
+	}
+	if harness, err = readHarness(src, doc); err != nil {
+		return nil, nil, nil, err
 	}
 	base = pyjson.NewObject()
 	if platforms, ok = doc.Object("platforms"); !ok {
-		return nil, nil, fmt.Errorf("%s: no \"platforms\" object", src.Name)
+		return nil, nil, nil, fmt.Errorf("%s: no \"platforms\" object", src.Name)
 	}
 	if b, ok := doc.Get("base"); ok {
 		rel, ok := b.(string)
 		if !ok {
-			return nil, nil, fmt.Errorf("%s: \"base\" is %s, not a path", src.Name, pyjson.TypeName(b))
+			return nil, nil, nil, fmt.Errorf("%s: \"base\" is %s, not a path", src.Name, pyjson.TypeName(b))
 		}
 		if rel == EmbeddedBase {
 			// beyond the seed: an overlay on opx's own embedded overlay (and its registry)
 			eb, eplatforms, err := embeddedLayers()
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			base, platforms = eb, overlay(eplatforms, platforms)
 		} else if base, err = loadBase(src.Sibling(rel), src.Name); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	for _, m := range platforms.Members() {
 		o, ok := m.Value.(*pyjson.Object)
 		if !ok {
-			return nil, nil, fmt.Errorf("%s: platforms.%s is %s, not an object", src.Name, safe.Text(m.Key), pyjson.TypeName(m.Value))
+			return nil, nil, nil, fmt.Errorf("%s: platforms.%s is %s, not an object", src.Name, safe.Text(m.Key), pyjson.TypeName(m.Value))
 		}
 		if op, ok := o.Get("operator"); ok {
 			if _, ok := op.(*pyjson.Object); !ok {
-				return nil, nil, fmt.Errorf("%s: platforms.%s.operator is %s, not an object", src.Name, safe.Text(m.Key), pyjson.TypeName(op))
+				return nil, nil, nil, fmt.Errorf("%s: platforms.%s.operator is %s, not an object", src.Name, safe.Text(m.Key), pyjson.TypeName(op))
 			}
 		}
 	}
-	return base, platforms, nil
+	return base, platforms, harness, nil
 }
 
 // addCustom adds the overlay's entries that are not built-in labels: custom runners, which

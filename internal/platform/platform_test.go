@@ -255,3 +255,40 @@ func TestSitePeaks(t *testing.T) {
 		}
 	}
 }
+
+// A config's harness paths (beyond the seed) are read in order, a directory kept with its
+// slash; each bad one is one line naming it, and the embedded config has none.
+func TestHarnessPaths(t *testing.T) {
+	dir := t.TempDir()
+	load := func(affected string) (*Registry, error) {
+		p := filepath.Join(dir, "p.json")
+		os.WriteFile(p, []byte(`{"base": "opx:embedded", "platforms": {}, "affected": `+affected+`}`), 0o644)
+		return Load(catalog.Disk(p), LocalDefaults{GPUs: 1})
+	}
+	g, err := load(`{"harness": [{"path": "operatorx/backends/vllm/", "backends": ["vllm"], "testlists": ["smoke_parallel"]}, {"path": "./operatorx/common.py", "backends": ["vllm", "torch"]}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := g.Harness()
+	if len(h) != 2 || h[0].Path != "operatorx/backends/vllm/" || !h[0].Holds("operatorx/backends/vllm/gemm.py") || h[0].Holds("operatorx/backends/vllmx.py") ||
+		h[1].Path != "operatorx/common.py" || !h[1].Holds("operatorx/common.py") || len(h[1].Backends) != 2 {
+		t.Errorf("harness %+v", h)
+	}
+	for affected, want := range map[string]string{
+		`[]`:              `"affected" is array, not an object`,
+		`{"paths": []}`:   "affected.paths: unknown key",
+		`{"harness": {}}`: "affected.harness is object, not a list",
+		`{"harness": [{"path": "../x", "backends": ["vllm"]}]}`:           "affected.harness[0].path ../x: a path inside the repository",
+		`{"harness": [{"path": "/x", "backends": ["vllm"]}]}`:             "affected.harness[0].path /x: a path inside the repository",
+		`{"harness": [{"path": "x/"}]}`:                                   "affected.harness[0]: give a path and at least one backend",
+		`{"harness": [{"path": "x/", "backends": [1]}]}`:                  "affected.harness[0].backends: 1 is not a name",
+		`{"harness": [{"path": "x/", "backends": ["v"], "owner": "me"}]}`: `unknown key owner`,
+	} {
+		if _, err := load(affected); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", affected, err, want)
+		}
+	}
+	if g, _, err := LoadConfig(""); err != nil || len(g.Harness()) != 0 {
+		t.Errorf("embedded: %v %v", g.Harness(), err)
+	}
+}

@@ -43,6 +43,7 @@ type flow struct {
 	env        map[string]string
 	gh         *testenv.GitHub
 	head, base string
+	harness    string // the head of pull request 8: a change to the harness alone
 }
 
 // step runs the named step's script in bash as GitHub does (-eo pipefail) with the flow's
@@ -115,6 +116,8 @@ func newFlow(t *testing.T) *flow {
 	write("testlists/ab_smoke.json", "["+shape(128, "fp32")+", "+shape(64, "bf16")+"]\n")
 	write("testlists/other.json", "["+shape(256, "fp64")+"]\n")
 	write("operatorx/__init__.py", "VERSION = 1\n")
+	// the repository's platform config: its harness maps to the cpu backend's smoke list
+	write("opx-platforms.json", `{"base": "opx:embedded", "platforms": {}, "affected": {"harness": [{"path": "operatorx/", "backends": ["cpu"], "testlists": ["ab_smoke"]}]}}`)
 	git("add", ".")
 	git("commit", "-q", "-m", "base")
 	f.base = git("rev-parse", "HEAD")
@@ -122,9 +125,13 @@ func newFlow(t *testing.T) *flow {
 	write("testlists/ab_smoke.json", "["+shape(128, "fp32")+", "+shape(64, "bf16")+", "+shape(96, "fp64")+"]\n")
 	git("commit", "-qam", "head")
 	f.head = git("rev-parse", "HEAD")
+	git("checkout", "-q", "-b", "harness", "main")
+	write("operatorx/__init__.py", "VERSION = 2\n")
+	git("commit", "-qam", "harness")
+	f.harness = git("rev-parse", "HEAD")
 	git("checkout", "-q", "main")
 
-	f.gh = &testenv.GitHub{Token: "ghs_x", Comments: map[int][]map[string]any{}, Pulls: map[int]testenv.PullRequest{7: {Head: f.head, Base: f.base}}}
+	f.gh = &testenv.GitHub{Token: "ghs_x", Comments: map[int][]map[string]any{}, Pulls: map[int]testenv.PullRequest{7: {Head: f.head, Base: f.base}, 8: {Head: f.harness, Base: f.base}}}
 	srv := httptest.NewServer(f.gh)
 	t.Cleanup(srv.Close)
 	bin := filepath.Join(work, "bin")
@@ -208,6 +215,40 @@ func TestPRWorkflowEndToEnd(t *testing.T) {
 	}
 }
 
+// A pull request that changes the harness alone runs the smoke list the repository's
+// platform config maps that path to (as the merge base has the config), each side on its
+// own commit's tree.
+func TestPRWorkflowHarnessChange(t *testing.T) {
+	f := newFlow(t)
+	if code, out := f.step("Pin the head", map[string]string{"EVENT": "pull_request_target", "LABEL_PR": "8", "LABEL_HEAD": f.harness, "LABEL_BASE": f.base}); code != 0 {
+		t.Fatalf("approve: exit %d\n%s", code, out)
+	}
+	if code, out := f.step("Pin the approved head and find the merge base", nil); code != 0 {
+		t.Fatalf("merge base: exit %d\n%s", code, out)
+	}
+	sel := map[string]string{"OPX": opxBin, "OPERATORX_RUNNER": "local", "OPERATORX_BACKENDS": "cpu", "OPERATORX_TESTLISTS": "other,ab_smoke",
+		"OPERATORX_HARNESS_PATH": "operatorx", "OPERATORX_PLATFORM_CONFIG": "opx-platforms.json"}
+	code, out := f.step("Plan the cases the change touches", sel)
+	if code != 0 || !strings.Contains(out, "backend cpu: operatorx/__init__.py changed (harness path operatorx/)") || !strings.Contains(out, "their smoke testlists: ab_smoke") {
+		t.Fatalf("plan: exit %d\n%s", code, out)
+	}
+	code, out = f.step("Measure the merge base and the head side by side", sel)
+	if code != 0 {
+		t.Fatalf("the A/B: exit %d\n%s", code, out)
+	}
+	rep, err := ab.ReadReport(t.Context(), filepath.Join(f.work, "opx-ab", "ab.json"))
+	if err != nil || len(rep.Cases) != 2 || !strings.Contains(rep.Head, f.harness[:12]) {
+		t.Fatalf("the report: %v, %d cases (ab_smoke's two at the base), head %q", err, len(rep.Cases), rep.Head)
+	}
+	// without the config, a harness change moves every case of the selection
+	os.Remove(filepath.Join(f.work, "opx-ab-manifest.json"))
+	os.Remove(filepath.Join(f.work, "opx-ab-platforms.json"))
+	sel["OPERATORX_PLATFORM_CONFIG"] = ""
+	if code, out := f.step("Plan the cases the change touches", sel); code != 0 || !strings.Contains(out, "every case: operatorx/__init__.py changed") {
+		t.Fatalf("plan without the mapping: exit %d\n%s", code, out)
+	}
+}
+
 // Only a maintainer's act starts it, and only for the head they approved.
 func TestPRWorkflowApproval(t *testing.T) {
 	f := newFlow(t)
@@ -220,7 +261,7 @@ func TestPRWorkflowApproval(t *testing.T) {
 		{"a contributor's comment", map[string]string{"EVENT": "issue_comment", "COMMENT_PR": "7", "ASSOCIATION": "CONTRIBUTOR", "COMMENT_BODY": "/opx ab " + f.head}, "only the repository's owner, members and collaborators"},
 		{"a comment naming no commit", map[string]string{"EVENT": "issue_comment", "COMMENT_PR": "7", "ASSOCIATION": "MEMBER", "COMMENT_BODY": "/opx ab please"}, "write /opx ab <head commit SHA>"},
 		{"a comment naming an older head", map[string]string{"EVENT": "issue_comment", "COMMENT_PR": "7", "ASSOCIATION": "OWNER", "COMMENT_BODY": "/opx ab " + f.base[:8]}, "not " + f.base[:8] + ": approve the head as it is now"},
-		{"a comment on no pull request GitHub knows", map[string]string{"EVENT": "issue_comment", "COMMENT_PR": "8", "ASSOCIATION": "OWNER", "COMMENT_BODY": "/opx ab " + f.head[:7]}, "404"},
+		{"a comment on no pull request GitHub knows", map[string]string{"EVENT": "issue_comment", "COMMENT_PR": "9", "ASSOCIATION": "OWNER", "COMMENT_BODY": "/opx ab " + f.head[:7]}, "404"},
 	} {
 		delete(f.env, "PR")
 		delete(f.env, "HEAD_SHA")

@@ -77,9 +77,10 @@ func main() {
 	fmt.Printf("draw %d; rules %+v\n\n", *draw, o)
 	fmt.Println("| Cases | Pairs at most | Slower | Faster | Same | Unsure | Check fails | Mean pairs |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
+	family := 1 // the cases the check judges together (ab.Options.Cases)
 	row := func(name string, s sim, max, n int) {
 		oo := o
-		oo.MaxPairs = max
+		oo.MaxPairs, oo.Cases = max, family
 		count := map[ab.Verdict]int{}
 		fails, pairs := 0, 0
 		for range n {
@@ -106,23 +107,35 @@ func main() {
 	row("A/A, 1% noise, a drift of 0.3% a run, AB every time", sim{ratio: 1, noise: 0.01, offset: 1, drift: 0.003, abab: true}, 20, n)
 	row("2% slower, 1% noise (at the threshold)", sim{ratio: 1.02, noise: 0.01, offset: 1}, 20, n)
 	row("5% slower, 1% noise", sim{ratio: 1.05, noise: 0.01, offset: 1}, 20, n)
+	// one case of a pull request's 20: the check judges it at their family level
+	family = 20
+	row("3% slower, 1% noise, one of 20 cases", sim{ratio: 1.03, noise: 0.01, offset: 1}, 20, n)
+	row("5% slower, 1% noise, one of 20 cases", sim{ratio: 1.05, noise: 0.01, offset: 1}, 20, n)
+	row("A/A, 10% noise, one of 20 cases", sim{ratio: 1, noise: 0.10, offset: 1}, 20, n)
+	family = 1
+	row("A/A, 10% noise (each case alone)", sim{ratio: 1, noise: 0.10, offset: 1}, 20, n)
 
-	// A/A pull requests: 20 affected cases each at 1% noise; the check fails when any fails
+	// A/A pull requests: 20 affected cases each; the check fails when any fails, each judged
+	// at their family level
 	const prs, cases = 1000, 20
-	failed, named := 0, 0
-	for range prs {
-		f, u := false, false
-		for range cases {
-			r := measure(rng, sim{ratio: 1, noise: 0.01, offset: 1.1}, o)
-			f = f || r.Fails
-			u = u || r.Verdict == ab.Slower || r.Verdict == ab.Unsure
+	fo := o
+	fo.Cases = cases
+	for _, noise := range []float64{0.01, 0.10} {
+		failed, named := 0, 0
+		for range prs {
+			f, u := false, false
+			for range cases {
+				r := measure(rng, sim{ratio: 1, noise: noise, offset: 1.1}, fo)
+				f = f || r.Fails
+				u = u || r.Verdict == ab.Slower || r.Verdict == ab.Unsure
+			}
+			if f {
+				failed++
+			}
+			if u {
+				named++
+			}
 		}
-		if f {
-			failed++
-		}
-		if u {
-			named++
-		}
+		fmt.Printf("\nA/A pull requests of %d cases at %.0f%% noise, two nodes 10%% apart (%d): the check fails on %.2f%%; %.1f%% name a case slower or unsure\n", cases, 100*noise, prs, 100*float64(failed)/prs, 100*float64(named)/prs)
 	}
-	fmt.Printf("\nA/A pull requests of %d cases at 1%% noise, two nodes 10%% apart (%d): the check fails on %.2f%%; %.1f%% name a case slower or unsure\n", cases, prs, 100*float64(failed)/prs, 100*float64(named)/prs)
 }
