@@ -45,6 +45,8 @@ type Options struct {
 	MinPairs, MaxPairs int
 	// Cases is how many cases the check judges together (0 or 1: one): a case fails the
 	// check only when its interval at level 1-(1-Level)/Cases lies beyond Threshold.
+	// opx run --ab sets it to the run's planned cases (every shard's), and Judged to at
+	// least the cases measured.
 	Cases int `json:",omitempty"`
 }
 
@@ -119,6 +121,20 @@ func Judge(pairs []Pair, lower bool, o Options) (Result, error) {
 		r.Verdict = Same
 	}
 	return r, nil
+}
+
+// PairsToFail is the fewest pairs with which a case can fail the check at o's level for
+// o.Cases cases: below it the exact interval is every value (2/2^n above the error).
+func PairsToFail(o Options) int {
+	alpha := 1 - o.Level
+	if o.Cases > 1 {
+		alpha /= float64(o.Cases)
+	}
+	n := 1
+	for lowerCount(n, alpha/2) == 0 && n < 64 {
+		n++
+	}
+	return n
 }
 
 // HeadFirst is whether the pair at index i (from 0) measures its head first: ABBA order,

@@ -64,7 +64,8 @@ func (r Report) Counts() (by map[Verdict]int, unjudged, fails int) {
 }
 
 // Conclusion is the check's: failure when a case fails (slower, its interval beyond the
-// threshold), when a case the base measured was not measured by the head (Lost), or when
+// threshold), when a case the base measured was not measured by the head (Lost), when a
+// case was judged on fewer than MinPairs pairs (Short: the A/B ended early), or when
 // nothing was judged (a check that measured nothing is never green); else success. A case
 // neither side measured (unsupported on both, say), or new on the head, is named, not
 // failed.
@@ -77,10 +78,13 @@ func (r Report) Conclusion() (string, string) {
 			lost++
 		}
 	}
-	slower := 0
+	slower, short := 0, 0
 	for _, c := range r.Cases {
 		if c.Outcome == "measured" && c.Fails {
 			slower++
+		}
+		if c.Short(r.Rules) {
+			short++
 		}
 	}
 	switch {
@@ -90,6 +94,8 @@ func (r Report) Conclusion() (string, string) {
 		return "failure", fmt.Sprintf("%d case(s) slower beyond %s", slower, pct(r.Rules.Threshold))
 	case lost > 0:
 		return "failure", fmt.Sprintf("%d case(s) the base measured and the head did not", lost)
+	case short > 0:
+		return "failure", fmt.Sprintf("%d case(s) measured in fewer than %d pairs (the A/B ended early)", short, r.Rules.MinPairs)
 	}
 	return "success", fmt.Sprintf("%d case(s): none slower beyond %s (%d slower within it, %d unsure)", judged, pct(r.Rules.Threshold), by[Slower], by[Unsure])
 }

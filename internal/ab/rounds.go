@@ -52,7 +52,7 @@ func Judged(rounds []Round, o Options) []Case {
 			m++
 		}
 	}
-	if m > 1 && o.Cases != m {
+	if m > 1 && o.Cases < m {
 		o.Cases = m
 		for i, c := range out {
 			if c.Outcome == "measured" {
@@ -98,8 +98,8 @@ func judgeCase(key string, rounds []Round, o Options) Case {
 		c.Outcome, c.Lost = "head: "+headSaid, true
 	case headOK && !baseOK:
 		c.Outcome = "base: " + baseSaid
-	case baseOK && headOK:
-		c.Outcome = "error: the sides measured different metrics"
+	case baseOK && headOK: // the head's headline metric is another: nothing to compare, and a change
+		c.Outcome, c.Lost = "head: measured another metric than the base", true
 	default:
 		c.Outcome = cmp.Or(headSaid, baseSaid)
 	}
@@ -122,6 +122,11 @@ func said(r Row, has bool) string {
 	}
 	return r.Status
 }
+
+// Short is whether a measured case was judged on fewer than MinPairs pairs: its A/B
+// ended early (its shard failed or was stopped, or a side failed it in some rounds), and
+// the check cannot pass it.
+func (c Case) Short(o Options) bool { return c.Outcome == "measured" && c.Pairs < o.MinPairs }
 
 // Needs is how many more rounds the cases need (More, the most of any case still to be
 // decided; a case not measured on both sides needs none: another round will not measure it).

@@ -73,12 +73,33 @@ func TestJudgedRounds(t *testing.T) {
 	if c := Judged(rounds[:8], Defaults)[3]; c.Key != "slow" || c.Verdict != Slower || c.Fails || !c.Beyond || Needs(Judged(rounds[:8], Defaults), Defaults) != 2 {
 		t.Errorf("after 8 rounds, two cases: %+v, needs %d", c, Needs(Judged(rounds[:8], Defaults), Defaults))
 	}
+	// an A/B that ended early: its cases judged on fewer than MinPairs pairs never pass
+	if conc, why := (Report{Rules: Defaults, Cases: Judged(rounds[:5], Defaults)[2:3]}).Conclusion(); conc != "failure" || !strings.Contains(why, "measured in fewer than 8 pairs") {
+		t.Errorf("five rounds: %s: %s", conc, why)
+	}
+	// a head that measures another headline metric cannot be compared: it fails
+	other := []Round{{Base: map[string]Row{"x": ok(10)}, Head: map[string]Row{"x": {Testlist: "t", Status: "ok", Metric: "tflops", Value: 3}}}}
+	if c := Judged(other, Defaults)[0]; !c.Lost || c.Outcome != "head: measured another metric than the base" {
+		t.Errorf("another metric: %+v", c)
+	}
 	noisy := make([]Round, 8)
 	for i := range noisy {
 		noisy[i] = Round{Base: map[string]Row{"x": ok(100)}, Head: map[string]Row{"x": ok([]float64{80, 125}[i%2])}}
 	}
 	if n := Needs(Judged(noisy, Defaults), Defaults); n != 2 {
 		t.Errorf("an unsure case after 8 rounds: %d more, want 2", n)
+	}
+}
+
+// The fewest pairs with which a case can fail: 2/2^n below the level's error (the
+// signed-rank interval's extreme Walsh averages).
+func TestPairsToFail(t *testing.T) {
+	for cases, want := range map[int]int{0: 8, 1: 8, 2: 9, 6: 11, 20: 12, 200: 16, 1000: 18} {
+		o := Defaults
+		o.Cases = cases
+		if got := PairsToFail(o); got != want {
+			t.Errorf("%d cases: %d pairs, want %d", cases, got, want)
+		}
 	}
 }
 

@@ -290,6 +290,11 @@ func badInputs() []badCase {
 		badCase{name: "run: an A/B rule without an A/B", want: "--ab-threshold is for an A/B: give --ab-base and --ab-head", setup: func(t *testing.T, dir string) ([]string, []string) {
 			return []string{"run", "--out", filepath.Join(dir, "out"), "--ab-threshold", "5"}, nil
 		}},
+		badCase{name: "run: --resume of an A/B run killed before its report", want: "an A/B run (opx run --ab-base/--ab-head) is not resumed: run it again", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m := writeFile(t, filepath.Join(dir, "out", "operatorx-manifest.json"), `{"run_id": "1", "source_sha": "a", "include": []}`)
+			a := writeFile(t, filepath.Join(dir, "out", "shards", "local-0123456789abcdef", "ab", "base-1", "results", "r.json"), `{"rows": []}`)
+			return []string{"run", "--resume", filepath.Join(dir, "out")}, []string{m, a}
+		}},
 		badCase{name: "run: --resume of an A/B run", want: "an A/B run (opx run --ab-base/--ab-head) is not resumed: run it again", setup: func(t *testing.T, dir string) ([]string, []string) {
 			m := writeFile(t, filepath.Join(dir, "out", "operatorx-manifest.json"), `{"run_id": "1", "source_sha": "a", "include": []}`)
 			a := writeFile(t, filepath.Join(dir, "out", "ab.json"), `{"base": "a", "head": "b", "rules": {}, "cases": []}`)

@@ -61,3 +61,16 @@ func TestABSideAtACommit(t *testing.T) {
 		t.Errorf("side %+v %q %v", side, temp, err)
 	}
 }
+
+// Too few pairs for any case ever to fail the check at the family level of the run's
+// planned cases is refused before anything runs.
+func TestABTooFewPairsToFail(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	r := runOpx(t, "run", "--out", dir, "--ab-base", "env=X=1", "--ab-head", "env=X=2", "--ab-max-pairs", "8")
+	if r.code != 1 || !strings.Contains(r.stderr, "--ab-max-pairs 8: with 6 planned cases judged together, a case can fail the check only with 11 pairs or more") {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "shards")); err == nil {
+		t.Errorf("a shard ran")
+	}
+}

@@ -67,15 +67,16 @@ func (r *execution) abLayout() []layoutOp {
 	return ops
 }
 
-// abRounds measures the rounds, running one side's benchmark with runSide (its variables
-// given), and writes ab.json; it returns the first side's failure (the rounds stop: a side
+// abRounds measures the rounds — at most MaxPairs, and none begun that the deadline
+// (the allocation's grant and the benchmark's limit within it) would not leave room for —
+// running one side's benchmark with runSide (its variables given), and writes ab.json; it returns the first side's failure (the rounds stop: a side
 // that cannot run will not in the next round either) or what ended the context.
 func (r *execution) abRounds(ctx context.Context, deadline time.Time, runSide func(ctx context.Context, env [][2]string, limit time.Duration) error) error {
 	rules := r.o.AB.Rules
 	sides := abSides(r.o.AB)
 	var rounds []ab.Round
 	var took time.Duration // the longest round so far
-	for i := 0; ; i++ {
+	for i := 0; len(rounds) < rules.MaxPairs; i++ {
 		if len(rounds) >= rules.MinPairs {
 			cases := ab.Judged(rounds, rules)
 			need := ab.Needs(cases, rules)
@@ -144,8 +145,9 @@ func unsure(cases []ab.Case) int {
 	return n
 }
 
-// abPoint points the stage's source/ at the side's tree and results/ at the round's own
-// directory (relative links: they resolve inside the container's /opx mount too).
+// abPoint points the stage's source/ at the side's tree (none when the side has none: the
+// other side's is never left for it) and results/ at the round's own directory (relative
+// links: they resolve inside the container's /opx mount too).
 func (r *execution) abPoint(side, dir string) error {
 	if err := os.MkdirAll(filepath.Join(r.stage, dir, "results"), 0o755); err != nil {
 		return err
@@ -155,6 +157,9 @@ func (r *execution) abPoint(side, dir string) error {
 	}
 	if _, err := os.Stat(filepath.Join(r.stage, "source-"+side)); err == nil {
 		return relink(filepath.Join(r.stage, "source"), "source-"+side)
+	}
+	if fi, err := os.Lstat(filepath.Join(r.stage, "source")); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return os.Remove(filepath.Join(r.stage, "source"))
 	}
 	return nil
 }

@@ -94,7 +94,7 @@ func TestABFindsASlowerHeadOnSlurm(t *testing.T) {
 // The same harness on both sides (an A/A) fails no case.
 func TestABAASucceedsOnSlurm(t *testing.T) {
 	c := slurmCluster(t)
-	r, _, rep := abRun(t, c, "env=OPX_AB_TEST=a", "env=OPX_AB_TEST=b", "8")
+	r, _, rep := abRun(t, c, "env=OPX_AB_TEST=a", "env=OPX_AB_TEST=b", "12")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
@@ -170,6 +170,11 @@ func TestABStoppedKeepsItsRoundsOnSlurm(t *testing.T) {
 	}
 	if err != nil || len(rep.Cases) != 3 || paired != 2 {
 		t.Errorf("the shard's ab.json after two rounds: %v %+v", err, rep.Cases)
+	}
+	// the run's report of an A/B cut short is never green: its cases have too few pairs
+	run, err := ab.ReadReport(t.Context(), filepath.Join(dir, shard.ABFile))
+	if conc, why := run.Conclusion(); err != nil || conc != "failure" || !strings.Contains(why, "fewer than 8 pairs") {
+		t.Errorf("the run's A/B report after a stop: %v, %s: %s", err, conc, why)
 	}
 	c.assertClean(dir)
 }

@@ -412,7 +412,13 @@ func (r *execution) run(ctx context.Context) error {
 			r.fingerprint(ctx, s)
 		case "benchmark":
 			if r.o.AB != nil {
-				deadline := time.Now().Add(time.Duration(BenchmarkLimit(r.o.TimeMinutes)) * time.Second)
+				// from the grant, as Slurm counts --time: the import, the search and the
+				// fingerprint came out of it
+				granted := time.Now()
+				if r.acct.GrantedAt != nil {
+					granted = *r.acct.GrantedAt
+				}
+				deadline := granted.Add(time.Duration(BenchmarkLimit(r.o.TimeMinutes)) * time.Second)
 				benchErr = r.abRounds(ctx, deadline, func(ctx context.Context, env [][2]string, limit time.Duration) error {
 					return r.step(ctx, job, r.benchStepWith(job, ncu, env, limit))
 				})

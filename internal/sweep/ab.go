@@ -88,10 +88,31 @@ func (s *sweep) finishAB(ctx context.Context) error {
 }
 
 // checkABRun refuses to resume an A/B run (its sides are not recorded for a second
-// attempt to measure them again): it is run again instead.
+// attempt to measure them again): it is run again instead. A run killed before its own
+// ab.json was written is known by its shards' (written after every round) or their rounds.
 func checkABRun(dir string) error {
-	if _, err := os.Stat(filepath.Join(dir, shard.ABFile)); err == nil {
+	shards, _ := filepath.Glob(filepath.Join(dir, "shards", "*", shard.ABFile))
+	rounds, _ := filepath.Glob(filepath.Join(dir, "shards", "*", "ab"))
+	if _, err := os.Stat(filepath.Join(dir, shard.ABFile)); err == nil || len(shards)+len(rounds) > 0 {
 		return fmt.Errorf("--resume %s: an A/B run (opx run --ab-base/--ab-head) is not resumed: run it again (its pairs must share one allocation)", dir)
 	}
+	return nil
+}
+
+// abFamily sets the A/B's family to the run's planned cases (every shard's: the check
+// judges them together), and refuses, before anything is allocated, a --ab-max-pairs too
+// few for a case ever to fail at that level.
+func (s *sweep) abFamily(m *manifest.Manifest) error {
+	cases := 0
+	for _, c := range m.Cells {
+		cases += len(c.Cases)
+	}
+	a := *s.o.AB
+	a.Rules.Cases = max(cases, 1)
+	if need := ab.PairsToFail(a.Rules); a.Rules.MaxPairs < need {
+		return fmt.Errorf("--ab-max-pairs %d: with %d planned cases judged together, a case can fail the check only with %d pairs or more (the exact interval at %.4g%%): give --ab-max-pairs %d or more",
+			a.Rules.MaxPairs, cases, need, 100*(1-(1-a.Rules.Level)/float64(a.Rules.Cases)), need)
+	}
+	s.o.AB = &a
 	return nil
 }

@@ -228,6 +228,11 @@ func (s *sweep) executeAndFinish(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.o.AB != nil {
+		if err := s.abFamily(m); err != nil {
+			return err
+		}
+	}
 	s.execute(ctx, m, reg)
 	interrupted := context.Cause(ctx)
 	if interrupted != nil {

@@ -157,14 +157,14 @@ func newFlow(t *testing.T) *flow {
 func TestPRWorkflowEndToEnd(t *testing.T) {
 	f := newFlow(t)
 	code, out := f.step("Pin the head", map[string]string{"EVENT": "issue_comment", "COMMENT_PR": "7", "ASSOCIATION": "COLLABORATOR",
-		"COMMENT_BODY": "/opx ab " + f.head[:10] + "\nthanks!"})
+		"COMMENT_BODY": "/opx ab " + f.head + "\nthanks!"})
 	if code != 0 || f.env["PR"] != "7" || f.env["HEAD_SHA"] != f.head || f.env["BASE_SHA"] != f.base {
 		t.Fatalf("approve: exit %d, env %v\n%s", code, f.env, out)
 	}
 	if code, out := f.step("Pin the approved head and find the merge base", nil); code != 0 || f.env["MERGE_BASE"] != f.base {
 		t.Fatalf("merge base: exit %d %q\n%s", code, f.env["MERGE_BASE"], out)
 	}
-	sel := map[string]string{"OPX": opxBin, "OPERATORX_RUNNER": "local", "OPERATORX_BACKENDS": "cpu", "OPERATORX_TESTLISTS": "ab_smoke,other", "OPERATORX_HARNESS_PATH": "operatorx"}
+	sel := map[string]string{"OPX": opxBin, "OPERATORX_RUNNER": "local", "OPERATORX_BACKENDS": "cpu", "OPERATORX_TESTLISTS": "ab_smoke,other", "OPERATORX_HARNESS_PATH": "operatorx", "OPERATORX_MAX_PARALLEL": "4"}
 	code, out = f.step("Plan the cases the change touches", sel)
 	if code != 0 || !strings.Contains(out, "testlist ab_smoke: testlists/ab_smoke.json changed") {
 		t.Fatalf("plan: exit %d\n%s", code, out)
@@ -174,8 +174,9 @@ func TestPRWorkflowEndToEnd(t *testing.T) {
 		t.Fatalf("the A/B: exit %d\n%s", code, out)
 	}
 	rep, err := ab.ReadReport(t.Context(), filepath.Join(f.work, "opx-ab", "ab.json"))
-	if err != nil || len(rep.Cases) != 3 || !strings.HasPrefix(rep.Base, "tree pr/operatorx at "+f.base[:12]) || !strings.HasPrefix(rep.Head, "tree pr/operatorx at "+f.head[:12]) {
-		t.Fatalf("the report: %v, %d cases (only ab_smoke's), base %q head %q", err, len(rep.Cases), rep.Base, rep.Head)
+	// the cases are the merge base's (the head's new fp64 case has no base to compare with)
+	if err != nil || len(rep.Cases) != 2 || !strings.HasPrefix(rep.Base, "tree pr/operatorx at "+f.base[:12]) || !strings.HasPrefix(rep.Head, "tree pr/operatorx at "+f.head[:12]) {
+		t.Fatalf("the report: %v, %d cases (only ab_smoke's at the merge base), base %q head %q", err, len(rep.Cases), rep.Base, rep.Head)
 	}
 	// the artifact hand-over: the one file, to the post job
 	os.MkdirAll(filepath.Join(f.work, "opx-ab-report"), 0o755)
@@ -192,7 +193,7 @@ func TestPRWorkflowEndToEnd(t *testing.T) {
 	if len(f.gh.Comments[7]) != 1 || len(f.gh.Checks) != 1 || f.gh.Checks[0]["conclusion"] != "success" || f.gh.Checks[0]["head_sha"] != f.head || len(f.gh.Refused) != 0 {
 		t.Fatalf("%d comments, checks %v, refused %v", len(f.gh.Comments[7]), f.gh.Checks, f.gh.Refused)
 	}
-	if body := f.gh.Comments[7][0]["body"].(string); !strings.HasPrefix(body, ab.Marker) || !strings.Contains(body, "fp64") {
+	if body := f.gh.Comments[7][0]["body"].(string); !strings.HasPrefix(body, ab.Marker) || !strings.Contains(body, `"dtype": "fp32"`) || strings.Contains(body, `"dtype": "fp64"`) {
 		t.Errorf("the comment:\n%s", body)
 	}
 	// the ab job failed before any report: the check fails, saying nothing was measured
@@ -230,7 +231,7 @@ func TestPRWorkflowHarnessChange(t *testing.T) {
 		t.Fatalf("merge base: exit %d\n%s", code, out)
 	}
 	sel := map[string]string{"OPX": opxBin, "OPERATORX_RUNNER": "local", "OPERATORX_BACKENDS": "cpu", "OPERATORX_TESTLISTS": "other,ab_smoke",
-		"OPERATORX_HARNESS_PATH": "operatorx", "OPERATORX_PLATFORM_CONFIG": "opx-platforms.json"}
+		"OPERATORX_HARNESS_PATH": "operatorx", "OPERATORX_PLATFORM_CONFIG": "opx-platforms.json", "OPERATORX_MAX_PARALLEL": "4"}
 	code, out := f.step("Plan the cases the change touches", sel)
 	if code != 0 || !strings.Contains(out, "backend cpu: operatorx/__init__.py changed (harness path operatorx/)") || !strings.Contains(out, "their smoke testlists: ab_smoke") {
 		t.Fatalf("plan: exit %d\n%s", code, out)
@@ -245,7 +246,6 @@ func TestPRWorkflowHarnessChange(t *testing.T) {
 	}
 	// without the config, a harness change moves every case of the selection
 	os.Remove(filepath.Join(f.work, "opx-ab-manifest.json"))
-	os.Remove(filepath.Join(f.work, "opx-ab-platforms.json"))
 	sel["OPERATORX_PLATFORM_CONFIG"] = ""
 	if code, out := f.step("Plan the cases the change touches", sel); code != 0 || !strings.Contains(out, "every case: operatorx/__init__.py changed") {
 		t.Fatalf("plan without the mapping: exit %d\n%s", code, out)
@@ -262,9 +262,10 @@ func TestPRWorkflowApproval(t *testing.T) {
 	}{
 		{"a label", map[string]string{"EVENT": "pull_request_target", "LABEL_PR": "7", "LABEL_HEAD": f.head, "LABEL_BASE": f.base}, ""},
 		{"a contributor's comment", map[string]string{"EVENT": "issue_comment", "COMMENT_PR": "7", "ASSOCIATION": "CONTRIBUTOR", "COMMENT_BODY": "/opx ab " + f.head}, "only the repository's owner, members and collaborators"},
-		{"a comment naming no commit", map[string]string{"EVENT": "issue_comment", "COMMENT_PR": "7", "ASSOCIATION": "MEMBER", "COMMENT_BODY": "/opx ab please"}, "write /opx ab <head commit SHA>"},
-		{"a comment naming an older head", map[string]string{"EVENT": "issue_comment", "COMMENT_PR": "7", "ASSOCIATION": "OWNER", "COMMENT_BODY": "/opx ab " + f.base[:8]}, "not " + f.base[:8] + ": approve the head as it is now"},
-		{"a comment on no pull request GitHub knows", map[string]string{"EVENT": "issue_comment", "COMMENT_PR": "9", "ASSOCIATION": "OWNER", "COMMENT_BODY": "/opx ab " + f.head[:7]}, "404"},
+		{"a comment naming no commit", map[string]string{"EVENT": "issue_comment", "COMMENT_PR": "7", "ASSOCIATION": "MEMBER", "COMMENT_BODY": "/opx ab please"}, "write /opx ab <the head commit's full 40-digit SHA>"},
+		{"a comment naming the head by a prefix", map[string]string{"EVENT": "issue_comment", "COMMENT_PR": "7", "ASSOCIATION": "MEMBER", "COMMENT_BODY": "/opx ab " + f.head[:12]}, "full 40-digit SHA"},
+		{"a comment naming an older head", map[string]string{"EVENT": "issue_comment", "COMMENT_PR": "7", "ASSOCIATION": "OWNER", "COMMENT_BODY": "/opx ab " + f.base}, "not " + f.base + ": approve the head as it is now"},
+		{"a comment on no pull request GitHub knows", map[string]string{"EVENT": "issue_comment", "COMMENT_PR": "9", "ASSOCIATION": "OWNER", "COMMENT_BODY": "/opx ab " + f.head}, "404"},
 	} {
 		delete(f.env, "PR")
 		delete(f.env, "HEAD_SHA")

@@ -26,7 +26,7 @@ import (
 func main() {
 	opx := flag.String("opx", "opx", "the opx binary")
 	runs := flag.Int("runs", 200, "A/A pull requests to run")
-	maxPairs := flag.String("max-pairs", "8", "--ab-max-pairs")
+	maxPairs := flag.String("max-pairs", "20", "--ab-max-pairs")
 	head := flag.String("head", "OPX_AB_SIDE_NAME=head", "the head side's variable (NAME=VALUE)")
 	measure := flag.String("measure-s", "0.02", "OPERATORX_MEASURE_S: how long each case is timed a round")
 	flag.Parse()
