@@ -88,14 +88,14 @@ func (r Report) Conclusion() (string, string) {
 		}
 	}
 	switch {
-	case judged == 0:
-		return "failure", "nothing was measured on both sides"
 	case slower > 0:
 		return "failure", fmt.Sprintf("%d case(s) slower beyond %s", slower, pct(r.Rules.Threshold))
 	case lost > 0:
-		return "failure", fmt.Sprintf("%d case(s) the base measured and the head did not", lost)
+		return "failure", fmt.Sprintf("%d case(s) the base measured and the head did not, or whose shard failed", lost)
+	case judged == 0:
+		return "failure", "nothing was measured on both sides"
 	case short > 0:
-		return "failure", fmt.Sprintf("%d case(s) measured in fewer than %d pairs (the A/B ended early)", short, r.Rules.MinPairs)
+		return "failure", fmt.Sprintf("%d case(s) the A/B ended before it could judge (fewer than %d pairs, or slower beyond %s with rounds left)", short, r.Rules.MinPairs, pct(r.Rules.Threshold))
 	}
 	return "success", fmt.Sprintf("%d case(s): none slower beyond %s (%d slower within it, %d unsure)", judged, pct(r.Rules.Threshold), by[Slower], by[Unsure])
 }

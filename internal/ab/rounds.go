@@ -123,10 +123,14 @@ func said(r Row, has bool) string {
 	return r.Status
 }
 
-// Short is whether a measured case was judged on fewer than MinPairs pairs: its A/B
-// ended early (its shard failed or was stopped, or a side failed it in some rounds), and
-// the check cannot pass it.
-func (c Case) Short(o Options) bool { return c.Outcome == "measured" && c.Pairs < o.MinPairs }
+// Short is whether a measured case's A/B ended before it was judged: fewer than MinPairs
+// pairs (its shard failed or was stopped, or a side failed it in some rounds), or slower
+// beyond the threshold without failing yet and fewer than MaxPairs pairs (the rounds that
+// could fail it did not run: the shard's time ran out, or it failed). The check cannot
+// pass it.
+func (c Case) Short(o Options) bool {
+	return c.Outcome == "measured" && (c.Pairs < o.MinPairs || c.Verdict == Slower && c.Beyond && !c.Fails && c.Pairs < o.MaxPairs)
+}
 
 // Needs is how many more rounds the cases need (More, the most of any case still to be
 // decided; a case not measured on both sides needs none: another round will not measure it).

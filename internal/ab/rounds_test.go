@@ -74,8 +74,19 @@ func TestJudgedRounds(t *testing.T) {
 		t.Errorf("after 8 rounds, two cases: %+v, needs %d", c, Needs(Judged(rounds[:8], Defaults), Defaults))
 	}
 	// an A/B that ended early: its cases judged on fewer than MinPairs pairs never pass
-	if conc, why := (Report{Rules: Defaults, Cases: Judged(rounds[:5], Defaults)[2:3]}).Conclusion(); conc != "failure" || !strings.Contains(why, "measured in fewer than 8 pairs") {
+	if conc, why := (Report{Rules: Defaults, Cases: Judged(rounds[:5], Defaults)[2:3]}).Conclusion(); conc != "failure" || !strings.Contains(why, "the A/B ended before it could judge (fewer than 8 pairs") {
 		t.Errorf("five rounds: %s: %s", conc, why)
+	}
+	// a case slower beyond the threshold whose rounds stopped before it could fail (20
+	// cases judged together need 12 pairs): the A/B ended early, never a pass
+	o20 := Defaults
+	o20.Cases = 20
+	slow8 := Judged(rounds[:8], o20)[3]
+	if slow8.Key != "slow" || slow8.Fails || !slow8.Beyond || !slow8.Short(o20) {
+		t.Errorf("slower, 8 pairs, a family of 20: %+v", slow8)
+	}
+	if conc, why := (Report{Rules: o20, Cases: []Case{slow8}}).Conclusion(); conc != "failure" || !strings.Contains(why, "the A/B ended before it could judge") {
+		t.Errorf("%s: %s", conc, why)
 	}
 	// a head that measures another headline metric cannot be compared: it fails
 	other := []Round{{Base: map[string]Row{"x": ok(10)}, Head: map[string]Row{"x": {Testlist: "t", Status: "ok", Metric: "tflops", Value: 3}}}}

@@ -295,6 +295,11 @@ func badInputs() []badCase {
 			a := writeFile(t, filepath.Join(dir, "out", "shards", "local-0123456789abcdef", "ab", "base-1", "results", "r.json"), `{"rows": []}`)
 			return []string{"run", "--resume", filepath.Join(dir, "out")}, []string{m, a}
 		}},
+		badCase{name: "run: --resume of an A/B run killed before any round", want: "an A/B run (opx run --ab-base/--ab-head) is not resumed: run it again", setup: func(t *testing.T, dir string) ([]string, []string) {
+			m := writeFile(t, filepath.Join(dir, "out", "operatorx-manifest.json"), `{"run_id": "1", "source_sha": "a", "include": []}`)
+			r := writeFile(t, filepath.Join(dir, "out", "run.json"), `{"started_at": "2026-12-07T00:00:00Z", "finished_at": null, "run_id": "1", "attempt": "1", "source_sha": "a", "opx_version": "x", "interrupted": null, "ab": {"base": "a", "head": "b"}}`)
+			return []string{"run", "--resume", filepath.Join(dir, "out")}, []string{m, r}
+		}},
 		badCase{name: "run: --resume of an A/B run", want: "an A/B run (opx run --ab-base/--ab-head) is not resumed: run it again", setup: func(t *testing.T, dir string) ([]string, []string) {
 			m := writeFile(t, filepath.Join(dir, "out", "operatorx-manifest.json"), `{"run_id": "1", "source_sha": "a", "include": []}`)
 			a := writeFile(t, filepath.Join(dir, "out", "ab.json"), `{"base": "a", "head": "b", "rules": {}, "cases": []}`)

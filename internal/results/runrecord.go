@@ -22,6 +22,14 @@ type RunRecord struct {
 	PlatformConfig string  `json:"platform_config,omitempty"`
 	OpxVersion     string  `json:"opx_version"`
 	Interrupted    *string `json:"interrupted"`
+	// AB is an A/B run's sides (opx run --ab-base/--ab-head): such a run is not resumed.
+	AB *ABSides `json:"ab,omitempty"`
+}
+
+// ABSides are an A/B run's sides as its report names them.
+type ABSides struct {
+	Base string `json:"base"`
+	Head string `json:"head"`
 }
 
 // ReadRunRecord is dir's run.json (os.ErrNotExist when the directory has none: not an opx

@@ -173,7 +173,7 @@ func TestABStoppedKeepsItsRoundsOnSlurm(t *testing.T) {
 	}
 	// the run's report of an A/B cut short is never green: its cases have too few pairs
 	run, err := ab.ReadReport(t.Context(), filepath.Join(dir, shard.ABFile))
-	if conc, why := run.Conclusion(); err != nil || conc != "failure" || !strings.Contains(why, "fewer than 8 pairs") {
+	if conc, why := run.Conclusion(); err != nil || conc != "failure" || !strings.Contains(why, "whose shard failed") {
 		t.Errorf("the run's A/B report after a stop: %v, %s: %s", err, conc, why)
 	}
 	c.assertClean(dir)

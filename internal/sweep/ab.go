@@ -40,6 +40,7 @@ func (s *sweep) abReport(ctx context.Context) (ab.Report, error) {
 	}
 	for _, cell := range m.Cells {
 		judged := map[string]bool{}
+		from := len(rep.Cases) // this cell's cases are rep.Cases[from:]
 		path := filepath.Join(s.shards, cell.ID, shard.ABFile)
 		got, err := ab.ReadReport(ctx, path)
 		switch {
@@ -55,9 +56,31 @@ func (s *sweep) abReport(ctx context.Context) (ab.Report, error) {
 		if err != nil {
 			return rep, err
 		}
+		// a shard that failed (a side crashed in a later round, its node failed): its
+		// rounds stand, and every case of it fails the check, saying why
+		failed := ""
+		st, err := manifest.ReadStatus(ctx, filepath.Join(s.shards, cell.ID, manifest.StatusFile))
+		if err != nil {
+			return rep, err
+		}
+		if st == nil || !st.Exited0 {
+			failed = "its shard did not finish"
+			if st != nil && st.Failure.Message != "" {
+				failed = "its shard failed: " + st.Failure.Message
+			}
+		}
+		for i := from; i < len(rep.Cases) && failed != ""; i++ {
+			if c := &rep.Cases[i]; c.Outcome == "measured" {
+				c.Outcome, c.Lost = "measured, but "+failed, true
+			}
+		}
 		for _, c := range cases {
 			if !judged[c.Key] {
-				rep.Cases = append(rep.Cases, ab.Case{Key: c.Key, Testlist: c.Testlist, Outcome: "missing: shard " + cell.ID + " judged no pair of it", Lost: true, Result: ab.Result{Verdict: ab.Unsure}})
+				why := "missing: shard " + cell.ID + " judged no pair of it"
+				if failed != "" {
+					why += " (" + failed + ")"
+				}
+				rep.Cases = append(rep.Cases, ab.Case{Key: c.Key, Testlist: c.Testlist, Outcome: why, Lost: true, Result: ab.Result{Verdict: ab.Unsure}})
 			}
 		}
 	}
@@ -90,10 +113,11 @@ func (s *sweep) finishAB(ctx context.Context) error {
 // checkABRun refuses to resume an A/B run (its sides are not recorded for a second
 // attempt to measure them again): it is run again instead. A run killed before its own
 // ab.json was written is known by its shards' (written after every round) or their rounds.
-func checkABRun(dir string) error {
+func checkABRun(ctx context.Context, dir string) error {
 	shards, _ := filepath.Glob(filepath.Join(dir, "shards", "*", shard.ABFile))
 	rounds, _ := filepath.Glob(filepath.Join(dir, "shards", "*", "ab"))
-	if _, err := os.Stat(filepath.Join(dir, shard.ABFile)); err == nil || len(shards)+len(rounds) > 0 {
+	rec, _ := results.ReadRunRecord(ctx, dir) // run.json says so from the start
+	if _, err := os.Stat(filepath.Join(dir, shard.ABFile)); err == nil || len(shards)+len(rounds) > 0 || rec != nil && rec.AB != nil {
 		return fmt.Errorf("--resume %s: an A/B run (opx run --ab-base/--ab-head) is not resumed: run it again (its pairs must share one allocation)", dir)
 	}
 	return nil
@@ -102,10 +126,18 @@ func checkABRun(dir string) error {
 // abFamily sets the A/B's family to the run's planned cases (every shard's: the check
 // judges them together), and refuses, before anything is allocated, a --ab-max-pairs too
 // few for a case ever to fail at that level.
-func (s *sweep) abFamily(m *manifest.Manifest) error {
+func (s *sweep) abFamily(ctx context.Context) error {
+	m, err := manifest.Load(ctx, s.exec) // whole: a cell's case keys are its shapes times its backends
+	if err != nil {
+		return err
+	}
 	cases := 0
 	for _, c := range m.Cells {
-		cases += len(c.Cases)
+		keys, err := results.CellCases(c)
+		if err != nil {
+			return err
+		}
+		cases += len(keys)
 	}
 	a := *s.o.AB
 	a.Rules.Cases = max(cases, 1)

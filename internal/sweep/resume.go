@@ -36,7 +36,7 @@ func runResume(ctx context.Context, o Options) error {
 	if _, err := os.Stat(s.mpath); err != nil {
 		return fmt.Errorf("--resume %s: no operatorx-manifest.json in it (is it an opx run directory?)", o.Resume)
 	}
-	if err := checkABRun(dir); err != nil {
+	if err := checkABRun(ctx, dir); err != nil {
 		return err
 	}
 	release, err := claimForResume(dir)

@@ -217,7 +217,7 @@ func newSweep(ctx context.Context, o Options, dir string) *sweep {
 
 // executeAndFinish runs the shards of s.exec, then summarizes and reports the run.
 func (s *sweep) executeAndFinish(ctx context.Context) error {
-	if err := writeRunRecord(s.dir, s.pr.start, s.p, nil, false); err != nil {
+	if err := writeRunRecord(s.dir, s.pr.start, s.p, s.o.AB, nil, false); err != nil {
 		return err
 	}
 	m, err := manifest.LoadOutline(ctx, s.exec)
@@ -229,7 +229,7 @@ func (s *sweep) executeAndFinish(ctx context.Context) error {
 		return err
 	}
 	if s.o.AB != nil {
-		if err := s.abFamily(m); err != nil {
+		if err := s.abFamily(ctx); err != nil {
 			return err
 		}
 	}
@@ -434,7 +434,7 @@ func (s *sweep) finish(ctx context.Context, interrupted error) error {
 			pr.logf("to run only the %d case(s) still missing or in error: opx run --resume %s", t.Error+t.Missing, safe.ShellWord(s.dir))
 		}
 	}
-	if err := writeRunRecord(s.dir, pr.start, s.p, interrupted, true); err != nil {
+	if err := writeRunRecord(s.dir, pr.start, s.p, s.o.AB, interrupted, true); err != nil {
 		return err
 	}
 	var abErr error
@@ -579,9 +579,12 @@ func holderOf(f *os.File) string {
 	return "a process"
 }
 
-func writeRunRecord(dir string, start time.Time, p plan.Request, interrupted error, finished bool) error {
+func writeRunRecord(dir string, start time.Time, p plan.Request, a *shard.AB, interrupted error, finished bool) error {
 	rec := results.RunRecord{StartedAt: start.UTC().Format(time.RFC3339), RunID: p.RunID, Attempt: p.Attempt, SourceSHA: p.SourceSHA,
 		PlatformConfig: p.PlatformConfig, OpxVersion: version.String()}
+	if a != nil {
+		rec.AB = &results.ABSides{Base: a.Base.Label, Head: a.Head.Label}
+	}
 	if p.PlatformConfig != "" {
 		if abs, err := filepath.Abs(p.PlatformConfig); err == nil {
 			rec.PlatformConfig = abs
