@@ -87,6 +87,15 @@ unfinished (killed: their allocations cancelled, checkpointed rows collected), t
 the next attempt holding only the cases with no ok or unsupported row (it logs each one
 and why), into DIR/shards/<shard>.attempt-N, and summarizes the whole run again.
 
+--ab-base SIDE --ab-head SIDE measures every shard as a paired A/B (a pull request's
+base and head): in rounds on its one allocation, one side after the other in ABBA order,
+each case judged from its pairs (the ratio head/base, its 99% interval, slower, faster,
+same or unsure). A SIDE is comma-separated tree=DIR (the harness tree staged as source/),
+commit=REV (that tree's repository at REV) and env=NAME=VALUE. ab.json in the run
+directory is the report opx github report posts; the exit code is 1 when the check fails
+(a case slower beyond --ab-threshold at the level of all the run's cases, a case the head
+lost, or an A/B that ended before it could judge). See docs/pr.md.
+
 Ctrl-C (or SIGTERM) stops cleanly: no new shard starts, the running ones cancel their
 allocations and save their rows, what finished is summarized, and the last line is the
 opx run --resume that runs only what is missing. A second Ctrl-C stops at once: a shard
@@ -101,7 +110,8 @@ func newRunCmd(env Env) *cobra.Command {
 		Example: `  go run ./cmd/opx run
   opx run --testlists cpu_smoke --world-sizes 1,2 --out /tmp/sweep
   opx run --runner cluster:h200-dgxc --backends vllm --testlists gemm_perf --max-parallel 4
-  opx run --resume .opx-run/20261203T101500Z-4242   # only what that run is missing`,
+  opx run --resume .opx-run/20261203T101500Z-4242   # only what that run is missing
+  opx run --ab-base env=OPX_SIDE=base --ab-head env=OPERATORX_CPU_REPEAT=2   # an A/B: a head twice as slow, found`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			o.changed = c.Flags().Changed
