@@ -5,11 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 // opx plan --affected-by plans only what a change touches: a pull request that edits one
@@ -17,13 +18,7 @@ import (
 // selection holds writes no manifest.
 func TestPlanAffectedBy(t *testing.T) {
 	dir := t.TempDir()
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.email=t@t", "-c", "user.name=t"}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	git := testenv.Git(t, dir)
 	os.MkdirAll(filepath.Join(dir, "testlists"), 0o755)
 	for _, f := range []string{"testlists/gemm_perf.json", "testlists/smoke_parallel.json", "testlists/attention_perf.json", "containers.toml"} {
 		b, err := os.ReadFile(filepath.Join("../catalog/data", f))

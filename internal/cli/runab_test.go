@@ -2,24 +2,18 @@ package cli
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 // gitRepo is a repository in dir/repo whose harness/ holds op.py, committed twice.
 func gitRepo(t *testing.T, dir string) string {
 	t.Helper()
 	repo := filepath.Join(dir, "repo")
-	git := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	git := testenv.Git(t, repo)
 	os.MkdirAll(filepath.Join(repo, "harness"), 0o755)
 	git("init", "-q")
 	writeFile(t, filepath.Join(repo, "harness", "op.py"), "v1\n")

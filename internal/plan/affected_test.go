@@ -3,13 +3,13 @@ package plan
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/semianalysis/opx/internal/platform"
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 // repo is a git repository holding testlists/ and containers.toml at a commit "base",
@@ -17,13 +17,7 @@ import (
 func repo(t *testing.T, changes map[string]map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.email=t@t", "-c", "user.name=t"}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	git := testenv.Git(t, dir)
 	write := func(p, s string) {
 		os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
 		if s == "" {

@@ -95,14 +95,7 @@ func newFlow(t *testing.T) *flow {
 	work := t.TempDir()
 	f := &flow{t: t, work: work, steps: testenv.RunBlocks(t, prWorkflow)}
 	repo := filepath.Join(work, "pr")
-	git := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	git := testenv.Git(t, repo)
 	write := func(p, body string) {
 		os.MkdirAll(filepath.Dir(filepath.Join(repo, p)), 0o755)
 		if err := os.WriteFile(filepath.Join(repo, p), []byte(body), 0o644); err != nil {
