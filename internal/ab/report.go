@@ -43,24 +43,32 @@ type Report struct {
 	Cases []Case  `json:"cases"`
 }
 
-// Counts are the cases by verdict, and those not judged; fails counts the cases the
-// check fails on: slower beyond the threshold, or lost by the head.
-func (r Report) Counts() (by map[Verdict]int, unjudged, fails int) {
-	by = map[Verdict]int{}
+// tally is the report's cases counted: by verdict (the measured ones), not judged, and
+// those each of the check's rules fails on.
+type tally struct {
+	by                            map[Verdict]int
+	unjudged, slower, lost, short int
+}
+
+func (r Report) tally() tally {
+	t := tally{by: map[Verdict]int{}}
 	for _, c := range r.Cases {
+		if c.Lost {
+			t.lost++
+		}
+		if c.Short(r.Rules) {
+			t.short++
+		}
 		if c.Outcome != "measured" {
-			unjudged++
-			if c.Lost {
-				fails++
-			}
+			t.unjudged++
 			continue
 		}
-		by[c.Verdict]++
+		t.by[c.Verdict]++
 		if c.Fails {
-			fails++
+			t.slower++
 		}
 	}
-	return by, unjudged, fails
+	return t
 }
 
 // Conclusion is the check's: failure when a case fails (slower, its interval beyond the
@@ -70,34 +78,19 @@ func (r Report) Counts() (by map[Verdict]int, unjudged, fails int) {
 // neither side measured (unsupported on both, say), or new on the head, is named, not
 // failed.
 func (r Report) Conclusion() (string, string) {
-	by, unjudged, _ := r.Counts()
-	judged := len(r.Cases) - unjudged
-	lost := 0
-	for _, c := range r.Cases {
-		if c.Lost {
-			lost++
-		}
-	}
-	slower, short := 0, 0
-	for _, c := range r.Cases {
-		if c.Outcome == "measured" && c.Fails {
-			slower++
-		}
-		if c.Short(r.Rules) {
-			short++
-		}
-	}
+	t := r.tally()
+	judged := len(r.Cases) - t.unjudged
 	switch {
-	case slower > 0:
-		return "failure", fmt.Sprintf("%d case(s) slower beyond %s", slower, pct(r.Rules.Threshold))
-	case lost > 0:
-		return "failure", fmt.Sprintf("%d case(s) the base measured and the head did not, or whose shard failed", lost)
+	case t.slower > 0:
+		return "failure", fmt.Sprintf("%d case(s) slower beyond %s", t.slower, pct(r.Rules.Threshold))
+	case t.lost > 0:
+		return "failure", fmt.Sprintf("%d case(s) the base measured and the head did not, or whose shard failed", t.lost)
 	case judged == 0:
 		return "failure", "nothing was measured on both sides"
-	case short > 0:
-		return "failure", fmt.Sprintf("%d case(s) the A/B ended before it could judge (fewer than %d pairs, or slower beyond %s with rounds left)", short, r.Rules.MinPairs, pct(r.Rules.Threshold))
+	case t.short > 0:
+		return "failure", fmt.Sprintf("%d case(s) the A/B ended before it could judge (fewer than %d pairs, or slower beyond %s with rounds left)", t.short, r.Rules.MinPairs, pct(r.Rules.Threshold))
 	}
-	return "success", fmt.Sprintf("%d case(s): none slower beyond %s (%d slower within it, %d unsure)", judged, pct(r.Rules.Threshold), by[Slower], by[Unsure])
+	return "success", fmt.Sprintf("%d case(s): none slower beyond %s (%d slower within it, %d unsure)", judged, pct(r.Rules.Threshold), t.by[Slower], t.by[Unsure])
 }
 
 func pct(f float64) string {
@@ -124,7 +117,8 @@ func (r Report) markdown(most int) string {
 	if conc != "success" {
 		mark = "❌"
 	}
-	by, unjudged, _ := r.Counts()
+	t := r.tally()
+	by, unjudged := t.by, t.unjudged
 	fmt.Fprintf(&b, "%s\n## %s opx A/B: %s\n\nHead `%s` against base `%s`, measured in pairs on one node (%s). ", Marker, mark, safe.Markdown(why),
 		strings.ReplaceAll(safe.OneLine(r.Head), "`", "'"), strings.ReplaceAll(safe.OneLine(r.Base), "`", "'"), "ABBA order")
 	fmt.Fprintf(&b, "**%d cases:** %d slower, %d faster, %d same, %d unsure, %d not measured on both sides. The check fails on a slower case whose %.0f%% interval lies beyond %s.\n",

@@ -7,6 +7,7 @@ package ab
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -24,7 +25,9 @@ type Round struct{ Base, Head map[string]Row }
 
 // Judged is every case of the rounds judged from its pairs, in key order: a case both
 // sides measured in a round is a pair of that round (the same metric on both sides); a
-// case the head did not measure where the base did is Lost (it fails the check).
+// case the head did not measure where the base did is Lost (it fails the check). The
+// measured cases are judged together: each fails at their joint level (Options.Cases, at
+// least their number).
 func Judged(rounds []Round, o Options) []Case {
 	keys := map[string]bool{}
 	for _, r := range rounds {
@@ -36,35 +39,30 @@ func Judged(rounds []Round, o Options) []Case {
 		}
 	}
 	var out []Case
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range keys {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		out = append(out, judgeCase(k, rounds, o))
+	var pairs [][]Pair
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		c, p := paired(k, rounds)
+		out, pairs = append(out, c), append(pairs, p)
 	}
-	// the check judges the measured cases together: each fails at their joint level
-	m := 0
+	measured := 0
 	for _, c := range out {
 		if c.Outcome == "measured" {
-			m++
+			measured++
 		}
 	}
-	if m > 1 && o.Cases < m {
-		o.Cases = m
-		for i, c := range out {
-			if c.Outcome == "measured" {
-				out[i] = judgeCase(c.Key, rounds, o)
-			}
+	o.Cases = max(o.Cases, measured)
+	for i := range out {
+		if out[i].Outcome == "measured" {
+			out[i].Result, _ = Judge(pairs[i], out[i].Lower, o) // measured values only: Judge cannot refuse them
 		}
+		out[i].Verdict = cmp.Or(out[i].Verdict, Unsure)
 	}
 	return out
 }
 
-// judgeCase is one case's judgement over the rounds.
-func judgeCase(key string, rounds []Round, o Options) Case {
+// paired is one case over the rounds, not yet judged: its pairs (the rounds in which both
+// sides measured it with the same metric) and, when it has none, what the sides said.
+func paired(key string, rounds []Round) (Case, []Pair) {
 	c := Case{Key: key}
 	var pairs []Pair
 	baseOK, headOK := false, false
@@ -93,7 +91,6 @@ func judgeCase(key string, rounds []Round, o Options) Case {
 	switch {
 	case len(pairs) > 0:
 		c.Outcome = "measured"
-		c.Result, _ = Judge(pairs, c.Lower, o) // measured values only: Judge cannot refuse them
 	case baseOK && !headOK:
 		c.Outcome, c.Lost = "head: "+headSaid, true
 	case headOK && !baseOK:
@@ -103,8 +100,7 @@ func judgeCase(key string, rounds []Round, o Options) Case {
 	default:
 		c.Outcome = cmp.Or(headSaid, baseSaid)
 	}
-	c.Verdict = cmp.Or(c.Verdict, Unsure)
-	return c
+	return c, pairs
 }
 
 // measured is whether a row is an ok row with a value to pair.

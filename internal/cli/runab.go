@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/semianalysis/opx/internal/ab"
+	"github.com/semianalysis/opx/internal/manifest"
 	"github.com/semianalysis/opx/internal/proc"
 	"github.com/semianalysis/opx/internal/pytext"
 	"github.com/semianalysis/opx/internal/shard"
@@ -99,8 +101,8 @@ func readSide(ctx context.Context, spec string) (side shard.Side, temp string, e
 			commit = val
 		case "env":
 			name, v, ok := strings.Cut(val, "=")
-			if !ok || !validEnvName(name) {
-				return side, "", fmt.Errorf("env=%s: give env=NAME=VALUE, NAME letters, digits and _", val)
+			if !ok || !manifest.ValidEnv(name, v) {
+				return side, "", fmt.Errorf("env=%s: give env=NAME=VALUE, NAME letters, digits and _ (not first a digit), VALUE without a NUL", val)
 			}
 			side.Env = append(side.Env, [2]string{name, v})
 			labels = append(labels, val)
@@ -137,15 +139,6 @@ func readSide(ctx context.Context, spec string) (side shard.Side, temp string, e
 	return side, temp, nil
 }
 
-func validEnvName(s string) bool {
-	for i, c := range s {
-		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return s != ""
-}
-
 // exportCommit writes tree's repository at rev, the part under tree, into a new
 // directory (git archive, then tar, which refuses members outside it): the side's harness
 // as that commit has it, whatever the checkout holds.
@@ -155,7 +148,7 @@ func exportCommit(ctx context.Context, tree, rev string) (sha, dir string, err e
 		var errb strings.Builder
 		out, err := proc.Output(ctx, proc.Cmd{Argv: append([]string{"git", "-C", top}, args...), Stderr: &errb})
 		if err != nil {
-			return "", fmt.Errorf("git %s: %s", strings.Join(args, " "), strings.TrimSpace(cmpOr(errb.String(), err.Error())))
+			return "", fmt.Errorf("git %s: %s", strings.Join(args, " "), cmp.Or(strings.TrimSpace(errb.String()), err.Error()))
 		}
 		return strings.TrimSpace(out), nil
 	}
@@ -183,11 +176,4 @@ func exportCommit(ctx context.Context, tree, rev string) (sha, dir string, err e
 		return sha, dir, fmt.Errorf("unpacking commit %s of %s: %w", sha, tree, err)
 	}
 	return sha, dir, os.Remove(archive)
-}
-
-func cmpOr(a, b string) string {
-	if strings.TrimSpace(a) != "" {
-		return a
-	}
-	return b
 }

@@ -180,6 +180,13 @@ func intField(o *pyjson.Object, k string) (int64, bool) {
 // envName is what an environment variable's name may be.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// ValidEnv is whether name=value can be set for a rank: a name of letters, digits and _
+// (not first a digit), a value without a NUL. Every variable opx sets for the harness
+// from outside text (a cell's env, an A/B side's) is held to it.
+func ValidEnv(name, value string) bool {
+	return envName.MatchString(name) && !strings.ContainsRune(value, 0)
+}
+
 // Check validates, before anything is created or allocated, every cell field that
 // becomes a path, an argument or an environment variable (beyond the seed, which trusts
 // the manifest): the cluster names the harness's results directory; backends are joined
@@ -220,7 +227,7 @@ func (c *Cell) Check() error {
 		}
 		for _, m := range e.Members() {
 			val, isStr := m.Value.(string)
-			if !envName.MatchString(m.Key) || !isStr || strings.ContainsRune(val, 0) {
+			if !isStr || !ValidEnv(m.Key, val) {
 				return fmt.Errorf("env member %s is not NAME: string", pytext.Repr(m.Key))
 			}
 		}

@@ -41,27 +41,22 @@ type Side struct {
 // ABFile is a shard's A/B report, in its output directory.
 const ABFile = "ab.json"
 
-// abSide names a side in the stage and the output ("base", "head").
-func abSides(a *AB) [2]struct {
-	name string
-	side Side
-} {
-	return [2]struct {
-		name string
-		side Side
-	}{{"base", a.Base}, {"head", a.Head}}
-}
+// abNames name the sides in the stage and the output, in sides' order.
+var abNames = [2]string{"base", "head"}
+
+// sides are the base and the head.
+func (a *AB) sides() [2]Side { return [2]Side{a.Base, a.Head} }
 
 // abLayout is the A/B's part of the stage: each side's harness tree as source-<side>.
 func (r *execution) abLayout() []layoutOp {
 	var ops []layoutOp
-	for _, s := range abSides(r.o.AB) {
-		tree := s.side.Tree
+	for k, side := range r.o.AB.sides() {
+		tree := side.Tree
 		if tree == "" {
 			tree = r.o.HarnessDir
 		}
 		if tree != "" {
-			ops = append(ops, layoutOp{kind: "copy-harness", src: tree, dst: filepath.Join(r.stage, "source-"+s.name)})
+			ops = append(ops, layoutOp{kind: "copy-harness", src: tree, dst: filepath.Join(r.stage, "source-"+abNames[k])})
 		}
 	}
 	return ops
@@ -69,18 +64,19 @@ func (r *execution) abLayout() []layoutOp {
 
 // abRounds measures the rounds — at most MaxPairs, and none begun that the deadline
 // (the allocation's grant and the benchmark's limit within it) would not leave room for —
-// running one side's benchmark with runSide (its variables given), and writes ab.json; it returns the first side's failure (the rounds stop: a side
-// that cannot run will not in the next round either) or what ended the context.
+// running one side's benchmark with runSide (its variables given), and writes ab.json; it
+// returns the first side's failure (the rounds stop: a side that cannot run will not in
+// the next round either) or what ended the context.
 func (r *execution) abRounds(ctx context.Context, deadline time.Time, runSide func(ctx context.Context, env [][2]string, limit time.Duration) error) error {
 	rules := r.o.AB.Rules
-	sides := abSides(r.o.AB)
+	sides := r.o.AB.sides()
 	var rounds []ab.Round
 	var took time.Duration // the longest round so far
-	for i := 0; len(rounds) < rules.MaxPairs; i++ {
-		if len(rounds) >= rules.MinPairs {
+	for len(rounds) < rules.MaxPairs {
+		i := len(rounds) // this round's index
+		if i >= rules.MinPairs {
 			cases := ab.Judged(rounds, rules)
-			need := ab.Needs(cases, rules)
-			if need == 0 {
+			if ab.Needs(cases, rules) == 0 {
 				break
 			}
 			if time.Until(deadline) < took+time.Minute/2 {
@@ -95,23 +91,23 @@ func (r *execution) abRounds(ctx context.Context, deadline time.Time, runSide fu
 		}
 		round := ab.Round{}
 		for _, k := range order {
-			s := sides[k]
-			dir := filepath.Join("ab", s.name+"-"+strconv.Itoa(i+1))
-			if err := r.abPoint(s.name, dir); err != nil {
+			side, name := sides[k], abNames[k]
+			dir := filepath.Join("ab", name+"-"+strconv.Itoa(i+1))
+			if err := r.abPoint(name, dir); err != nil {
 				return err
 			}
-			env := append([][2]string{{"OPX_AB_SIDE", s.name}, {"OPX_AB_ROUND", strconv.Itoa(i + 1)}}, s.side.Env...)
+			env := append([][2]string{{"OPX_AB_SIDE", name}, {"OPX_AB_ROUND", strconv.Itoa(i + 1)}}, side.Env...)
 			limit := time.Until(deadline)
 			if limit <= 0 {
 				return fmt.Errorf("A/B round %d: no time left in the shard's limit", i+1)
 			}
-			fmt.Fprintf(r.o.Stderr, "opx: shard %s: A/B round %d, %s (%s)\n", r.cell.ID, i+1, s.name, s.side.Label)
+			fmt.Fprintf(r.o.Stderr, "opx: shard %s: A/B round %d, %s (%s)\n", r.cell.ID, i+1, name, side.Label)
 			if err := runSide(ctx, env, limit); err != nil {
-				return fmt.Errorf("A/B round %d, %s: %w", i+1, s.name, err)
+				return fmt.Errorf("A/B round %d, %s: %w", i+1, name, err)
 			}
 			rows, err := r.abRows(ctx, filepath.Join(r.stage, dir))
 			if err != nil {
-				return fmt.Errorf("A/B round %d, %s: %w", i+1, s.name, err)
+				return fmt.Errorf("A/B round %d, %s: %w", i+1, name, err)
 			}
 			if k == 0 {
 				round.Base = rows
