@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/semianalysis/opx/internal/testenv"
 )
 
 type badCase struct {
@@ -283,6 +285,18 @@ func badInputs() []badCase {
 		}},
 		badCase{name: "run: an A/B side's variable without a value", want: "env=X: give env=NAME=VALUE", setup: func(t *testing.T, dir string) ([]string, []string) {
 			return []string{"run", "--out", filepath.Join(dir, "out"), "--ab-base", "env=X", "--ab-head", "env=X=1"}, nil
+		}},
+		badCase{name: "run: an A/B side's variable set twice", want: "env=A=2: A is set twice on one side", setup: func(t *testing.T, dir string) ([]string, []string) {
+			return []string{"run", "--out", filepath.Join(dir, "out"), "--ab-base", "env=A=1,env=A=2", "--ab-head", "env=X=1"}, nil
+		}},
+		badCase{name: "run: an A/B side's tree its commit does not hold", want: "has no such directory (extra/)", setup: func(t *testing.T, dir string) ([]string, []string) {
+			repo := gitRepo(t, dir)
+			git := testenv.Git(t, repo)
+			first := git("rev-list", "--max-parents=0", "HEAD")
+			writeFile(t, filepath.Join(repo, "extra", "a.py"), "x\n")
+			git("add", ".")
+			git("commit", "-q", "-m", "extra")
+			return []string{"run", "--out", filepath.Join(dir, "out"), "--ab-base", "tree=" + filepath.Join(repo, "extra") + ",commit=" + first, "--ab-head", "env=X=1"}, nil
 		}},
 		badCase{name: "run: an A/B of too few pairs", want: "--ab-min-pairs 4: at least 8", setup: func(t *testing.T, dir string) ([]string, []string) {
 			return []string{"run", "--out", filepath.Join(dir, "out"), "--ab-base", "env=X=0", "--ab-head", "env=X=1", "--ab-min-pairs", "4"}, nil

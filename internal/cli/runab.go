@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/semianalysis/opx/internal/ab"
@@ -104,6 +105,9 @@ func readSide(ctx context.Context, spec string) (side shard.Side, temp string, e
 			if !ok || !manifest.ValidEnv(name, v) {
 				return side, "", fmt.Errorf("env=%s: give env=NAME=VALUE, NAME letters, digits and _ (not first a digit), VALUE without a NUL", val)
 			}
+			if slices.ContainsFunc(side.Env, func(kv [2]string) bool { return kv[0] == name }) {
+				return side, "", fmt.Errorf("env=%s: %s is set twice on one side", val, name)
+			}
 			side.Env = append(side.Env, [2]string{name, v})
 			labels = append(labels, val)
 		default:
@@ -164,6 +168,9 @@ func exportCommit(ctx context.Context, tree, rev string) (sha, dir string, err e
 	}
 	if top, err = git("rev-parse", "--show-toplevel"); err != nil {
 		return "", "", err
+	}
+	if _, err := git("cat-file", "-e", sha+":"+prefix); err != nil {
+		return "", "", fmt.Errorf("tree=%s: commit %s has no such directory (%s)", tree, sha[:12], cmp.Or(prefix, "."))
 	}
 	if dir, err = os.MkdirTemp("", "opx-ab-tree-"); err != nil {
 		return "", "", err
