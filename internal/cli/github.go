@@ -41,8 +41,10 @@ func newGitHubReportCmd(env Env) *cobra.Command {
 verdict) as the pull request's comment — one comment, found again by a hidden marker and
 updated in place on every re-run — and as a check run of --name on the head commit —
 one, updated in place — whose conclusion is the report's: failure when a case is slower
-with its whole interval beyond the threshold, when a case the base measured was not
-measured by the head, or when nothing was measured on both sides; else success. Each failing case is an annotation (at
+with its whole interval (at the level of all the run's cases) beyond the threshold, when
+a case the base measured was not measured by the head or its shard failed, when nothing
+was measured on both sides, or when the A/B ended before it could judge a case; else
+success. Each failing case is an annotation (at
 --annotate-path, line 1). Exit 1 when the conclusion is failure or a post failed (a 422
 or 4xx at once, saying what GitHub said; a spent rate limit waits for its reset, a 5xx is
 tried again), 2 on a usage error.`,
