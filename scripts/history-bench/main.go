@@ -15,8 +15,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +29,7 @@ import (
 func main() {
 	draw := flag.Uint64("draw", 1, "the scenarios' random draw (the generator's seed)")
 	count := flag.Int("count", 200, "series per scenario")
+	realPath := flag.String("real", "internal/history/testdata/real/django-asv.tsv.gz", "a real history (scripts/real-history-django.py); \"\" skips it")
 	flag.Parse()
 	o := changes.Defaults
 	fmt.Printf("draw %d, %d series a scenario, defaults %+v, a 5%% gate\n\n", *draw, *count, o)
@@ -53,6 +56,12 @@ func main() {
 	}
 	fmt.Printf("\nThe earlier corpus (synth.Default, draw 1): steps >= 5%% at 1-2%% noise among A/A and outlier series: %s\n", goal)
 	fmt.Printf("Its A/A series: %s\n", aa)
+	if *realPath != "" {
+		if err := real(*realPath); err != nil {
+			fmt.Fprintln(os.Stderr, "history-bench:", err)
+			os.Exit(1)
+		}
+	}
 	for _, shape := range []string{"quiet", "steps"} {
 		ms, mb := long(*draw, shape == "steps")
 		fmt.Printf("A 1,000-run series (%s) judged at its newest run: %.1f ms, %.1f MB allocated (the median of 20, one core)\n", shape, ms, mb)
@@ -136,4 +145,106 @@ func row(name string, nightly bool, t synth.Tally) {
 	}
 	fmt.Printf("| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", name, t.Series, rate(t.Found, t.Steps), rate(t.Dated, t.Found), first,
 		precision, falseSeries, gate, rate(t.NamedWrong, t.Named))
+}
+
+// real prints what the detector says of a real history (no labels): over each whole
+// series (what history check --lookback 1000 reads), its changes, the series and results
+// files with a change, and the share of changes a sibling series (the same benchmark in
+// another environment, measured by the same nightly jobs) confirms with a change of the
+// same direction within 36 hours; then the gate replayed night by night on the newest 60
+// runs of each series (history check's default lookback), a 5% gate: the nights some
+// series fails it, and the series-nights that fail.
+func real(path string) error {
+	files, err := synth.ReadReal(path)
+	if err != nil {
+		return err
+	}
+	obs, at := synth.RealSeries(files)
+	var keys []synth.RealKey
+	for k, s := range obs {
+		if len(s) >= 30 {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b synth.RealKey) int { return strings.Compare(a.Env+a.Benchmark, b.Env+b.Benchmark) })
+	type found struct {
+		changes []changes.Change
+		fails   []bool // per point from the 30th: the gate fails that night
+	}
+	out := make([]found, len(keys))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := range next {
+				s := obs[keys[i]]
+				out[i].changes = changes.Detect(s, changes.Defaults)
+				for n := 30; n <= len(s); n++ {
+					fail := false
+					for _, j := range changes.AtNewest(s[max(0, n-60):n], changes.Defaults) {
+						fail = fail || j.Fails(5, true, false)
+					}
+					out[i].fails = append(out[i].fails, fail)
+				}
+			}
+		})
+	}
+	for i := range keys {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	type start struct {
+		at     time.Time
+		slower bool
+	}
+	starts := map[string][]start{} // benchmark: its changes' first files, every environment
+	var points, nChanged, nChanges, confirmed, nights, failNights, seriesNights, seriesFails int
+	changedFiles := map[int]bool{}
+	failedAt := map[time.Time]bool{}
+	nightsAt := map[time.Time]bool{}
+	for i, k := range keys {
+		points += len(obs[k])
+		if len(out[i].changes) > 0 {
+			nChanged++
+		}
+		for _, c := range out[i].changes {
+			f := at[k][c.At]
+			changedFiles[f] = true
+			starts[k.Benchmark] = append(starts[k.Benchmark], start{files[f].At, c.Ratio > 1})
+		}
+		for j, fail := range out[i].fails {
+			t := files[at[k][30+j-1]].At.Truncate(24 * time.Hour)
+			nightsAt[t] = true
+			seriesNights++
+			if fail {
+				seriesFails++
+				failedAt[t] = true
+			}
+		}
+	}
+	for i, k := range keys {
+		for _, c := range out[i].changes {
+			nChanges++
+			t := files[at[k][c.At]].At
+			n := 0
+			for _, s := range starts[k.Benchmark] {
+				if s.slower == (c.Ratio > 1) && s.at.Sub(t).Abs() <= 36*time.Hour {
+					n++
+				}
+			}
+			if n > 1 { // itself, and a sibling's
+				confirmed++
+			}
+		}
+	}
+	nights, failNights = len(nightsAt), len(failedAt)
+	fmt.Printf("\nA real history (%s: %d results files, %s to %s; no labels): %d series of 30 runs or more, %d points\n",
+		path, len(files), files[0].At.Format("2006-01-02"), files[len(files)-1].At.Format("2006-01-02"), len(keys), points)
+	fmt.Printf("- each whole series: %d changes, %.2f a series; %.0f%% of series with one; a change starts at %d of %d results files (one in %.1f); %.0f%% confirmed by a sibling series (the benchmark in another environment, the same direction, within 36 h)\n",
+		nChanges, float64(nChanges)/float64(len(keys)), 100*float64(nChanged)/float64(len(keys)), len(changedFiles), len(files),
+		float64(len(files))/float64(max(1, len(changedFiles))), 100*float64(confirmed)/float64(max(1, nChanges)))
+	fmt.Printf("- the gate replayed night by night (the newest 60 runs, 5%%): fails on %d of %d nights (%.1f%%); %d of %d series-nights (%.2f%%)\n",
+		failNights, nights, 100*float64(failNights)/float64(max(1, nights)), seriesFails, seriesNights, 100*float64(seriesFails)/float64(max(1, seriesNights)))
+	return nil
 }
