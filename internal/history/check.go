@@ -209,11 +209,12 @@ func (se *seriesRow) atTest(f *Found, byID map[int64]RunRef, ctxs map[int64]cont
 		f.Stopped = append(f.Stopped, Stopped{Key: se.key, RunID: test.RunID, Outcome: last.String()})
 	}
 	if k := len(se.obs); k > 0 && last == verdict.Measured && ctxs[se.points[n-1].ctx].Contended == "" {
-		newest, kinds := se.obs[k-1].Kind, changes.Kinds(se.obs, o)
+		labelled := changes.Labelled(se.obs, o) // the kinds recorded, or the levels none explains
+		newest, kinds := labelled[k-1].Kind, changes.Kinds(se.obs, o)
 		for _, kd := range kinds {
 			if kd.Key == newest && kd.Ratio != 1 {
 				recent := 0
-				for _, x := range se.obs[max(0, k-10):] {
+				for _, x := range labelled[max(0, k-10):] {
 					if x.Kind == newest {
 						recent++
 					}

@@ -53,7 +53,7 @@ const MinNodeRuns = 3
 // node shows it.
 func Attribute(s []Obs, found []Change, i int, o Options) []string {
 	alpha := o.Alpha
-	s = onOneLevel(s, o) // each kind of machine on its own level, as the change was found
+	s = onOneLevel(Labelled(s, o), o) // each kind of machine on its own level, as the change was found
 	at, ratio := found[i].At, found[i].Ratio
 	from, to := max(0, at-30), len(s) // the level before it and the one after: up to the next change each way
 	for _, d := range found {

@@ -104,7 +104,7 @@ type Judged struct {
 // gate decides on (Fails), and what scripts/history-bench measures.
 func AtNewest(s []Obs, o Options) []Judged {
 	raw := s
-	s = onOneLevel(s, o)
+	s = onOneLevel(Labelled(s, o), o)
 	ys := logsOf(s)
 	cur := drifting(s, ys, o)
 	if len(cur) == 0 {
@@ -199,7 +199,7 @@ func Young(n int) (bool, int) { return n < MinRef+1, MinRef + 1 }
 
 // Detect is the series' changes, oldest first.
 func Detect(s []Obs, o Options) []Change {
-	s = onOneLevel(s, o)
+	s = onOneLevel(Labelled(s, o), o)
 	return drifting(s, logsOf(s), o)
 }
 

@@ -55,6 +55,7 @@ func keysOf(s []Obs) []string {
 // differ (see above), the most frequent first (its Ratio 1: the level the others are
 // measured against), then by how often they ran; nil when they do not differ.
 func Kinds(s []Obs, o Options) []Kind {
+	s = Labelled(s, o)
 	keys := keysOf(s)
 	off, top := offsets(logsOf(s), keys, o)
 	if off == nil {
@@ -175,7 +176,7 @@ func interleaved(keys []string, k string, first, last int) bool {
 // frequent kind, as the detector judges it (the series itself when its kinds do not
 // differ): the levels a change is said between. KindRatio is a kind's level over that one
 // (1 for a kind with none of its own), to set a lone value of that kind on it.
-func Levelled(s []Obs, o Options) []Obs { return onOneLevel(s, o) }
+func Levelled(s []Obs, o Options) []Obs { return onOneLevel(Labelled(s, o), o) }
 
 // KindRatio is the kind's level over the series' most frequent kind's (Kinds), 1 when it
 // has no level of its own.

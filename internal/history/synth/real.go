@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 
 	"github.com/semianalysis/opx/internal/history/changes"
 )
@@ -103,6 +104,23 @@ func Pools(seed uint64, count int) []Scenario {
 		}
 	}
 	return out
+}
+
+// Unrecorded are the pools' shapes where no context recorded the kinds of machine (hosted
+// CI runners whose CPU went unrecorded, a store written before opx recorded it): the
+// series alone must tell that its levels take turns (changes.Labelled). Drawn apart.
+func Unrecorded(seed uint64, count int) []Scenario {
+	scs := Pools(seed^0x5eed, count)
+	for i := range scs {
+		scs[i].Name = strings.Replace(scs[i].Name, "mixed pool of", "mixed pool, no kind recorded, of", 1)
+		scs[i].Goal = false
+		for j := range scs[i].Series {
+			for k := range scs[i].Series[j].Obs {
+				scs[i].Series[j].Obs[k].Kind = ""
+			}
+		}
+	}
+	return scs
 }
 
 // Plain is the pools' baseline: stationary series at the same 1.5% noise on six like

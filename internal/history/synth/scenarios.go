@@ -144,7 +144,8 @@ func Scenarios(seed uint64, count int) []Scenario {
 	out = append(out, Plain(seed, count))
 	out = append(out, Pools(seed, count)...)
 	out = append(out, AR1(seed, count)...)
-	return append(out, SmallSteps(seed, count))
+	out = append(out, SmallSteps(seed, count))
+	return append(out, Unrecorded(seed, count)...)
 }
 
 // SmallSteps are series with two small steps, the second on the first: 2%, then 3% more
