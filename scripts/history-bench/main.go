@@ -11,8 +11,10 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -170,6 +172,10 @@ func real(path string) error {
 	type found struct {
 		changes []changes.Change
 		fails   []bool // per point from the 30th: the gate fails that night
+		// the gate's new failures (a change new that night) with 10 nights after them, by
+		// how many runs of the new level they rest on (1, 2-4, 5 or more), and of those how
+		// many held: the median of the next 10 runs nearer the new level than the old
+		newFails, held [3]int
 	}
 	out := make([]found, len(keys))
 	var wg sync.WaitGroup
@@ -183,6 +189,20 @@ func real(path string) error {
 					fail := false
 					for _, j := range changes.AtNewest(s[max(0, n-60):n], changes.Defaults) {
 						fail = fail || j.Fails(5, true, false)
+						if j.Fails(5, true, true) && n+10 <= len(s) {
+							b := 1
+							switch {
+							case j.After == 1:
+								b = 0
+							case j.After >= 5:
+								b = 2
+							}
+							out[i].newFails[b]++
+							next := changes.Level(s, n, n+10)
+							if math.Abs(next-j.Level) < math.Abs(next-(j.Level-math.Log(j.Ratio))) {
+								out[i].held[b]++
+							}
+						}
 					}
 					out[i].fails = append(out[i].fails, fail)
 				}
@@ -203,7 +223,12 @@ func real(path string) error {
 	changedFiles := map[int]bool{}
 	failedAt := map[time.Time]bool{}
 	nightsAt := map[time.Time]bool{}
+	var newFails, held [3]int
 	for i, k := range keys {
+		for b := range 3 {
+			newFails[b] += out[i].newFails[b]
+			held[b] += out[i].held[b]
+		}
 		points += len(obs[k])
 		if len(out[i].changes) > 0 {
 			nChanged++
@@ -246,5 +271,28 @@ func real(path string) error {
 		float64(len(files))/float64(max(1, len(changedFiles))), 100*float64(confirmed)/float64(max(1, nChanges)))
 	fmt.Printf("- the gate replayed night by night (the newest 60 runs, 5%%): fails on %d of %d nights (%.1f%%); %d of %d series-nights (%.2f%%)\n",
 		failNights, nights, 100*float64(failNights)/float64(max(1, nights)), seriesFails, seriesNights, 100*float64(seriesFails)/float64(max(1, seriesNights)))
+	byDay := map[string][2]int{} // a day's changes: slower, faster
+	for _, st := range starts {
+		for _, x := range st {
+			d := byDay[x.at.Format("2006-01-02")]
+			if x.slower {
+				d[0]++
+			} else {
+				d[1]++
+			}
+			byDay[x.at.Format("2006-01-02")] = d
+		}
+	}
+	days := slices.Collect(maps.Keys(byDay))
+	slices.SortFunc(days, func(a, b string) int {
+		return cmp.Or(cmp.Compare(byDay[b][0]+byDay[b][1], byDay[a][0]+byDay[a][1]), strings.Compare(a, b))
+	})
+	var waves []string
+	for _, d := range days[:min(4, len(days))] {
+		waves = append(waves, fmt.Sprintf("%s %d slower, %d faster", d, byDay[d][0], byDay[d][1]))
+	}
+	fmt.Printf("- the days with the most changes: %s\n", strings.Join(waves, "; "))
+	fmt.Printf("- the gate's new failures with 10 nights after them, and how many held then (the median of the next 10 runs nearer the new level): on the newest run alone %d (%d held), on 2-4 runs %d (%d), on 5 or more %d (%d)\n",
+		newFails[0], held[0], newFails[1], held[1], newFails[2], held[2])
 	return nil
 }
