@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/semianalysis/opx/internal/compare"
 	"github.com/semianalysis/opx/internal/fingerprint"
 	"github.com/semianalysis/opx/internal/history/changes"
 	"github.com/semianalysis/opx/internal/junit"
@@ -302,6 +303,55 @@ func TestMixedPoolIsNoChange(t *testing.T) {
 	}
 	if failed == 0 {
 		t.Error("with no kind recorded, the same history never failed the gate: the test shows nothing")
+	}
+}
+
+// A pool whose kinds no context recorded (hosted runners: a new machine every night, one
+// GPU model throughout, no clock) but whose levels take turns is judged by those levels:
+// once the slow machines have run three nights apart, a change of the mix (one night in
+// four on the slow machines, then three in four) fails the gate on no night, no slower
+// change of the code is named, and the Markdown says the levels that judged the cases.
+func TestUnrecordedPoolJudgedByItsLevels(t *testing.T) {
+	hist := genHistory(40, 6, 13)
+	for i, r := range hist {
+		slow := i%10 == 3
+		if i >= 24 {
+			slow = i%10 != 3
+		}
+		for k := range r.values {
+			r.node[k] = fmt.Sprintf("runner-%d", i) // a machine of its own each night
+			if slow {
+				r.values[k] *= 1.4
+			}
+		}
+	}
+	s := storeOf(t, filepath.Join(t.TempDir(), "h.db"), hist[:24])
+	byLevel := 0
+	for night := 24; night < 40; night++ {
+		addGen(t, s, night, hist[night])
+		f, err := s.Check(t.Context(), defaultsForTest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bad := f.Regressions(Gate{Pct: 5, Window: 1}); len(bad) != 0 {
+			t.Errorf("night %d: the gate fails on a change of the mix: %+v", night, bad)
+		}
+		for _, c := range f.Changes {
+			if !c.machineOnly() && c.Direction == compare.Slower {
+				t.Errorf("night %d: a slower change of the code: %+v", night, c)
+			}
+		}
+		if len(f.ByKind) > 0 {
+			byLevel++
+			var md bytes.Buffer
+			f.Markdown(&md)
+			if !strings.Contains(md.String(), "- NVIDIA H200, unrecorded level 2: 6 series, 1.") || !strings.Contains(md.String(), "the metric of NVIDIA H200, unrecorded level 1\n") {
+				t.Errorf("night %d: the Markdown does not say which level judged the cases:\n%s", night, md.String())
+			}
+		}
+	}
+	if byLevel < 10 {
+		t.Errorf("judged by its levels on %d nights", byLevel)
 	}
 }
 
