@@ -314,9 +314,9 @@ func TestMixedPoolIsNoChange(t *testing.T) {
 func TestUnrecordedPoolJudgedByItsLevels(t *testing.T) {
 	hist := genHistory(40, 6, 13)
 	for i, r := range hist {
-		slow := i%10 == 3
+		slow := i%4 == 1
 		if i >= 24 {
-			slow = i%10 != 3
+			slow = i%4 != 1
 		}
 		for k := range r.values {
 			r.node[k] = fmt.Sprintf("runner-%d", i) // a machine of its own each night
@@ -325,9 +325,9 @@ func TestUnrecordedPoolJudgedByItsLevels(t *testing.T) {
 			}
 		}
 	}
-	s := storeOf(t, filepath.Join(t.TempDir(), "h.db"), hist[:24])
+	s := storeOf(t, filepath.Join(t.TempDir(), "h.db"), hist[:12])
 	byLevel := 0
-	for night := 24; night < 40; night++ {
+	for night := 12; night < 40; night++ {
 		addGen(t, s, night, hist[night])
 		f, err := s.Check(t.Context(), defaultsForTest())
 		if err != nil {

@@ -24,6 +24,13 @@ import (
 // node that moved from one group to the other for good (a node that slowed down: a change
 // of that node, which the nodes' own tests find). Values that tie (a coarse resolution:
 // resolution) are never levels: a level between two quanta takes turns between them.
+//
+// A level is known before the runs it judges (levels): its runs before the newest stretch
+// count, so two lone slow nights and a lasting regression onto their level are no level;
+// a level that appeared only lately (a change that made the runs bimodal) is none; and a
+// newest stay on a level longer than the series' mix explains is left unlabelled, judged
+// as any change — a regression onto a level the series visited a few nights apart fails
+// the gate within a few nights (TestLatentLevelsHideNoRegression).
 
 // minTurns is the fewest stretches two adjacent levels take in time order (a turn ends
 // where the other runs) to be levels: a, b, a, b, a.
@@ -38,6 +45,14 @@ const maxLatent = 3
 
 // latentGap is how many of each side's spreads the gap between two levels clears.
 const latentGap = 6
+
+// stayAlpha is how unlikely by the series' mix a newest stay on one level must be for its
+// runs to be judged as any change, not by that level (levels).
+const stayAlpha = 0.001
+
+// stayRuns is how many runs before the newest stay tell the mix it is judged by: the
+// recent mix, so a change of the mix some weeks ago is the mix now.
+const stayRuns = 20
 
 // Labelled is the series with each point's Kind: as its context recorded it, or, where
 // its points record no two kinds, the level no recorded field explains that the point
@@ -62,7 +77,7 @@ func Labelled(s []Obs, o Options) []Obs {
 	if resolution(sorted) > 0 {
 		return s // values that tie: their quanta are not levels
 	}
-	groups := levels(y, o)
+	groups, until := levels(y, o)
 	if groups == nil || nodeMoved(s, groups) {
 		return s
 	}
@@ -74,6 +89,9 @@ func Labelled(s []Obs, o Options) []Obs {
 	for g, in := range groups { // lowest level first
 		for _, i := range in {
 			out[i].Kind = fmt.Sprintf(name, g+1)
+			if i >= until {
+				out[i].Kind = "" // judged as any change: no kind, not the one recorded (a kind new to the series is not judged)
+			}
 		}
 	}
 	return out
@@ -82,16 +100,25 @@ func Labelled(s []Obs, o Options) []Obs {
 // levels are the points' groups (indices, each in time order, the lowest level first)
 // when the series is multimodal: the widest gaps between the points' sorted levels that
 // leave minLatentRuns on each side cut them into three groups, else two, when every gap
-// clears latentGap of its two groups' spreads (spreadInTime) and twice MinChange, and
-// every two adjacent groups take minTurns turns; nil when no cut does.
-func levels(y []float64, o Options) [][]int {
-	byLevel := make([]int, len(y))
+// clears latentGap of its two groups' spreads (spreadInTime) and twice MinChange, every
+// two adjacent groups took minTurns turns, and, the newest stretch (the newest point's
+// group's newest points in a row) set aside, every group ran minLatentRuns times, once in
+// the older half of the series at least: a level is known before the runs it judges (two
+// lone slow nights and a regression to their level are no level), and a level that
+// appeared only lately (a change that made the runs bimodal) is none. until is where the
+// labels end: the newest stretch is left unlabelled, judged as any change, when a stay so
+// long on its level is unlikely by the mix just before it (its group's share of the
+// stayRuns runs before, to the power of the stay's length, below stayAlpha): the mix or
+// the code moved, and a series cannot tell which. nil when no cut does.
+func levels(y []float64, o Options) (groups [][]int, until int) {
+	n := len(y)
+	byLevel := make([]int, n)
 	for i := range byLevel {
 		byLevel[i] = i
 	}
 	slices.SortFunc(byLevel, func(i, j int) int { return cmp.Compare(y[i], y[j]) })
 	var cuts []int // the gaps, widest first
-	for c := minLatentRuns; c <= len(y)-minLatentRuns; c++ {
+	for c := minLatentRuns; c <= n-minLatentRuns; c++ {
 		cuts = append(cuts, c)
 	}
 	gap := func(c int) float64 { return y[byLevel[c]] - y[byLevel[c-1]] }
@@ -114,28 +141,62 @@ func levels(y []float64, o Options) [][]int {
 			continue
 		}
 		slices.Sort(chosen)
-		groups := make([][]int, k)
+		groups = make([][]int, k)
+		group := make([]int, n)
 		from := 0
 		for g := range k {
-			to := len(y)
+			to := n
 			if g < k-1 {
 				to = chosen[g]
 			}
 			groups[g] = slices.Clone(byLevel[from:to])
 			slices.Sort(groups[g])
+			for _, i := range groups[g] {
+				group[i] = g
+			}
 			from = to
 		}
+		last := n - 1 // the newest stretch: [last, n)
+		for last > 0 && group[last-1] == group[n-1] {
+			last--
+		}
+		before := make([][]int, k) // each group's points before it
+		for g, in := range groups {
+			for _, i := range in {
+				if i < last {
+					before[g] = append(before[g], i)
+				}
+			}
+		}
 		ok := true
+		for g := range k {
+			ok = ok && len(before[g]) >= minLatentRuns && before[g][0] < n/2
+		}
 		for g := 1; g < k && ok; g++ {
 			d := gap(chosen[g-1])
 			ok = d >= 2*o.MinChange && d >= latentGap*math.Max(spreadInTime(groups[g-1], y), spreadInTime(groups[g], y)) &&
 				turns(groups[g-1], groups[g]) >= minTurns
 		}
-		if ok {
-			return groups
+		if !ok {
+			continue
 		}
+		// the newest stretch, by the mix just before it: its group ran a share p of the
+		// stayRuns runs before it (one more each way: a level absent from them is not
+		// impossible), and a stay of n-last runs there in a row happens by that mix with
+		// chance p^(n-last)
+		ran := 0
+		for i := max(0, last-stayRuns); i < last; i++ {
+			if group[i] == group[n-1] {
+				ran++
+			}
+		}
+		p := float64(ran+1) / float64(min(last, stayRuns)+2)
+		if float64(n-last)*math.Log(p) < math.Log(stayAlpha) {
+			return groups, last
+		}
+		return groups, n
 	}
-	return nil
+	return nil, 0
 }
 
 // turns is how many stretches the points of a and b (indices, each in time order) take in
@@ -169,9 +230,11 @@ func spreadInTime(in []int, y []float64) float64 {
 	return robustSD(d) / math.Sqrt2
 }
 
-// nodeMoved is whether a node's points moved from one group to another for good: all of
-// one group, then all of another, at least two of each — the levels are that node's
-// change (a node that slowed down), not machines that take turns.
+// nodeMoved is whether the levels are one node's change: a node whose points moved from
+// one group to another for good (all of one, then all of another, at least two of each)
+// and make most (four in five) of the group it moved to — a node that slowed down, not
+// machines that take turns (in a change of a pool's mix, any node may happen to run only
+// fast before and only slow after; the slow group is then many nodes' points).
 func nodeMoved(s []Obs, groups [][]int) bool {
 	group := make([]int, len(s))
 	for g, in := range groups {
@@ -193,7 +256,7 @@ func nodeMoved(s []Obs, groups [][]int) bool {
 				at = k
 			}
 		}
-		if switches == 1 && at >= 2 && len(gs)-at >= 2 {
+		if switches == 1 && at >= 2 && len(gs)-at >= 2 && 5*(len(gs)-at) >= 4*len(groups[gs[len(gs)-1]]) {
 			return true
 		}
 	}
