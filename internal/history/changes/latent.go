@@ -177,7 +177,7 @@ func levels(y []float64, o Options) (groups [][]int, until int) {
 			ok = d >= 2*o.MinChange && d >= latentGap*math.Max(spreadInTime(groups[g-1], y), spreadInTime(groups[g], y)) &&
 				turns(groups[g-1], groups[g]) >= minTurns
 		}
-		if !ok {
+		if !ok || !inBothHalves(group, k, last) {
 			continue
 		}
 		// the newest stretch, by the mix just before it: its group ran a share p of the
@@ -197,6 +197,30 @@ func levels(y []float64, o Options) (groups [][]int, until int) {
 		return groups, n
 	}
 	return nil, 0
+}
+
+// inBothHalves is whether every group ran minLatentRuns times in each half of the runs before
+// the newest stretch (group: each point's group; [0, last)): machines taking turns run
+// throughout. A step with a run or two back at the old level after it (outliers, a flaky
+// fast night) is two blocks, not machines: its old level ran in one half alone.
+func inBothHalves(group []int, k, last int) bool {
+	for g := range k {
+		first, second := 0, 0
+		for i, x := range group[:last] {
+			if x != g {
+				continue
+			}
+			if i < last/2 {
+				first++
+			} else {
+				second++
+			}
+		}
+		if first < minLatentRuns || second < minLatentRuns {
+			return false
+		}
+	}
+	return true
 }
 
 // turns is how many stretches the points of a and b (indices, each in time order) take in

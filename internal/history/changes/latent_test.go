@@ -47,6 +47,7 @@ func TestLabelledLevels(t *testing.T) {
 	for name, s := range map[string][]Obs{
 		"a 50% step":             series(40, func(i int) float64 { return map[bool]float64{false: 1, true: 1.5}[i >= 20] }, anyNode),
 		"a lone excursion":       series(40, func(i int) float64 { return map[bool]float64{false: 1, true: 1.5}[i >= 15 && i < 22] }, anyNode),
+		"a step, two runs back":  series(60, func(i int) float64 { return map[bool]float64{false: 1, true: 0.8}[i >= 21 && i != 45 && i != 47] }, anyNode),
 		"a node slowed for good": series(60, func(i int) float64 { return map[bool]float64{false: 1, true: 1.5}[i >= 30 && i%2 == 1] }, func(i int) string { return string(rune('a' + i%2)) }),
 	} {
 		if k := kinds(s); len(k) != 1 || k[""] != len(s) {

@@ -127,7 +127,7 @@ func scenarioGoals(t *testing.T, draw uint64, o changes.Options) {
 
 // Pools whose kinds no context recorded: the series alone tells that its levels take turns
 // (changes.Labelled). Measured on 100 series a scenario, draws 1 and 2: where no code moved,
-// series with a false change at most 8% on a stable mix or flips, at most half on a change
+// series with a false change at most 8% on a stable mix or flips, at most 70% on a change
 // of mix (see below; 98 and 97 of 100 judged as one level); a 10% step on both kinds of two
 // found and dated at its run (0.64 found judged as one level); the gate still fails on a
 // level's first visits (it cannot be told from a regression yet): docs/history.md.
@@ -141,9 +141,11 @@ func TestUnrecordedLevels(t *testing.T) {
 				// nine nights in ten on the fast machines, then on the slow: the newest stay on
 				// the slow level, longer than the mix before it explains, is the shape of a
 				// regression onto a level the series visited a few nights apart, and is said
-				// as a change (the safe side: TestLatentLevelsHideNoRegression); measured
-				// 19-35 of 100 at draws 1 and 2 (98 and 97 judged as one level)
-				limit = 0.5
+				// as a change (the safe side: TestLatentLevelsHideNoRegression), and so is a
+				// mix whose levels did not each run three times in both halves of the series
+				// (a step with a run or two back at the old level is no pool); measured
+				// 56.5-59% of 200 at draw 1 (98-99% judged as one level)
+				limit = 0.7
 			}
 			switch {
 			case m.Steps == 0 && rate(m.FalseSeries, m.Series) > limit:
