@@ -217,6 +217,7 @@ func real(path string) error {
 	type start struct {
 		at     time.Time
 		slower bool
+		env    string
 	}
 	starts := map[string][]start{} // benchmark: its changes' first files, every environment
 	var points, nChanged, nChanges, confirmed, nights, failNights, seriesNights, seriesFails int
@@ -236,7 +237,7 @@ func real(path string) error {
 		for _, c := range out[i].changes {
 			f := at[k][c.At]
 			changedFiles[f] = true
-			starts[k.Benchmark] = append(starts[k.Benchmark], start{files[f].At, c.Ratio > 1})
+			starts[k.Benchmark] = append(starts[k.Benchmark], start{files[f].At, c.Ratio > 1, k.Env})
 		}
 		for j, fail := range out[i].fails {
 			t := files[at[k][30+j-1]].At.Truncate(24 * time.Hour)
@@ -252,13 +253,9 @@ func real(path string) error {
 		for _, c := range out[i].changes {
 			nChanges++
 			t := files[at[k][c.At]].At
-			n := 0
-			for _, s := range starts[k.Benchmark] {
-				if s.slower == (c.Ratio > 1) && s.at.Sub(t).Abs() <= 36*time.Hour {
-					n++
-				}
-			}
-			if n > 1 { // itself, and a sibling's
+			if slices.ContainsFunc(starts[k.Benchmark], func(s start) bool { // another environment's
+				return s.env != k.Env && s.slower == (c.Ratio > 1) && s.at.Sub(t).Abs() <= 36*time.Hour
+			}) {
 				confirmed++
 			}
 		}
