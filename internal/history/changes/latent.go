@@ -102,9 +102,9 @@ func Labelled(s []Obs, o Options) []Obs {
 // leave minLatentRuns on each side cut them into three groups, else two, when every gap
 // clears latentGap of its two groups' spreads (spreadInTime) and twice MinChange, every
 // two adjacent groups took minTurns turns, and, the newest stretch (the newest point's
-// group's newest points in a row) set aside, every group ran minLatentRuns times, once in
-// the older half of the series at least: a level is known before the runs it judges (two
-// lone slow nights and a regression to their level are no level), and a level that
+// group's newest points in a row) set aside, every group ran minLatentRuns times in each
+// half of the runs before it (inBothHalves): a level is known before the runs it judges
+// (two lone slow nights and a regression to their level are no level), and a level that
 // appeared only lately (a change that made the runs bimodal) is none. until is where the
 // labels end: the newest stretch is left unlabelled, judged as any change, when a stay so
 // long on its level is unlikely by the mix just before it (its group's share of the
@@ -160,24 +160,13 @@ func levels(y []float64, o Options) (groups [][]int, until int) {
 		for last > 0 && group[last-1] == group[n-1] {
 			last--
 		}
-		before := make([][]int, k) // each group's points before it
-		for g, in := range groups {
-			for _, i := range in {
-				if i < last {
-					before[g] = append(before[g], i)
-				}
-			}
-		}
-		ok := true
-		for g := range k {
-			ok = ok && len(before[g]) >= minLatentRuns && before[g][0] < n/2
-		}
+		ok := inBothHalves(group, k, last)
 		for g := 1; g < k && ok; g++ {
 			d := gap(chosen[g-1])
 			ok = d >= 2*o.MinChange && d >= latentGap*math.Max(spreadInTime(groups[g-1], y), spreadInTime(groups[g], y)) &&
 				turns(groups[g-1], groups[g]) >= minTurns
 		}
-		if !ok || !inBothHalves(group, k, last) {
+		if !ok {
 			continue
 		}
 		// the newest stretch, by the mix just before it: its group ran a share p of the
