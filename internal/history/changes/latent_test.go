@@ -182,3 +182,26 @@ func TestLatentLevelsHideNoRegression(t *testing.T) {
 		t.Errorf("a change that made the runs bimodal at 35 is labelled a level")
 	}
 }
+
+// Series of other shapes than the detector's own are returned as they are: none, one run,
+// too few to take turns, all one value, a single enormous outlier among quiet runs.
+func TestLabelledOddShapes(t *testing.T) {
+	flat := make([]Obs, 30)
+	for i := range flat {
+		flat[i] = Obs{V: 20}
+	}
+	outlier := make([]Obs, 30)
+	for i := range outlier {
+		outlier[i] = Obs{V: 20 * (1 + 0.01*float64(i%3))}
+	}
+	outlier[15].V = 2e9
+	for name, s := range map[string][]Obs{
+		"none": nil, "one run": {{V: 20}}, "six runs by turns": {{V: 1}, {V: 2}, {V: 1}, {V: 2}, {V: 1}, {V: 2}},
+		"one value": flat, "an outlier of 1e8x": outlier,
+	} {
+		got := Labelled(s, Defaults)
+		if len(got) != len(s) || slices.ContainsFunc(got, func(x Obs) bool { return x.Kind != "" }) {
+			t.Errorf("%s: labelled %+v", name, got)
+		}
+	}
+}
